@@ -1,0 +1,166 @@
+"""Run ONE engine at ONE corpus size and print a JSON result.
+
+Meant to run in its own process (``run_all.py`` starts one per engine and
+size) so that peak RSS belongs to that engine alone.  Usage::
+
+    python bench/lexical.py --engine bm25s --corpus bench/.cache/synth-20000-s13 --out r.json
+
+The corpus folder holds ``docs.txt`` (one document per line) and
+``queries.jsonl`` (written by ``run_all.py``).  BLAS/OpenMP thread pools are
+pinned to one thread before numpy is imported, for every engine alike.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from collections import Counter  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import peers  # noqa: E402
+
+WARMUP = 20
+
+
+def log(msg: str) -> None:
+    print(f"    [{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def load_corpus(folder: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    with open(folder / "docs.txt", encoding="utf-8") as fh:
+        texts = fh.read().split("\n")
+    if texts and texts[-1] == "":
+        texts.pop()
+    with open(folder / "queries.jsonl", encoding="utf-8") as fh:
+        queries = [json.loads(line) for line in fh if line.strip()]
+    return texts, queries
+
+
+def percentile(sorted_ms: list[float], pct: float) -> float:
+    idx = min(len(sorted_ms) - 1, max(0, round(pct / 100 * (len(sorted_ms) - 1))))
+    return sorted_ms[idx]
+
+
+def time_queries(fn: Callable[[str, int], Any], qs: list[str], k: int) -> tuple[dict, list]:
+    """Warm up, then time each query alone; returns latency stats and raw results."""
+    for q in qs[-WARMUP:]:
+        fn(q, k)
+    timed = qs[:-WARMUP] if len(qs) > WARMUP * 2 else qs
+    lat: list[float] = []
+    raws = []
+    total0 = time.perf_counter()
+    for q in timed:
+        t0 = time.perf_counter_ns()
+        raws.append(fn(q, k))
+        lat.append((time.perf_counter_ns() - t0) / 1e6)
+    total = time.perf_counter() - total0
+    lat.sort()
+    stats = {
+        "n": len(lat),
+        "p50_ms": percentile(lat, 50),
+        "p95_ms": percentile(lat, 95),
+        "p99_ms": percentile(lat, 99),
+        "mean_ms": sum(lat) / len(lat),
+        "qps": len(lat) / total,
+    }
+    return stats, raws
+
+
+def self_hits(found: list[list[int]], queries: list[dict[str, Any]]) -> dict[str, float]:
+    """Share of queries whose source document is in the top k, overall and per language."""
+    hit: Counter[str] = Counter()
+    tot: Counter[str] = Counter()
+    rr = 0.0
+    for ids, q in zip(found, queries, strict=False):
+        tot[q["lang"]] += 1
+        if q["doc"] in ids:
+            hit[q["lang"]] += 1
+            rr += 1 / (ids.index(q["doc"]) + 1)
+    n = sum(tot.values())
+    out = {"all": sum(hit.values()) / n, "mrr": rr / n}
+    out.update({lang: hit[lang] / tot[lang] for lang in sorted(tot)})
+    return out
+
+
+def run(engine_name: str, folder: Path, k: int) -> dict[str, Any]:
+    texts, queries = load_corpus(folder)
+    qtexts = [q["text"] for q in queries]
+    log(f"{engine_name}: loaded {len(texts):,} docs, {len(queries)} queries")
+    engine = peers.make(engine_name)
+    rss_base = rss_mb()
+    t0 = time.perf_counter()
+    engine.build(texts)
+    build_s = time.perf_counter() - t0
+    log(f"{engine_name}: built in {build_s:.1f} s")
+    rss_built = rss_mb()
+    stats, raws = time_queries(engine.query_raw, qtexts, k)
+    log(f"{engine_name}: p50 {stats['p50_ms']:.3f} ms  p95 {stats['p95_ms']:.3f} ms")
+    timed_queries = queries[: stats["n"]]
+    found = [engine.resolve(r) for r in raws]
+    bad = sum(1 for ids in found for i in ids if not 0 <= i < len(texts))
+    result: dict[str, Any] = {
+        "engine": engine_name,
+        "n_docs": len(texts),
+        "k": k,
+        "build_s": build_s,
+        "docs_per_s": len(texts) / build_s if build_s else None,
+        "query": stats,
+        "self_hit_at_k": self_hits(found, timed_queries),
+        "ids_out_of_range": bad,
+        "empty_results": sum(1 for ids in found if not ids),
+    }
+    if isinstance(engine, peers.ClawkbEngine):
+        full, full_raw = time_queries(engine.search_full, qtexts, k)
+        result["full_search"] = full
+        result["full_search"]["self_hit_at_k"] = self_hits(full_raw, timed_queries)
+        log(f"{engine_name}: full search p50 {full['p50_ms']:.3f} ms")
+    result["index_bytes"] = engine.index_bytes()
+    result["settings"] = engine.settings()
+    result["rss_baseline_mb"] = rss_base
+    result["rss_after_build_mb"] = rss_built
+    result["rss_peak_mb"] = peak_rss_mb()
+    result["rss_delta_mb"] = result["rss_peak_mb"] - rss_base
+    engine.close()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--engine", required=True, choices=sorted(peers.ENGINES))
+    ap.add_argument("--corpus", required=True, type=Path, help="folder with docs.txt, queries.jsonl")
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--out", type=Path, help="write JSON here (default: stdout)")
+    args = ap.parse_args(argv)
+    result = run(args.engine, args.corpus, args.k)
+    text = json.dumps(result, indent=2, ensure_ascii=False)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

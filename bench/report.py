@@ -1,0 +1,147 @@
+"""Render benchmark results (the JSON written by run_all.py) as Markdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+RATIO_METRICS: list[tuple[str, str]] = [
+    ("index time", "build_s"),
+    ("query p50", "query.p50_ms"),
+    ("query p95", "query.p95_ms"),
+    ("query mean", "query.mean_ms"),
+    ("peak RSS", "rss_peak_mb"),
+    ("RSS over baseline", "rss_delta_mb"),
+    ("index on disk", "index_bytes"),
+]
+
+
+def get(d: dict[str, Any], dotted: str) -> Any:
+    for part in dotted.split("."):
+        if not isinstance(d, dict) or part not in d:
+            return None
+        d = d[part]
+    return d
+
+
+def fmt(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        if abs(x) >= 100:
+            return f"{x:,.0f}"
+        return f"{x:.{digits}g}"
+    if isinstance(x, int):
+        return f"{x:,}"
+    return str(x)
+
+
+def _hits(r: dict[str, Any]) -> str:
+    h = r.get("self_hit_at_k") or {}
+    parts = [f"{h.get(key, 0):.2f}" for key in ("all", "en", "mixed", "zh")]
+    return " / ".join(parts)
+
+
+def engine_table(rows: list[dict[str, Any]]) -> list[str]:
+    out = [
+        "| engine | index s | docs/s | p50 ms | p95 ms | mean ms | q/s | peak RSS MB "
+        "| RSS over baseline MB | index MB | self-hit@10 all / en / mixed / zh |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['engine']} | failed: {r['error'][:120]} |" + " |" * 9)
+            continue
+        q = r["query"]
+        size = r.get("index_bytes")
+        cells = [
+            r["engine"],
+            fmt(r["build_s"]),
+            fmt(r.get("docs_per_s")),
+            fmt(q["p50_ms"]),
+            fmt(q["p95_ms"]),
+            fmt(q["mean_ms"]),
+            fmt(q["qps"]),
+            fmt(r["rss_peak_mb"]),
+            fmt(r["rss_delta_mb"]),
+            fmt(size / 2**20 if size else None),
+            _hits(r),
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+        full = r.get("full_search")
+        if full:
+            cells = ["clawkb `kb.search` (full)", "", "", fmt(full["p50_ms"]), fmt(full["p95_ms"])]
+            cells += [fmt(full["mean_ms"]), fmt(full["qps"]), "", "", ""]
+            h = full.get("self_hit_at_k", {})
+            cells.append(" / ".join(f"{h.get(x, 0):.2f}" for x in ("all", "en", "mixed", "zh")))
+            out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def ratio_table(rows: list[dict[str, Any]]) -> list[str]:
+    by = {r["engine"]: r for r in rows if "error" not in r}
+    ours = by.get("clawkb")
+    peers = [name for name in by if name != "clawkb"]
+    if ours is None or not peers:
+        return ["_Ratios need clawkb and at least one peer to have run._"]
+    out = [
+        "| metric (lower is better) | " + " | ".join(f"clawkb / {p}" for p in peers) + " |",
+        "|---|" + "---:|" * len(peers),
+    ]
+    for label, key in RATIO_METRICS:
+        cells = []
+        for p in peers:
+            a, b = get(ours, key), get(by[p], key)
+            cells.append(f"{a / b:.2f}×" if a is not None and b else "–")
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    return out
+
+
+def quality_section(quality: dict[str, Any]) -> list[str]:
+    out = ["## Quality on the real sets", ""]
+    if quality.get("skipped"):
+        return [*out, f"_Skipped: {quality['skipped']}_", ""]
+    rows = quality.get("datasets", {})
+    flat = {name: _flatten(res) for name, res in rows.items()}
+    keys: list[str] = []
+    for metrics in flat.values():
+        for key, val in metrics.items():
+            if isinstance(val, int | float) and not isinstance(val, bool) and key not in keys:
+                keys.append(key)
+    keys = keys[:14]
+    out.append("| dataset | " + " | ".join(keys) + " |")
+    out.append("|---|" + "---:|" * len(keys))
+    for name, metrics in flat.items():
+        if "error" in metrics:
+            out.append(f"| {name} | failed: {str(metrics['error'])[:120]} |")
+            continue
+        out.append(f"| {name} | " + " | ".join(fmt(metrics.get(k), 4) for k in keys) + " |")
+    return [*out, ""]
+
+
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix or "value": d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        out.update(_flatten(v, key) if isinstance(v, dict) else {key: v})
+    return out
+
+
+def render(doc: dict[str, Any]) -> str:
+    env = doc["environment"]
+    lines = [
+        f"# Lexical benchmark — {doc['date']}",
+        "",
+        f"Machine: {env['cpu_model']}, {env['cpu_count']} cores, {env['mem_gib']:.0f} GiB; "
+        f"Python {env['python']}; " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()) + ".",
+        f"Synthetic bilingual corpus (bench/synth.py, seed {doc['seed']}), "
+        f"{doc['n_queries']} timed queries after {doc['warmup']} warm-up queries, k={doc['k']}, "
+        "one engine per process, single-threaded BLAS/OpenMP. See bench/README.md for definitions.",
+        "",
+    ]
+    for size in doc["sizes"]:
+        rows = doc["lexical"].get(str(size), [])
+        lines += [f"## {size:,} documents", "", *engine_table(rows), "", *ratio_table(rows), ""]
+    lines += quality_section(doc.get("quality", {"skipped": "not run"}))
+    return "\n".join(lines)

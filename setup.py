@@ -1,0 +1,32 @@
+"""Build the optional native BM25F scorer; clawkb falls back to numpy without it."""
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class OptionalBuildExt(build_ext):
+    """Never fail the install because a C compiler is missing."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # pragma: no cover - depends on the machine
+            print(f"clawkb: native scorer not built ({exc}); using the numpy scorer")
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:  # pragma: no cover
+            print(f"clawkb: native scorer not built ({exc}); using the numpy scorer")
+
+
+setup(
+    ext_modules=[
+        Extension(
+            "clawkb.index._bm25native",
+            sources=["src/clawkb/index/_bm25native.c"],
+            extra_compile_args=["-O3"],
+        )
+    ],
+    cmdclass={"build_ext": OptionalBuildExt},
+)

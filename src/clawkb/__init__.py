@@ -1,0 +1,51 @@
+"""clawkb: a local-first bilingual knowledge base for engineers and their agents.
+
+Public API::
+
+    from clawkb import KnowledgeBase, TextRecord
+    with KnowledgeBase.open("./.clawkb", create=True) as kb:
+        kb.index(["notes/"])
+        for hit in kb.search("DDR 走线阻抗").hits:
+            print(hit.anchor.location, hit.anchor.heading_path)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Anchor",
+    "Chunk",
+    "ClawkbError",
+    "Hit",
+    "IndexReport",
+    "KnowledgeBase",
+    "SearchResult",
+    "Slice",
+    "TextRecord",
+    "__version__",
+]
+
+if TYPE_CHECKING:
+    from clawkb.errors import ClawkbError
+    from clawkb.kb import IndexReport, KnowledgeBase, SearchResult, TextRecord
+    from clawkb.types import Anchor, Chunk, Hit, Slice
+
+
+def __getattr__(name: str) -> Any:
+    """Import lazily so `clawkb --help` and small tools start fast."""
+    if name in ("KnowledgeBase", "IndexReport", "SearchResult", "TextRecord"):
+        from clawkb import kb
+
+        return getattr(kb, name)
+    if name in ("Anchor", "Chunk", "Hit", "Slice"):
+        from clawkb import types
+
+        return getattr(types, name)
+    if name == "ClawkbError":
+        from clawkb.errors import ClawkbError
+
+        return ClawkbError
+    raise AttributeError(name)

@@ -1,0 +1,48 @@
+"""Helpers shared by the CLI command modules: opening the KB, errors, output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from clawkb.errors import ClawkbError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(func: F) -> F:
+    """Turn a domain error into a one-line message and exit code 2."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ClawkbError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def open_kb(ctx: click.Context, *, create: bool = False) -> Iterator[Any]:
+    """Open the knowledge base chosen by --kb / CLAWKB_HOME / discovery."""
+    from clawkb.config import resolve_home
+    from clawkb.kb import KnowledgeBase
+
+    home = resolve_home(ctx.obj.get("kb") if ctx.obj else None)
+    kb = KnowledgeBase.open(home, create=create)
+    try:
+        yield kb
+    finally:
+        kb.close()
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2))

@@ -1,0 +1,94 @@
+"""``clawkb eval`` (score a BEIR dataset) and ``clawkb check`` (golden queries).
+
+Thin: parse options, call :mod:`clawkb.evaluate`, format the report.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from clawkb.cli.common import echo_json, handle_errors, open_kb
+from clawkb.evaluate.golden import GoldenReport, check_golden
+from clawkb.evaluate.runner import EvalReport, evaluate_dataset
+
+#: The headline numbers, in the order BEIR tables print them.
+_HEADLINE = ("ndcg@10", "mrr@10", "recall@10", "recall@100")
+
+
+@click.command("eval")
+@click.argument("dataset_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--limit-queries", type=click.IntRange(min=1), help="Score only the first N queries.")
+@click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
+@handle_errors
+def eval_cmd(dataset_dir: Path, limit_queries: int | None, as_json: bool) -> None:
+    """Score retrieval on a BEIR-layout DATASET_DIR in a throw-away knowledge base.
+
+    DATASET_DIR holds corpus.jsonl, queries.jsonl and qrels.tsv. Your own
+    knowledge base is not touched.
+    """
+    report = evaluate_dataset(dataset_dir, limit_queries=limit_queries)
+    if as_json:
+        echo_json(report.to_dict())
+    else:
+        click.echo(format_eval(report))
+
+
+def format_eval(report: EvalReport) -> str:
+    """The human summary: dataset size, index time, headline metrics, latency."""
+    lines = [
+        f"dataset     {report.dataset}",
+        f"docs        {report.doc_count}  chunks {report.chunk_count}  "
+        f"queries {len(report.queries)}",
+        f"index time  {report.index_seconds:.2f} s",
+    ]
+    for name in _HEADLINE:
+        if name in report.metrics:
+            lines.append(f"{name:<11} {report.metrics[name]:.4f}")
+    lines.append(f"query p50   {report.latency_p50_ms:.1f} ms  p95 {report.latency_p95_ms:.1f} ms")
+    return "\n".join(lines)
+
+
+@click.command("check")
+@click.argument("golden", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--k", "k", type=click.IntRange(min=1), help="Override the file's k.")
+@click.option(
+    "--threshold", type=click.FloatRange(0, 1), help="Override the file's pass threshold."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
+@click.pass_context
+@handle_errors
+def check_cmd(
+    ctx: click.Context, golden: Path, k: int | None, threshold: float | None, as_json: bool
+) -> None:
+    """Run the golden queries in GOLDEN (YAML) against the knowledge base.
+
+    Exits with code 1 when hit@k falls below the threshold, so CI can gate on it.
+    """
+    with open_kb(ctx) as kb:
+        report = check_golden(kb, golden, k=k, threshold=threshold)
+    if as_json:
+        echo_json(report.to_dict())
+    else:
+        click.echo(format_check(report))
+    if not report.passed:
+        sys.exit(1)
+
+
+def format_check(report: GoldenReport) -> str:
+    """Each failing query with what came back instead, then one summary line."""
+    lines: list[str] = []
+    for result in report.failures:
+        q = result.query
+        want = q.expect_path + (f" [{q.expect_heading}]" if q.expect_heading else "")
+        found = f"found at rank {result.rank}" if result.rank else "not found"
+        lines.append(f"FAIL {q.query!r}: expected {want}, {found}")
+        lines.extend(f"     {pos}. {path}" for pos, path in enumerate(result.top_paths, 1))
+    verdict = "PASS" if report.passed else "FAIL"
+    lines.append(
+        f"hit@{report.k} = {report.hit_at_k:.2f} ({report.hits}/{len(report.results)}) "
+        f"threshold {report.threshold:.2f}: {verdict}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,171 @@
+"""`clawkb search` and `clawkb show`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from clawkb.cli.common import echo_json, handle_errors, open_kb
+
+
+def display_path(path: str) -> str:
+    """Show paths relative to the current folder when that is shorter."""
+    if not os.path.isabs(path):
+        return path
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if len(rel) < len(path) else path
+
+
+@click.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option("--limit", "-n", default=5, show_default=True, help="How many hits to show.")
+@click.option(
+    "--path",
+    "path_glob",
+    multiple=True,
+    metavar="GLOB",
+    help="Only documents whose path matches (repeatable).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (stable schema).")
+@click.option(
+    "--explain", is_flag=True, help="Show per-term BM25F contributions and field weights."
+)
+@click.pass_context
+@handle_errors
+def search(
+    ctx: click.Context,
+    query: tuple[str, ...],
+    limit: int,
+    path_glob: tuple[str, ...],
+    as_json: bool,
+    explain: bool,
+) -> None:
+    """Search the knowledge base; every hit names its file, lines and section."""
+    text = " ".join(query)
+    with open_kb(ctx) as kb:
+        res = kb.search(text, limit=limit, path_glob=path_glob, explain=explain)
+    for w in res.warnings:
+        click.echo(f"warning: {w}", err=True)
+    if as_json:
+        echo_json(res.to_dict())
+        return
+    if not res.hits:
+        click.echo(res.message)
+        ctx.exit(1)
+    color = sys.stdout.isatty()
+    from clawkb.retrieve.snippet import highlight
+
+    for hit in res.hits:
+        a = hit.anchor
+        loc = f"{display_path(a.path)}:{a.line_start}-{a.line_end}" + (
+            f" p.{a.page}" if a.page else ""
+        )
+        head = " > ".join(a.heading_path) or hit.title
+        click.echo(
+            click.style(f"{hit.rank:>2}. ", bold=True)
+            + click.style(loc, fg="cyan" if color else None)
+            + f"  [{hit.score:.3f}]  #{a.id}"
+        )
+        if head:
+            click.echo(f"    § {head}")
+        snip = highlight(
+            hit.snippet, hit.highlights, *(("\x1b[1;33m", "\x1b[0m") if color else ("[", "]"))
+        )
+        click.echo(f"    {snip}")
+        if explain and hit.explanation:
+            _print_explain(hit.explanation)
+    click.echo(f"({len(res.hits)} of {res.matched} matching chunks, {res.took_ms:.1f} ms)")
+
+
+def _print_explain(exp: dict[str, Any]) -> None:
+    lex = exp.get("lexical", {})
+    fields = ", ".join(
+        f"{k} w={v['weight']} b={v['b']} avg={v['avg_len']}"
+        for k, v in lex.get("fields", {}).items()
+    )
+    click.echo(f"      BM25F k1={lex.get('k1')} fields: {fields}; doc lens {lex.get('lens')}")
+    for t in lex.get("terms", []):
+        tf = " ".join(f"{k}={v}" for k, v in t["tf"].items() if v)
+        click.echo(
+            f"      {t['term']!r:>16}  +{t['score']:.4f}  idf={t['idf']:.3f} df={t['df']} tf[{tf}]"
+        )
+
+
+@click.command()
+@click.argument("anchor")
+@click.option(
+    "--context",
+    "-C",
+    "context_lines",
+    default=3,
+    show_default=True,
+    help="Lines of context around the chunk.",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+@handle_errors
+def show(ctx: click.Context, anchor: str, context_lines: int, as_json: bool) -> None:
+    """Print a chunk (by anchor id or unique prefix) with surrounding context."""
+    with open_kb(ctx) as kb:
+        row = kb.chunk(anchor)
+        before, after = kb.neighbours(row)
+    a = row.to_anchor()
+    lines = _file_lines(row.path, a.line_start - context_lines, a.line_end + context_lines)
+    if as_json:
+        echo_json(
+            {
+                "anchor": a.id,
+                "path": a.path,
+                "line_start": a.line_start,
+                "line_end": a.line_end,
+                "page": a.page,
+                "heading_path": list(a.heading_path),
+                "text": row.text,
+                "context": [{"line": n, "text": t} for n, t in lines],
+                "previous": before[0].anchor if before else None,
+                "next": after[0].anchor if after else None,
+            }
+        )
+        return
+    click.echo(f"{display_path(a.path)}:{a.line_start}-{a.line_end}  #{a.id}")
+    if a.heading_path:
+        click.echo(f"§ {' > '.join(a.heading_path)}")
+    click.echo("")
+    if lines:
+        for n, t in lines:
+            mark = "│" if a.line_start <= n <= a.line_end else " "
+            click.echo(f"{n:>6} {mark} {t}")
+    else:
+        click.echo(row.text)
+    nav = [
+        f"previous #{before[0].anchor}" if before else "",
+        f"next #{after[0].anchor}" if after else "",
+    ]
+    if any(nav):
+        click.echo("\n" + "   ".join(n for n in nav if n))
+
+
+def _file_lines(path: str, start: int, end: int) -> list[tuple[int, str]]:
+    """Lines of the source file, if it is still there and readable as text."""
+    p = Path(path)
+    if not p.is_file():
+        return []
+    try:
+        from clawkb.ingest.decode import decode_text
+
+        text, _ = decode_text(p.read_bytes(), path)
+    except Exception:
+        return []
+    all_lines = text.split("\n")
+    start = max(1, start)
+    return [(n, all_lines[n - 1]) for n in range(start, min(end, len(all_lines)) + 1)]
+
+
+COMMANDS = [search, show]

@@ -1,0 +1,368 @@
+"""The persistent, incremental BM25F index (DESIGN D3).
+
+Layout under the KB folder (``index/lexical/``)::
+
+    manifest.json     segment names, applied store change sequence, params
+    seg-000001/ ...   immutable segments (see :mod:`clawkb.index.segment`)
+
+Adds create a new small segment; deletes flip bits in a segment's live mask;
+a tiered policy merges segments of similar size. The manifest is replaced
+atomically after the files it names are on disk, so a crash leaves either the
+old or the new state, and :meth:`LexicalIndex.sync` replays the store's change
+log from the last applied sequence.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clawkb.index.scorer import score_topk
+from clawkb.index.segment import (
+    FIELDS,
+    N_FIELDS,
+    DocFields,
+    Segment,
+    build_arrays,
+    hash_terms,
+    merge_segments,
+    write_segment,
+)
+
+ENGINE = "clawkb-bm25f-segments/1"
+
+
+@dataclass(frozen=True, slots=True)
+class BM25FParams:
+    """Ranking parameters. Field order: title (heading path), body, code."""
+
+    k1: float = 1.2
+    weights: tuple[float, float, float] = (2.0, 1.0, 0.6)
+    b: tuple[float, float, float] = (0.3, 0.75, 0.75)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BM25FParams:
+        return cls(k1=float(d["k1"]), weights=tuple(d["weights"]), b=tuple(d["b"]))  # type: ignore[arg-type]
+
+
+@dataclass
+class _Manifest:
+    segments: list[str] = field(default_factory=list)
+    applied_seq: int = 0
+    next_segment: int = 1
+    engine: str = ENGINE
+
+
+class LexicalIndex:
+    """BM25F over segments; one writer at a time (the caller holds the KB lock)."""
+
+    MERGE_FACTOR = 8
+
+    def __init__(
+        self, folder: Path, params: BM25FParams | None = None, *, writable: bool = False
+    ) -> None:
+        self.folder = folder
+        self.params = params or BM25FParams()
+        folder.mkdir(parents=True, exist_ok=True)
+        self._load()
+        if writable:  # only the lock holder may clean up after a crashed writer
+            self._remove_orphans()
+        self._stats_cache: tuple[int, np.ndarray] | None = None
+        self._factors: dict[str, np.ndarray] = {}
+        self.manifest: _Manifest
+        self.segments: list[Segment]
+
+    # -- manifest ---------------------------------------------------------
+    def _load(self) -> None:
+        """Read the manifest and map its segments; retry if a writer swaps them meanwhile."""
+        for attempt in range(5):
+            self.manifest = self._read_manifest()
+            try:
+                self.segments = [Segment(self.folder / n) for n in self.manifest.segments]
+                return
+            except FileNotFoundError:
+                if attempt == 4:
+                    raise
+                time.sleep(0.05)
+
+    def _read_manifest(self) -> _Manifest:
+        path = self.folder / "manifest.json"
+        if not path.exists():
+            return _Manifest()
+        data = json.loads(path.read_text())
+        return _Manifest(**data)
+
+    def _write_manifest(self) -> None:
+        self.manifest.segments = [s.name for s in self.segments]
+        tmp = self.folder / "manifest.json.tmp"
+        with open(tmp, "w") as fh:
+            json.dump(asdict(self.manifest), fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.folder / "manifest.json")
+
+    def _remove_orphans(self) -> None:
+        known = set(self.manifest.segments)
+        for child in self.folder.iterdir():
+            if child.is_dir() and child.name not in known:
+                shutil.rmtree(child, ignore_errors=True)
+
+    @property
+    def applied_seq(self) -> int:
+        return self.manifest.applied_seq
+
+    # -- writes -----------------------------------------------------------
+    def apply(self, adds: Iterable[DocFields], deletes: Sequence[int], applied_seq: int) -> None:
+        """Apply one batch of store changes and persist it with ``applied_seq``."""
+        if deletes:
+            ids = np.unique(np.asarray(deletes, np.int64))
+            for seg in self.segments:
+                if seg.delete(ids):
+                    seg.save_live()
+        arrays = build_arrays(adds)
+        if len(arrays[0]):
+            name = f"seg-{self.manifest.next_segment:06d}"
+            self.manifest.next_segment += 1
+            write_segment(self.folder / name, *arrays)
+            self.segments.append(Segment(self.folder / name))
+        self.manifest.applied_seq = applied_seq
+        self._merge_if_needed()
+        self._write_manifest()
+        self._invalidate()
+
+    def clear(self) -> None:
+        for seg in self.segments:
+            shutil.rmtree(seg.folder, ignore_errors=True)
+        self.segments = []
+        self.manifest = _Manifest(applied_seq=-1, next_segment=self.manifest.next_segment)
+        self._write_manifest()
+        self._invalidate()
+
+    def _merge_if_needed(self) -> None:
+        """Tiered merging: merge runs of segments whose sizes share a tier."""
+        while True:
+            tiers: dict[int, list[Segment]] = {}
+            for seg in self.segments:
+                tier = int(math.log(max(seg.n_live, 1), self.MERGE_FACTOR))
+                tiers.setdefault(tier, []).append(seg)
+            group = next((g for g in tiers.values() if len(g) >= self.MERGE_FACTOR), None)
+            empty = [s for s in self.segments if s.n_live == 0]
+            if group is None and not empty:
+                return
+            if group is None:
+                self.segments = [s for s in self.segments if s.n_live > 0]
+                for s in empty:
+                    shutil.rmtree(s.folder, ignore_errors=True)
+                continue
+            self.merge(group)
+
+    def merge(self, group: Sequence[Segment] | None = None) -> None:
+        """Merge ``group`` (default: all segments) into one, dropping deleted docs."""
+        group = list(group if group is not None else self.segments)
+        if len(group) < 2 and not any(s.n_live < s.n_docs for s in group):
+            return
+        name = f"seg-{self.manifest.next_segment:06d}"
+        self.manifest.next_segment += 1
+        merge_segments(group, self.folder / name)
+        first = self.segments.index(group[0])
+        rest = [s for s in self.segments if s not in group]
+        rest.insert(min(first, len(rest)), Segment(self.folder / name))
+        old = group
+        self.segments = rest
+        self._write_manifest()
+        for s in old:
+            shutil.rmtree(s.folder, ignore_errors=True)
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        self._stats_cache = None
+        self._factors.clear()
+
+    # -- statistics -------------------------------------------------------
+    def _stats(self) -> tuple[int, np.ndarray]:
+        """(live doc count, average field lengths), cached until the next write."""
+        if self._stats_cache is None:
+            n = 0
+            total = np.zeros(N_FIELDS, np.float64)
+            for seg in self.segments:
+                live = seg.live.astype(bool)
+                n += int(live.sum())
+                if live.all():
+                    total += np.asarray(seg.lens, np.float64).sum(axis=0)
+                else:
+                    total += np.asarray(seg.lens[live], np.float64).sum(axis=0)
+            avg = total / max(n, 1)
+            self._stats_cache = (n, np.maximum(avg, 1e-9))
+        return self._stats_cache
+
+    def _factor(self, seg: Segment) -> np.ndarray:
+        """Per-doc ``weight_f / B_f(doc)``: BM25F length normalisation per field."""
+        fac = self._factors.get(seg.name)
+        if fac is None:
+            _, avg = self._stats()
+            w = np.asarray(self.params.weights, np.float32)
+            b = np.asarray(self.params.b, np.float32)
+            lens = np.asarray(seg.lens, np.float32)
+            denom = (1.0 - b) + b * lens / avg.astype(np.float32)
+            fac = np.ascontiguousarray((w / denom).astype(np.float32))
+            self._factors[seg.name] = fac
+        return fac
+
+    @property
+    def n_docs(self) -> int:
+        return self._stats()[0]
+
+    def doc_freqs(self, hashes: np.ndarray) -> np.ndarray:
+        df = np.zeros(len(hashes), np.int64)
+        for seg in self.segments:
+            df += seg.term_ranges(hashes)[1]
+        return df
+
+    def idf(self, df: np.ndarray) -> np.ndarray:
+        n = self.n_docs
+        return np.log1p((n - df + 0.5) / (df + 0.5))
+
+    # -- queries ----------------------------------------------------------
+    def search(
+        self,
+        terms: Sequence[str],
+        k: int = 10,
+        *,
+        term_weights: Sequence[float] | None = None,
+        allowed: np.ndarray | None = None,
+        use_native: bool = True,
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Top-k (chunk ids, scores, matched count) for a bag of query terms.
+
+        Repeated terms count once with their multiplicity as weight. ``allowed``
+        is an optional array of chunk ids to restrict the search to.
+        """
+        uniq, weights = self._query_terms(terms, term_weights)
+        if not uniq or not self.segments:
+            return np.empty(0, np.int64), np.empty(0, np.float32), 0
+        hashes = hash_terms(uniq)
+        per_seg = [seg.term_ranges(hashes) for seg in self.segments]
+        df = np.sum([p[1] for p in per_seg], axis=0)
+        w = (self.idf(df) * np.asarray(weights)).astype(np.float32)
+        ids_out, sc_out = [], []
+        matched = 0
+        for seg, (ranges, _) in zip(self.segments, per_seg, strict=True):
+            if not ranges[1::2].any():
+                continue
+            live = seg.live
+            if allowed is not None:
+                mask = np.zeros(seg.n_docs, np.uint8)
+                mask[seg.locate(allowed)] = 1
+                live = mask & live
+            local, sc, m = score_topk(
+                seg.docs,
+                seg.tfs,
+                self._factor(seg),
+                ranges,
+                w,
+                live,
+                self.params.k1,
+                k,
+                use_native=use_native,
+            )
+            matched += m
+            ids_out.append(np.asarray(seg.chunk_ids[local]))
+            sc_out.append(sc)
+        if not ids_out:
+            return np.empty(0, np.int64), np.empty(0, np.float32), 0
+        ids = np.concatenate(ids_out)
+        scores = np.concatenate(sc_out)
+        if len(ids_out) > 1:
+            order = np.lexsort((ids, -scores))[:k]
+            ids, scores = ids[order], scores[order]
+        return ids, scores, matched
+
+    @staticmethod
+    def _query_terms(
+        terms: Sequence[str], term_weights: Sequence[float] | None
+    ) -> tuple[list[str], list[float]]:
+        acc: dict[str, float] = {}
+        for i, t in enumerate(terms):
+            acc[t] = acc.get(t, 0.0) + (1.0 if term_weights is None else float(term_weights[i]))
+        items = [(t, w) for t, w in acc.items() if w > 0]
+        return [t for t, _ in items], [w for _, w in items]
+
+    def explain(self, terms: Sequence[str], chunk_id: int) -> dict[str, Any]:
+        """Per-term BM25F contributions for one chunk, as plain data."""
+        uniq, weights = self._query_terms(terms, None)
+        hashes = hash_terms(uniq)
+        df = self.doc_freqs(hashes)
+        idf = self.idf(df)
+        n, avg = self._stats()
+        k1 = self.params.k1
+        out: dict[str, Any] = {
+            "k1": k1,
+            "fields": {
+                f: {
+                    "weight": self.params.weights[i],
+                    "b": self.params.b[i],
+                    "avg_len": round(float(avg[i]), 3),
+                }
+                for i, f in enumerate(FIELDS)
+            },
+            "docs": n,
+            "terms": [],
+        }
+        for seg in self.segments:
+            local = seg.locate(np.array([chunk_id], np.int64))
+            if local.size == 0 or not seg.live[local[0]]:
+                continue
+            d = int(local[0])
+            fac = self._factor(seg)[d]
+            out["lens"] = {f: int(seg.lens[d, i]) for i, f in enumerate(FIELDS)}
+            ranges, _ = seg.term_ranges(hashes)
+            total = 0.0
+            for j, term in enumerate(uniq):
+                s, e = int(ranges[2 * j]), int(ranges[2 * j + 1])
+                pos = s + int(np.searchsorted(seg.docs[s:e], d))
+                if pos >= e or int(seg.docs[pos]) != d:
+                    continue
+                tf = tuple(int(x) for x in seg.tfs[pos])
+                x = float(sum(tf[i] * float(fac[i]) for i in range(N_FIELDS)))
+                contrib = float(weights[j] * idf[j] * x * (k1 + 1) / (x + k1))
+                total += contrib
+                out["terms"].append(
+                    {
+                        "term": term,
+                        "df": int(df[j]),
+                        "idf": round(float(idf[j]), 4),
+                        "tf": dict(zip(FIELDS, tf, strict=True)),
+                        "query_weight": weights[j],
+                        "score": round(contrib, 4),
+                    }
+                )
+            out["total"] = round(total, 4)
+        out["terms"].sort(key=lambda t: -t["score"])
+        return out
+
+    def status(self) -> dict[str, Any]:
+        size = sum(f.stat().st_size for f in self.folder.rglob("*") if f.is_file())
+        return {
+            "engine": ENGINE,
+            "segments": len(self.segments),
+            "docs": self.n_docs,
+            "deleted": sum(s.n_docs - s.n_live for s in self.segments),
+            "terms": sum(len(s.terms) for s in self.segments),
+            "postings": sum(len(s.docs) for s in self.segments),
+            "bytes": size,
+            "applied_seq": self.manifest.applied_seq,
+            "params": {
+                "k1": self.params.k1,
+                "weights": list(self.params.weights),
+                "b": list(self.params.b),
+            },
+        }

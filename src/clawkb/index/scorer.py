@@ -1,0 +1,93 @@
+"""Top-k BM25F scoring of one segment: the native kernel, or numpy when it is absent.
+
+Both implementations compute exactly the same function (a test checks it):
+``score(d) = sum_t w_t * x * (k1 + 1) / (x + k1)`` with
+``x = sum_f tf_f(t, d) * factor_f(d)`` and ``factor_f(d) = weight_f / B_f(d)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # pragma: no cover - which branch runs depends on the build
+    from clawkb.index import _bm25native as _native
+except ImportError:  # pragma: no cover
+    _native = None
+
+NATIVE_AVAILABLE = _native is not None
+
+
+def score_topk(
+    docs: np.ndarray,
+    tfs: np.ndarray,
+    factor: np.ndarray,
+    ranges: np.ndarray,
+    weights: np.ndarray,
+    live: np.ndarray | None,
+    k1: float,
+    k: int,
+    *,
+    use_native: bool = True,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Return (local doc numbers, scores, number of docs matched) for the best ``k``.
+
+    ``ranges`` is an int64 array ``[s0, e0, s1, e1, ...]`` of posting ranges, one
+    pair per query term, aligned with float32 ``weights``. Results are sorted by
+    descending score, ties by ascending doc number.
+    """
+    n_docs = factor.shape[0]
+    if k <= 0 or len(weights) == 0 or n_docs == 0:
+        return np.empty(0, np.int64), np.empty(0, np.float32), 0
+    if use_native and _native is not None:
+        out_docs = np.empty(k, np.int64)
+        out_scores = np.empty(k, np.float32)
+        n, matched = _native.score_topk(
+            docs,
+            tfs,
+            factor,
+            np.ascontiguousarray(ranges, np.int64),
+            np.ascontiguousarray(weights, np.float32),
+            live,
+            float(k1),
+            int(n_docs),
+            out_docs,
+            out_scores,
+        )
+        return out_docs[:n], out_scores[:n], int(matched)
+    return _score_numpy(docs, tfs, factor, ranges, weights, live, k1, k)
+
+
+def _score_numpy(
+    docs: np.ndarray,
+    tfs: np.ndarray,
+    factor: np.ndarray,
+    ranges: np.ndarray,
+    weights: np.ndarray,
+    live: np.ndarray | None,
+    k1: float,
+    k: int,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    acc = np.zeros(factor.shape[0], np.float32)
+    seen = np.zeros(factor.shape[0], bool)
+    kp1 = np.float32(k1 + 1.0)
+    fk1 = np.float32(k1)
+    for t in range(len(weights)):
+        s, e = int(ranges[2 * t]), int(ranges[2 * t + 1])
+        if e <= s:
+            continue
+        d = docs[s:e]
+        tf = tfs[s:e].astype(np.float32)
+        x = (tf * factor[d]).sum(axis=1, dtype=np.float32)
+        pos = x > 0
+        d, x = d[pos], x[pos]
+        acc[d] += np.float32(weights[t]) * x * kp1 / (x + fk1)
+        seen[d] = True
+    matched = int(seen.sum())
+    if live is not None:
+        seen &= live.astype(bool)
+    cand = np.flatnonzero(seen)
+    if cand.size == 0:
+        return np.empty(0, np.int64), np.empty(0, np.float32), matched
+    sc = acc[cand]
+    order = np.lexsort((cand, -sc))[:k]
+    return cand[order].astype(np.int64), sc[order], matched

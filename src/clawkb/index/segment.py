@@ -1,0 +1,287 @@
+"""Immutable on-disk segments of the lexical index.
+
+A segment is a folder of ``.npy`` arrays, memory-mapped when opened:
+
+``chunk_ids``  int64 [N]      store chunk id of each local doc number
+``lens``       uint32 [N, 3]  token count per field (title, body, code)
+``terms``      uint64 [T]     sorted 64-bit term hashes
+``offsets``    int64 [T + 1]  postings of term i are ``offsets[i]:offsets[i+1]``
+``docs``       uint32 [P]     local doc numbers, ascending within a term
+``tfs``        uint8 [P, 3]   per-field term frequency, saturated at 255
+
+Deletions never rewrite a segment: a separate ``live.npy`` mask (uint8 [N]) is
+replaced atomically. Segments are merged (dropping deleted docs) by
+:func:`merge_segments`. Terms are stored as hashes so that a lookup is one
+binary search in a memory-mapped array, with no vocabulary to load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import shutil
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+N_FIELDS = 3
+FIELDS = ("title", "body", "code")
+_ARRAYS = ("chunk_ids", "lens", "terms", "offsets", "docs", "tfs")
+
+
+def term_hash(term: str) -> int:
+    """Stable 64-bit hash of a token (independent of PYTHONHASHSEED)."""
+    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def hash_terms(terms: Sequence[str]) -> np.ndarray:
+    return np.fromiter((term_hash(t) for t in terms), dtype=np.uint64, count=len(terms))
+
+
+@dataclass(frozen=True, slots=True)
+class DocFields:
+    """Tokens of one chunk, per field."""
+
+    chunk_id: int
+    title: list[str]
+    body: list[str]
+    code: list[str]
+
+
+def _save(folder: Path, name: str, arr: np.ndarray) -> None:
+    with open(folder / f"{name}.npy", "wb") as fh:
+        np.save(fh, arr)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def write_segment(
+    folder: Path,
+    chunk_ids: np.ndarray,
+    lens: np.ndarray,
+    terms: np.ndarray,
+    offsets: np.ndarray,
+    docs: np.ndarray,
+    tfs: np.ndarray,
+) -> None:
+    """Write arrays into ``folder`` via a temporary sibling and an atomic rename."""
+    tmp = folder.with_name(folder.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    arrays = dict(
+        chunk_ids=chunk_ids.astype(np.int64),
+        lens=lens.astype(np.uint32),
+        terms=terms.astype(np.uint64),
+        offsets=offsets.astype(np.int64),
+        docs=docs.astype(np.uint32),
+        tfs=tfs.astype(np.uint8),
+    )
+    for name, arr in arrays.items():
+        _save(tmp, name, np.ascontiguousarray(arr))
+    meta = {"n_docs": len(chunk_ids), "n_terms": len(terms), "n_postings": len(docs)}
+    (tmp / "meta.json").write_text(json.dumps(meta))
+    os.replace(tmp, folder)
+
+
+def build_arrays(batch: Iterable[DocFields]) -> tuple[np.ndarray, ...]:
+    """Invert a batch of tokenized docs into segment arrays.
+
+    Terms are counted per (doc, field) with ``Counter`` (C speed), mapped to
+    ids with ``dict.setdefault`` driven by a counter (ids unique, not dense),
+    and the postings are ordered with one sort of packed int64 keys. Memory is
+    proportional to postings, not tokens: ``batch`` may be a generator, and
+    each doc's token lists are dropped as soon as they are counted.
+    """
+    vocab: dict[str, int] = {}
+    counter = itertools.count()
+    setdefault = vocab.setdefault
+    raw = array("q")  # machine ints: a list of Python ints costs 4x the memory
+    tf_list = array("q")
+    runs: list[tuple[int, int, int]] = []  # (doc, field, number of distinct terms)
+    len_list: list[tuple[int, int, int]] = []
+    ids_list: list[int] = []
+    for d, doc in enumerate(batch):
+        ids_list.append(doc.chunk_id)
+        len_list.append((len(doc.title), len(doc.body), len(doc.code)))
+        for f, toks in enumerate((doc.title, doc.body, doc.code)):
+            if not toks:
+                continue
+            c = Counter(toks)
+            raw.extend(map(setdefault, c.keys(), counter))
+            tf_list.extend(c.values())
+            runs.append((d, f, len(c)))
+    n = len(ids_list)
+    chunk_ids = np.array(ids_list, np.int64)
+    lens = np.array(len_list, np.uint32).reshape(n, N_FIELDS)
+    if not raw:
+        return (
+            chunk_ids,
+            lens,
+            np.empty(0, np.uint64),
+            np.zeros(1, np.int64),
+            np.empty(0, np.uint32),
+            np.empty((0, N_FIELDS), np.uint8),
+        )
+    run_arr = np.array(runs, np.int64)
+    doc_of = np.repeat(run_arr[:, 0], run_arr[:, 2])
+    field_of = np.repeat(run_arr[:, 1], run_arr[:, 2])
+    del runs, run_arr
+    raw_ids = np.frombuffer(raw, np.int64).copy()
+    tf_arr = np.minimum(np.frombuffer(tf_list, np.int64), 255).astype(np.uint8)
+    del raw, tf_list
+    # Dense term numbers in hash order, so postings come out grouped by hash.
+    terms = list(vocab.keys())
+    uniq_raw = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))
+    hashes = hash_terms(terms)
+    order = np.argsort(hashes, kind="stable")
+    hashes = hashes[order]
+    dense = np.empty(len(order), np.int64)
+    dense[order] = np.arange(len(order))
+    by_raw = np.argsort(uniq_raw)
+    term_no = dense[by_raw[np.searchsorted(uniq_raw[by_raw], raw_ids)]]
+    del raw_ids
+    doc_bits = max(1, int(n).bit_length())
+    key = (term_no << (doc_bits + 2)) | (doc_of << 2) | field_of
+    del term_no, doc_of, field_of
+    perm = np.argsort(key, kind="stable")
+    key = key[perm]
+    tf_arr = tf_arr[perm]
+    del perm
+    pair = key >> 2
+    new_pair = np.r_[True, pair[1:] != pair[:-1]]
+    post_of_key = np.cumsum(new_pair) - 1
+    starts = np.flatnonzero(new_pair)
+    tfs = np.zeros((len(starts), N_FIELDS), np.uint8)
+    tfs[post_of_key, (key & 3).astype(np.intp)] = tf_arr
+    pair_start = pair[starts]
+    docs = (pair_start & ((1 << doc_bits) - 1)).astype(np.uint32)
+    term_of_post = pair_start >> doc_bits
+    offsets = np.searchsorted(term_of_post, np.arange(len(hashes) + 1)).astype(np.int64)
+    return chunk_ids, lens, hashes, offsets, docs, tfs
+
+
+class Segment:
+    """A read-only, memory-mapped segment plus its (replaceable) live mask."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.name = folder.name
+        arrs = {n: np.load(folder / f"{n}.npy", mmap_mode="r") for n in _ARRAYS}
+        self.chunk_ids: np.ndarray = arrs["chunk_ids"]
+        self.lens: np.ndarray = arrs["lens"]
+        self.terms: np.ndarray = arrs["terms"]
+        self.offsets: np.ndarray = arrs["offsets"]
+        self.docs: np.ndarray = arrs["docs"]
+        self.tfs: np.ndarray = arrs["tfs"]
+        live_path = folder / "live.npy"
+        self.live: np.ndarray = (
+            np.load(live_path) if live_path.exists() else np.ones(len(self.chunk_ids), np.uint8)
+        )
+        self._sorted_ids: np.ndarray | None = None
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.chunk_ids.shape[0])
+
+    @property
+    def n_live(self) -> int:
+        return int(self.live.sum())
+
+    def term_ranges(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return (ranges [s,e,...], doc freq per term) for hashed query terms."""
+        pos = np.searchsorted(self.terms, hashes)
+        pos_c = np.minimum(pos, max(len(self.terms) - 1, 0))
+        found = (
+            (pos < len(self.terms)) & (self.terms[pos_c] == hashes)
+            if len(self.terms)
+            else (np.zeros(len(hashes), bool))
+        )
+        starts = np.where(found, self.offsets[pos_c], 0)
+        ends = np.where(found, self.offsets[np.minimum(pos_c + 1, len(self.offsets) - 1)], 0)
+        ranges = np.empty(2 * len(hashes), np.int64)
+        ranges[0::2] = starts
+        ranges[1::2] = ends
+        return ranges, (ends - starts)
+
+    def locate(self, chunk_ids: np.ndarray) -> np.ndarray:
+        """Local doc numbers of the given chunk ids that live in this segment."""
+        if self._sorted_ids is None:
+            order = np.argsort(self.chunk_ids, kind="stable")
+            self._sorted_ids = order
+        order = self._sorted_ids
+        sorted_ids = self.chunk_ids[order]
+        pos = np.searchsorted(sorted_ids, chunk_ids)
+        pos_c = np.minimum(pos, max(len(sorted_ids) - 1, 0))
+        hit = (
+            (pos < len(sorted_ids)) & (sorted_ids[pos_c] == chunk_ids)
+            if len(sorted_ids)
+            else (np.zeros(len(chunk_ids), bool))
+        )
+        return order[pos_c[hit]]
+
+    def delete(self, chunk_ids: np.ndarray) -> int:
+        """Clear live bits of these chunk ids in memory; return how many changed."""
+        local = self.locate(chunk_ids)
+        if local.size == 0:
+            return 0
+        before = int(self.live[local].sum())
+        if before:
+            self.live = np.array(self.live, copy=True)
+            self.live[local] = 0
+        return before
+
+    def save_live(self) -> None:
+        tmp = self.folder / "live.npy.tmp"
+        with open(tmp, "wb") as fh:
+            np.save(fh, self.live)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.folder / "live.npy")
+
+
+def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
+    """Write one segment holding the live docs of ``segments``, in their order."""
+    keep = [np.flatnonzero(s.live) for s in segments]
+    chunk_ids = np.concatenate([s.chunk_ids[k] for s, k in zip(segments, keep, strict=True)])
+    lens = np.concatenate([s.lens[k] for s, k in zip(segments, keep, strict=True)])
+    terms = np.unique(np.concatenate([np.asarray(s.terms) for s in segments]))
+    counts = np.zeros(len(terms), np.int64)
+    per_seg = []
+    base = 0
+    for s, k in zip(segments, keep, strict=True):
+        remap = np.full(s.n_docs, -1, np.int64)
+        remap[k] = np.arange(len(k)) + base
+        base += len(k)
+        tpos = np.searchsorted(terms, s.terms)
+        post_term = np.repeat(tpos, np.diff(s.offsets))
+        new_doc = remap[s.docs]
+        ok = new_doc >= 0
+        post_term = post_term[ok]
+        counts += np.bincount(post_term, minlength=len(terms))
+        per_seg.append((post_term, new_doc[ok], np.flatnonzero(ok)))
+    offsets = np.zeros(len(terms) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    docs = np.empty(int(offsets[-1]), np.uint32)
+    tfs = np.empty((int(offsets[-1]), N_FIELDS), np.uint8)
+    fill = offsets[:-1].copy()
+    for s, (post_term, new_doc, idx) in zip(segments, per_seg, strict=True):
+        # postings of one term inside one segment are contiguous and ascending
+        tcounts = np.bincount(post_term, minlength=len(terms))
+        first = np.r_[0, np.cumsum(tcounts)[:-1]]
+        within = np.arange(len(post_term)) - first[post_term]
+        dest = fill[post_term] + within
+        docs[dest] = new_doc
+        tfs[dest] = s.tfs[idx]
+        fill += tcounts
+    nonempty = counts > 0
+    if not nonempty.all():
+        terms = terms[nonempty]
+        offsets = np.r_[0, np.cumsum(counts[nonempty])]
+    write_segment(folder, chunk_ids, lens, terms, offsets, docs, tfs)

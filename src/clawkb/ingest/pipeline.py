@@ -1,0 +1,340 @@
+"""Incremental, crash-safe ingest: files (or in-memory records) into the store.
+
+Per file: stat → (size, mtime) unchanged? skip : read → content hash unchanged?
+skip : parse → chunk → one transaction that replaces the document's chunks and
+logs the changes. The lexical index is synced from the log in batches, so a
+killed run loses at most the file in flight and the next run resumes.
+A file that fails keeps its previously indexed content.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clawkb.config import Config
+from clawkb.errors import ClawkbError, ParseError, UnsupportedFileError
+from clawkb.index.lexical import LexicalIndex
+from clawkb.ingest.chunker import ChunkConfig, chunk_slices
+from clawkb.ingest.decode import looks_binary
+from clawkb.ingest.discover import Problem, discover
+from clawkb.ingest.sync import sync_lexical
+from clawkb.parsers.registry import ParserRegistry
+from clawkb.store.repo import DocRow, Repository, content_hash
+from clawkb.types import Chunk, ParsedDocument
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class TextRecord:
+    """An in-memory document (no file): ``path`` is its key and its anchor path."""
+
+    path: str
+    text: str
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class IndexReport:
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    skipped: int = 0
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    seconds: float = 0.0
+    resumed: bool = False
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    skipped_files: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["errors"] = [{"path": p, "reason": r} for p, r in self.errors]
+        d["skipped_files"] = [{"path": p, "reason": r} for p, r in self.skipped_files]
+        return d
+
+
+class Ingestor:
+    """Runs one indexing job; the caller holds the KB write lock."""
+
+    def __init__(
+        self,
+        repo: Repository,
+        lexical: LexicalIndex,
+        config: Config,
+        registry: ParserRegistry,
+    ) -> None:
+        self.repo = repo
+        self.lexical = lexical
+        self.config = config
+        self.registry = registry
+        self.chunk_config = ChunkConfig(max_tokens=config.max_tokens, overlap=config.overlap)
+        self._pending = 0
+
+    # -- files ------------------------------------------------------------
+    def index_paths(
+        self, roots: Sequence[str | os.PathLike[str]], progress: Progress | None = None
+    ) -> IndexReport:
+        t0 = time.perf_counter()
+        report = IndexReport()
+        run_id = self._start_run([str(r) for r in roots], report)
+        problems: list[Problem] = []
+        for root in roots:
+            root_path = Path(os.path.abspath(root))
+            found = list(discover(root_path, self.config.ignore, problems))
+            walk_root = root_path if root_path.is_dir() else root_path.parent
+            seen: set[str] = set()
+            for i, f in enumerate(found):
+                path = f.path.as_posix()
+                seen.add(path)
+                self._index_file(f.path, walk_root.as_posix(), report, run_id)
+                if progress:
+                    progress(i + 1, len(found), path)
+            if root_path.is_dir():
+                self._remove_missing(walk_root.as_posix(), seen, problems, report)
+        for p in problems:
+            report.errors.append((p.path, p.reason))
+        self._flush(force=True)
+        report.seconds = time.perf_counter() - t0
+        self._finish_run(run_id, report)
+        return report
+
+    def _index_file(self, path: Path, root: str, report: IndexReport, run_id: int) -> None:
+        key = path.as_posix()
+        old = self.repo.document(key)
+        try:
+            st = path.stat()
+        except OSError as exc:
+            self._fail(report, run_id, key, f"cannot stat ({exc.strerror or exc})", old)
+            return
+        if old and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns and not old.error:
+            report.unchanged += 1
+            return
+        limit = int(self.config.max_file_mb * 1024 * 1024)
+        if st.st_size > limit:
+            self._fail(
+                report,
+                run_id,
+                key,
+                f"file too large ({st.st_size / 1048576:.1f} MB > {self.config.max_file_mb:g} MB limit;"
+                " raise max_file_mb in config.yaml)",
+                old,
+            )
+            return
+        parser = self.registry.for_path(key)
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            self._fail(report, run_id, key, f"cannot read ({exc.strerror or exc})", old)
+            return
+        if parser is None:
+            if path.suffix == "" and data and not looks_binary(data):
+                parser = self.registry.by_name("text")
+            else:
+                reason = (
+                    "binary file, skipped"
+                    if looks_binary(data)
+                    else f"no parser for '{path.suffix or path.name}'"
+                )
+                report.skipped += 1
+                report.skipped_files.append((key, reason))
+                return
+        digest = content_hash(data)
+        if old and old.content_hash == digest:
+            self.repo.conn.execute("BEGIN")
+            self.repo.touch_document(old.id, st.st_size, st.st_mtime_ns)
+            self.repo.conn.execute("COMMIT")
+            report.unchanged += 1
+            return
+        try:
+            if looks_binary(data) and parser.name in ("text", "markdown"):
+                raise UnsupportedFileError(key, "binary content, skipped")
+            parsed = parser.parse(data, key)
+            chunks = chunk_slices(parsed.slices, self.chunk_config)
+        except ParseError as exc:
+            self._fail(report, run_id, key, exc.reason, old)
+            return
+        except ClawkbError as exc:
+            self._fail(report, run_id, key, str(exc), old)
+            return
+        except Exception as exc:  # a parser bug must not stop the run
+            self._fail(
+                report,
+                run_id,
+                key,
+                f"parser {parser.name} crashed: {type(exc).__name__}: {exc}",
+                old,
+            )
+            return
+        self._store(
+            key, root, digest, st.st_size, st.st_mtime_ns, parser.name, parsed, chunks, old, report
+        )
+
+    def _store(
+        self,
+        key: str,
+        root: str,
+        digest: str,
+        size: int,
+        mtime_ns: int,
+        parser: str,
+        parsed: ParsedDocument,
+        chunks: list[Chunk],
+        old: DocRow | None,
+        report: IndexReport,
+    ) -> None:
+        conn = self.repo.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if old:
+                report.chunks_removed += self.repo.delete_chunks(old.id)
+            title = parsed.title or Path(key).stem
+            doc_id = self.repo.upsert_document(
+                path=key,
+                root=root,
+                digest=digest,
+                size=size,
+                mtime_ns=mtime_ns,
+                parser=parser,
+                title=title,
+                encoding=parsed.encoding,
+                metadata=dict(parsed.metadata),
+            )
+            report.chunks_added += self.repo.insert_chunks(doc_id, key, chunks)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        if old:
+            report.updated += 1
+        else:
+            report.added += 1
+        self._pending += len(chunks) + (old is not None)
+        self._flush()
+
+    def _fail(
+        self, report: IndexReport, run_id: int, key: str, reason: str, old: DocRow | None
+    ) -> None:
+        report.failed += 1
+        report.errors.append((key, reason))
+        conn = self.repo.conn
+        conn.execute("BEGIN")
+        if old:
+            self.repo.mark_error(key, reason)
+        conn.execute(
+            "INSERT INTO journal (run_id, path, state, reason, at) VALUES (?, ?, 'failed', ?, ?)",
+            (run_id, key, reason, time.time()),
+        )
+        conn.execute("COMMIT")
+
+    def _remove_missing(
+        self, root: str, seen: set[str], problems: list[Problem], report: IndexReport
+    ) -> None:
+        unreadable = [p.path.rstrip("/") + "/" for p in problems]
+        for path, doc in self.repo.documents_under(root).items():
+            if path in seen or os.path.exists(path):
+                continue
+            if any(path.startswith(u) for u in unreadable):
+                continue  # its folder could not be read: keep what we have
+            conn = self.repo.conn
+            conn.execute("BEGIN IMMEDIATE")
+            n = len(self.repo.chunks_of_doc(doc.id))
+            self.repo.remove_document(doc)
+            conn.execute("COMMIT")
+            report.removed += 1
+            report.chunks_removed += n
+            self._pending += n
+
+    # -- records ----------------------------------------------------------
+    def index_records(
+        self, records: Iterable[TextRecord], progress: Progress | None = None
+    ) -> IndexReport:
+        t0 = time.perf_counter()
+        report = IndexReport()
+        text_parser = self.registry.by_name("text")
+        conn = self.repo.conn
+        in_tx = 0
+        for i, rec in enumerate(records):
+            data = rec.text.encode("utf-8")
+            digest = content_hash(data + rec.title.encode("utf-8"))
+            old = self.repo.document(rec.path)
+            if old and old.content_hash == digest:
+                report.unchanged += 1
+                continue
+            parsed = text_parser.parse(data, rec.path)
+            chunks = chunk_slices(parsed.slices, self.chunk_config)
+            if not in_tx:
+                conn.execute("BEGIN IMMEDIATE")
+            in_tx += 1
+            if old:
+                report.chunks_removed += self.repo.delete_chunks(old.id)
+            doc_id = self.repo.upsert_document(
+                path=rec.path,
+                root="",
+                digest=digest,
+                size=len(data),
+                mtime_ns=0,
+                parser="record",
+                title=rec.title or parsed.title,
+                encoding="utf-8",
+                metadata=dict(rec.metadata),
+            )
+            report.chunks_added += self.repo.insert_chunks(doc_id, rec.path, chunks)
+            report.updated += bool(old)
+            report.added += not old
+            self._pending += len(chunks)
+            if in_tx >= 2000:
+                conn.execute("COMMIT")
+                in_tx = 0
+                self._flush()
+            if progress:
+                progress(i + 1, 0, rec.path)
+        if in_tx:
+            conn.execute("COMMIT")
+        self._flush(force=True)
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    # -- bookkeeping ------------------------------------------------------
+    def _flush(self, force: bool = False) -> None:
+        if self._pending and (force or self._pending >= self.config.index_batch_chunks):
+            sync_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
+            self._pending = 0
+        elif force:
+            sync_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
+
+    def _start_run(self, roots: list[str], report: IndexReport) -> int:
+        conn = self.repo.conn
+        conn.execute("BEGIN IMMEDIATE")
+        interrupted = conn.execute("SELECT COUNT(*) FROM runs WHERE status = 'running'").fetchone()[
+            0
+        ]
+        if interrupted:
+            report.resumed = True
+            conn.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
+        cur = conn.execute(
+            "INSERT INTO runs (started_at, roots) VALUES (?, ?)", (time.time(), json.dumps(roots))
+        )
+        conn.execute("COMMIT")
+        return int(cur.lastrowid or 0)
+
+    def _finish_run(self, run_id: int, report: IndexReport) -> None:
+        counts = {k: v for k, v in report.to_dict().items() if isinstance(v, int | float)}
+        conn = self.repo.conn
+        conn.execute("BEGIN")
+        conn.execute(
+            "UPDATE runs SET finished_at = ?, status = 'done', counts = ? WHERE id = ?",
+            (time.time(), json.dumps(counts), run_id),
+        )
+        conn.execute("DELETE FROM runs WHERE id < ? AND status != 'running'", (run_id - 20,))
+        conn.execute("COMMIT")

@@ -1,0 +1,24 @@
+"""The parser interface (DESIGN D6).
+
+A parser is a class with a ``name``, the file ``extensions`` and ``mime_types``
+it claims, and a ``parse(data, path)`` method that turns raw bytes into a
+:class:`~clawkb.types.ParsedDocument`. Parsers are registered through the
+``clawkb.parsers`` entry-point group; built-ins are registered the same way.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Protocol, runtime_checkable
+
+from clawkb.types import ParsedDocument
+
+
+@runtime_checkable
+class Parser(Protocol):
+    name: ClassVar[str]
+    extensions: ClassVar[tuple[str, ...]]  # lower-case, with the dot: (".md",)
+    mime_types: ClassVar[tuple[str, ...]]
+
+    def parse(self, data: bytes, path: str) -> ParsedDocument:
+        """Parse one file. Raise :class:`clawkb.errors.ParseError` naming ``path``."""
+        ...

@@ -1,0 +1,101 @@
+"""Lexical search: query → tokens → BM25F top-k → hits with anchors and snippets."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from clawkb.index.lexical import LexicalIndex
+from clawkb.ingest.sync import doc_fields
+from clawkb.retrieve.snippet import make_snippet
+from clawkb.store.repo import ChunkRow, Repository
+from clawkb.text import tokenize
+from clawkb.types import Hit
+
+
+@dataclass
+class SearchResult:
+    query: str
+    query_tokens: list[str]
+    hits: list[Hit]
+    took_ms: float
+    matched: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        if not self.query_tokens:
+            return "the query has no searchable terms"
+        if not self.hits:
+            return f"no match for {self.query!r} in the knowledge base"
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "query_tokens": self.query_tokens,
+            "took_ms": round(self.took_ms, 3),
+            "matched": self.matched,
+            "count": len(self.hits),
+            "message": self.message,
+            "warnings": self.warnings,
+            "hits": [h.to_dict() for h in self.hits],
+        }
+
+
+def lexical_search(
+    repo: Repository,
+    lexical: LexicalIndex,
+    query: str,
+    *,
+    limit: int = 10,
+    path_globs: tuple[str, ...] = (),
+    explain: bool = False,
+) -> SearchResult:
+    t0 = time.perf_counter()
+    tokens = tokenize(query)
+    allowed = None
+    if path_globs:
+        allowed = np.asarray(repo.chunk_ids_matching(path_globs), np.int64)
+    ids, scores, matched = lexical.search(tokens, k=limit, allowed=allowed)
+    rows = repo.chunks_by_ids(int(i) for i in ids)
+    hits = []
+    for rank, (cid, score) in enumerate(zip(ids.tolist(), scores.tolist(), strict=True), start=1):
+        row = rows.get(cid)
+        if row is None:  # deleted between index read and store read
+            continue
+        hits.append(_hit(row, rank, score, tokens, lexical if explain else None))
+    return SearchResult(query, tokens, hits, (time.perf_counter() - t0) * 1000, matched)
+
+
+def _hit(
+    row: ChunkRow, rank: int, score: float, tokens: list[str], lexical: LexicalIndex | None
+) -> Hit:
+    fields = doc_fields(row.id, row.title, _json_heading(row), row.kind, row.text)
+    present = set(fields.title) | set(fields.body) | set(fields.code)
+    matched = tuple(dict.fromkeys(t for t in tokens if t in present))
+    snippet, spans = make_snippet(row.text, matched)
+    explanation = None
+    if lexical is not None:
+        explanation = {"lexical": lexical.explain(tokens, row.id), "final": round(score, 6)}
+    return Hit(
+        rank=rank,
+        score=float(score),
+        anchor=row.to_anchor(),
+        text=row.text,
+        title=row.title,
+        kind=row.kind,
+        matched_terms=matched,
+        snippet=snippet,
+        highlights=spans,
+        explanation=explanation,
+    )
+
+
+def _json_heading(row: ChunkRow) -> str:
+    import json
+
+    return json.dumps(list(row.heading_path), ensure_ascii=False)

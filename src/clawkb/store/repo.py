@@ -1,0 +1,295 @@
+"""Reads and writes of documents, chunks and the change log.
+
+Every chunk insert and delete appends to ``changes`` in the same transaction,
+so derived indexes can always catch up from the store alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from clawkb.types import Anchor, Chunk
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def anchor_id(path: str, chunk_hash: str, occurrence: int) -> str:
+    """Stable anchor: same path and same chunk text give the same id across re-indexing."""
+    key = f"{path}\0{chunk_hash}\0{occurrence}".encode()
+    return hashlib.blake2b(key, digest_size=8).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class DocRow:
+    id: int
+    path: str
+    root: str
+    content_hash: str
+    size: int
+    mtime_ns: int
+    title: str
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    id: int
+    doc_id: int
+    path: str
+    title: str
+    anchor: str
+    ordinal: int
+    text: str
+    heading_path: tuple[str, ...]
+    line_start: int
+    line_end: int
+    page: int | None
+    kind: str
+    language: str | None
+    metadata: dict[str, Any]
+
+    def to_anchor(self) -> Anchor:
+        return Anchor(
+            id=self.anchor,
+            path=self.path,
+            line_start=self.line_start,
+            line_end=self.line_end,
+            heading_path=self.heading_path,
+            page=self.page,
+        )
+
+
+_CHUNK_COLS = (
+    "c.id, c.doc_id, d.path, d.title, c.anchor, c.ordinal, c.text, c.heading_path,"
+    " c.line_start, c.line_end, c.page, c.kind, c.language, d.metadata"
+)
+
+
+def _chunk_row(r: Sequence[Any]) -> ChunkRow:
+    return ChunkRow(
+        id=r[0],
+        doc_id=r[1],
+        path=r[2],
+        title=r[3],
+        anchor=r[4],
+        ordinal=r[5],
+        text=r[6],
+        heading_path=tuple(json.loads(r[7])),
+        line_start=r[8],
+        line_end=r[9],
+        page=r[10],
+        kind=r[11],
+        language=r[12],
+        metadata=json.loads(r[13]),
+    )
+
+
+class Repository:
+    """Thin typed access to the store; callers own transactions."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    # -- documents --------------------------------------------------------
+    def document(self, path: str) -> DocRow | None:
+        r = self.conn.execute(
+            "SELECT id, path, root, content_hash, size, mtime_ns, title, error"
+            " FROM documents WHERE path = ?",
+            (path,),
+        ).fetchone()
+        return DocRow(*r) if r else None
+
+    def documents_under(self, root: str) -> dict[str, DocRow]:
+        """Documents indexed under ``root`` or any folder below it (whatever root they had)."""
+        prefix = root.rstrip("/") + "/"
+        rows = self.conn.execute(
+            "SELECT id, path, root, content_hash, size, mtime_ns, title, error FROM documents"
+            " WHERE root = ? OR substr(path, 1, ?) = ?",
+            (root, len(prefix), prefix),
+        )
+        return {r[1]: DocRow(*r) for r in rows}
+
+    def upsert_document(
+        self,
+        *,
+        path: str,
+        root: str,
+        digest: str,
+        size: int,
+        mtime_ns: int,
+        parser: str,
+        title: str,
+        encoding: str | None,
+        metadata: dict[str, Any],
+    ) -> int:
+        meta = json.dumps(metadata, ensure_ascii=False, default=str)
+        row = self.conn.execute("SELECT id FROM documents WHERE path = ?", (path,)).fetchone()
+        if row:
+            self.conn.execute(
+                "UPDATE documents SET root=?, content_hash=?, size=?, mtime_ns=?, parser=?,"
+                " title=?, encoding=?, metadata=?, indexed_at=?, error=NULL WHERE id=?",
+                (root, digest, size, mtime_ns, parser, title, encoding, meta, time.time(), row[0]),
+            )
+            return int(row[0])
+        cur = self.conn.execute(
+            "INSERT INTO documents (path, root, content_hash, size, mtime_ns, parser, title,"
+            " encoding, metadata, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (path, root, digest, size, mtime_ns, parser, title, encoding, meta, time.time()),
+        )
+        return int(cur.lastrowid or 0)
+
+    def touch_document(self, doc_id: int, size: int, mtime_ns: int) -> None:
+        self.conn.execute(
+            "UPDATE documents SET size=?, mtime_ns=?, error=NULL WHERE id=?",
+            (size, mtime_ns, doc_id),
+        )
+
+    def mark_error(self, path: str, reason: str) -> None:
+        self.conn.execute("UPDATE documents SET error=? WHERE path=?", (reason, path))
+
+    def remove_document(self, doc: DocRow) -> None:
+        self.delete_chunks(doc.id)
+        self.conn.execute("DELETE FROM documents WHERE id = ?", (doc.id,))
+        self.conn.execute(
+            "INSERT INTO tombstones (path, content_hash, removed_at) VALUES (?,?,?)",
+            (doc.path, doc.content_hash, time.time()),
+        )
+
+    # -- chunks -----------------------------------------------------------
+    def delete_chunks(self, doc_id: int) -> int:
+        ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE doc_id=?", (doc_id,))]
+        if ids:
+            self.conn.executemany(
+                "INSERT INTO changes (op, chunk_id) VALUES ('del', ?)", ((i,) for i in ids)
+            )
+            self.conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
+        return len(ids)
+
+    def insert_chunks(self, doc_id: int, path: str, chunks: Sequence[Chunk]) -> int:
+        seen: dict[str, int] = {}
+        for ordinal, ch in enumerate(chunks):
+            h = content_hash(ch.text.encode("utf-8"))
+            occ = seen.get(h, 0)
+            seen[h] = occ + 1
+            cur = self.conn.execute(
+                "INSERT INTO chunks (doc_id, anchor, ordinal, text, content_hash, heading_path,"
+                " line_start, line_end, page, kind, has_code, has_table, language, links)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    doc_id,
+                    anchor_id(path, h, occ),
+                    ordinal,
+                    ch.text,
+                    h,
+                    json.dumps(list(ch.heading_path), ensure_ascii=False),
+                    ch.line_start,
+                    ch.line_end,
+                    ch.page,
+                    ch.kind,
+                    int(ch.has_code),
+                    int(ch.has_table),
+                    ch.language,
+                    json.dumps(
+                        [[lk.target, lk.text, lk.kind] for lk in ch.links], ensure_ascii=False
+                    ),
+                ),
+            )
+            self.conn.execute(
+                "INSERT INTO changes (op, chunk_id) VALUES ('add', ?)", (cur.lastrowid,)
+            )
+        return len(chunks)
+
+    def chunks_by_ids(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
+        ids = list(ids)
+        out: dict[int, ChunkRow] = {}
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            q = f"SELECT {_CHUNK_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({','.join('?' * len(part))})"
+            for r in self.conn.execute(q, part):
+                out[r[0]] = _chunk_row(r)
+        return out
+
+    def chunk_by_anchor(self, anchor: str) -> ChunkRow | None:
+        r = self.conn.execute(
+            f"SELECT {_CHUNK_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            " WHERE c.anchor = ? OR c.anchor LIKE ? ORDER BY c.anchor = ? DESC LIMIT 2",
+            (anchor, anchor + "%", anchor),
+        ).fetchall()
+        if len(r) == 1 or (r and r[0][4] == anchor):
+            return _chunk_row(r[0])
+        return None
+
+    def chunks_of_doc(self, doc_id: int) -> list[ChunkRow]:
+        rows = self.conn.execute(
+            f"SELECT {_CHUNK_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            " WHERE c.doc_id = ? ORDER BY c.ordinal",
+            (doc_id,),
+        )
+        return [_chunk_row(r) for r in rows]
+
+    def chunk_ids_matching(self, path_globs: Sequence[str]) -> list[int]:
+        """Chunk ids whose document path (absolute, or relative to its root) matches a glob."""
+        clauses = []
+        params: list[str] = []
+        for g in path_globs:
+            clauses.append("d.path GLOB ? OR substr(d.path, length(d.root) + 2) GLOB ?")
+            params += [g, g]
+        q = f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {' OR '.join(clauses)}"
+        return [r[0] for r in self.conn.execute(q, params)]
+
+    # -- change log -------------------------------------------------------
+    def max_seq(self) -> int:
+        """The latest change sequence, even when the log has been pruned empty."""
+        r = self.conn.execute("SELECT MAX(seq) FROM changes").fetchone()
+        return max(int(r[0] or 0), self.pruned_upto())
+
+    def changes_since(self, seq: int, limit: int) -> list[tuple[int, str, int]]:
+        return self.conn.execute(
+            "SELECT seq, op, chunk_id FROM changes WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
+        ).fetchall()
+
+    def prune_changes(self, upto: int) -> None:
+        """Drop applied log rows; remember how far, so a lagging index knows to rebuild."""
+        if upto <= self.pruned_upto():
+            return
+        self.conn.execute("DELETE FROM changes WHERE seq <= ?", (upto,))
+        self.conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('changes_pruned_upto', ?)",
+            (str(upto),),
+        )
+
+    def pruned_upto(self) -> int:
+        r = self.conn.execute("SELECT value FROM meta WHERE key = 'changes_pruned_upto'").fetchone()
+        return int(r[0]) if r else 0
+
+    def index_rows(self, ids: Sequence[int]) -> Iterator[tuple[int, str, str, str, str]]:
+        """(chunk id, doc title, heading_path json, kind, text) for the lexical indexer."""
+        for i in range(0, len(ids), 900):
+            part = ids[i : i + 900]
+            q = (
+                "SELECT c.id, d.title, c.heading_path, c.kind, c.text FROM chunks c"
+                f" JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({','.join('?' * len(part))})"
+                " ORDER BY c.id"
+            )
+            yield from self.conn.execute(q, part)
+
+    def all_chunk_ids(self) -> list[int]:
+        return [r[0] for r in self.conn.execute("SELECT id FROM chunks ORDER BY id")]
+
+    def counts(self) -> dict[str, int]:
+        one = lambda q: int(self.conn.execute(q).fetchone()[0])  # noqa: E731
+        return {
+            "documents": one("SELECT COUNT(*) FROM documents"),
+            "chunks": one("SELECT COUNT(*) FROM chunks"),
+            "failed": one("SELECT COUNT(*) FROM documents WHERE error IS NOT NULL"),
+            "tombstones": one("SELECT COUNT(*) FROM tombstones"),
+            "pending_changes": one("SELECT COUNT(*) FROM changes"),
+        }

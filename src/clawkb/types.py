@@ -1,0 +1,126 @@
+"""Core value types shared by every layer: small, frozen, and free of I/O.
+
+Flow: a parser turns a file into a :class:`ParsedDocument` made of
+:class:`Slice` objects; the chunker groups slices into :class:`Chunk` objects;
+search returns :class:`Hit` objects that carry an :class:`Anchor`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Slice kinds a parser may emit.
+SLICE_KINDS = ("text", "code", "table", "list", "formula")
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A link found in a slice: ``[text](url)`` or ``[[wiki target]]``."""
+
+    target: str
+    text: str = ""
+    kind: str = "url"  # "url" | "wiki"
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """One structural unit a parser found, with where it came from.
+
+    Line numbers are 1-based and inclusive, counted in the decoded source file.
+    """
+
+    text: str
+    line_start: int
+    line_end: int
+    heading_path: tuple[str, ...] = ()
+    kind: str = "text"
+    language: str | None = None
+    page: int | None = None
+    links: tuple[Link, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedDocument:
+    """What a parser returns for one file."""
+
+    slices: tuple[Slice, ...]
+    title: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    encoding: str | None = None
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """The unit that is indexed and returned: one or more slices, size-bounded."""
+
+    text: str
+    line_start: int
+    line_end: int
+    heading_path: tuple[str, ...] = ()
+    kind: str = "text"  # dominant kind: "text" | "code" | "table" | "mixed"
+    has_code: bool = False
+    has_table: bool = False
+    language: str | None = None
+    page: int | None = None
+    links: tuple[Link, ...] = ()
+
+    @property
+    def heading(self) -> str:
+        return " > ".join(self.heading_path)
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A stable id for a chunk plus what a human needs to open it."""
+
+    id: str
+    path: str
+    line_start: int
+    line_end: int
+    heading_path: tuple[str, ...] = ()
+    page: int | None = None
+
+    @property
+    def location(self) -> str:
+        loc = f"{self.path}:{self.line_start}-{self.line_end}"
+        if self.page is not None:
+            loc += f" (p. {self.page})"
+        return loc
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: the chunk text, its anchor, score and explanation."""
+
+    rank: int
+    score: float
+    anchor: Anchor
+    text: str
+    title: str = ""
+    kind: str = "text"
+    matched_terms: tuple[str, ...] = ()
+    snippet: str = ""
+    highlights: tuple[tuple[int, int], ...] = ()  # (start, end) spans in ``snippet``
+    explanation: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        a = self.anchor
+        return {
+            "rank": self.rank,
+            "score": round(self.score, 6),
+            "anchor": a.id,
+            "path": a.path,
+            "line_start": a.line_start,
+            "line_end": a.line_end,
+            "page": a.page,
+            "heading_path": list(a.heading_path),
+            "title": self.title,
+            "kind": self.kind,
+            "text": self.text,
+            "matched_terms": list(self.matched_terms),
+            "snippet": self.snippet,
+            "highlights": [list(h) for h in self.highlights],
+            "explanation": self.explanation,
+        }

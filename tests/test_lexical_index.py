@@ -1,0 +1,141 @@
+"""The BM25F segment index: native and numpy kernels agree, merges and deletes are exact."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clawkb.index.lexical import BM25FParams, LexicalIndex
+from clawkb.index.scorer import NATIVE_AVAILABLE
+from clawkb.index.segment import DocFields
+
+WORDS = [f"w{i}" for i in range(60)] + ["ddr", "阻抗", "走线", "stm32"]
+
+
+def _docs(n: int, start: int = 1, seed: int = 0) -> list[DocFields]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        body = [rng.choice(WORDS[: 10 + i % 50]) for _ in range(rng.randint(0, 40))]
+        title = [rng.choice(WORDS) for _ in range(rng.randint(0, 4))]
+        code = [rng.choice(WORDS) for _ in range(rng.randint(0, 6))] if i % 3 == 0 else []
+        out.append(DocFields(start + i, title, body, code))
+    return out
+
+
+def _brute(docs: list[DocFields], query: list[str], p: BM25FParams) -> dict[int, float]:
+    """Textbook BM25F computed from scratch, as the reference."""
+    n = len(docs)
+    lens = np.array([[len(d.title), len(d.body), len(d.code)] for d in docs], float)
+    avg = np.maximum(lens.mean(axis=0), 1e-9)
+    scores: dict[int, float] = {}
+    for term in dict.fromkeys(query):
+        qw = query.count(term)
+        df = sum(1 for d in docs if term in d.title or term in d.body or term in d.code)
+        if not df:
+            continue
+        idf = math.log1p((n - df + 0.5) / (df + 0.5))
+        for d, ln in zip(docs, lens, strict=True):
+            x = 0.0
+            for f, toks in enumerate((d.title, d.body, d.code)):
+                tf = toks.count(term)
+                b = p.b[f]
+                x += p.weights[f] * tf / ((1 - b) + b * ln[f] / avg[f])
+            if x > 0:
+                scores[d.chunk_id] = scores.get(d.chunk_id, 0.0) + qw * idf * x * (p.k1 + 1) / (
+                    x + p.k1
+                )
+    return scores
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_scores_match_textbook_bm25f(tmp_path: Path, native: bool) -> None:
+    if native and not NATIVE_AVAILABLE:
+        pytest.fail("the native kernel was not built")
+    docs = _docs(300)
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(docs[:120], [], 1)
+    idx.apply(docs[120:], [], 2)  # two segments: global statistics must still be exact
+    assert len(idx.segments) == 2
+    for query in (["ddr"], ["w3", "w7", "阻抗"], ["w1", "w1", "stm32"], ["nothing-here"]):
+        ref = _brute(docs, query, idx.params)
+        ids, scores, matched = idx.search(query, k=10, use_native=native)
+        assert matched == len(ref)
+        best = sorted(ref.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+        assert [round(s, 3) for _, s in best] == [round(float(s), 3) for s in scores]
+        assert set(ids.tolist()) <= set(ref)
+
+
+def test_native_and_numpy_agree_on_random_queries(tmp_path: Path) -> None:
+    if not NATIVE_AVAILABLE:
+        pytest.fail("the native kernel was not built")
+    docs = _docs(500, seed=3)
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(docs, [], 1)
+    rng = random.Random(7)
+    for _ in range(50):
+        q = [rng.choice(WORDS) for _ in range(rng.randint(1, 5))]
+        a = idx.search(q, k=7, use_native=True)
+        b = idx.search(q, k=7, use_native=False)
+        np.testing.assert_allclose(a[1], b[1], rtol=1e-5)
+        assert a[2] == b[2]
+
+
+def test_deletes_then_merge_keep_results_exact(tmp_path: Path) -> None:
+    docs = _docs(400, seed=5)
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    for i in range(0, 400, 50):
+        idx.apply(docs[i : i + 50], [], i + 1)
+    removed = list(range(1, 401, 3))
+    idx.apply([], removed, 1000)
+    keep = [d for d in docs if d.chunk_id not in set(removed)]
+    q = ["w2", "ddr", "w11"]
+    before = idx.search(q, k=20)
+    # Like Lucene, document frequencies count deleted docs until a merge drops them.
+    assert not set(before[0].tolist()) & set(removed)
+    idx.merge()
+    assert len(idx.segments) == 1 and idx.segments[0].n_docs == len(keep)
+    after = idx.search(q, k=20)
+    ref = _brute(keep, q, idx.params)
+    best = sorted(ref.items(), key=lambda kv: (-kv[1], kv[0]))[:20]
+    assert [c for c, _ in best] == after[0].tolist()
+    assert not set(after[0].tolist()) & set(removed)
+
+
+def test_index_persists_and_reopens(tmp_path: Path) -> None:
+    docs = _docs(100)
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(docs, [], 41)
+    idx.apply([], [5, 6], 42)
+    res = idx.search(["w4"], k=5)
+    again = LexicalIndex(tmp_path / "lex")
+    assert again.applied_seq == 42
+    assert again.search(["w4"], k=5)[0].tolist() == res[0].tolist()
+    assert again.n_docs == 98
+
+
+def test_allowed_filter_and_tiered_merge(tmp_path: Path) -> None:
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    docs = _docs(8 * 12, seed=9)
+    for i in range(0, len(docs), 12):
+        idx.apply(docs[i : i + 12], [], i + 1)
+    assert len(idx.segments) < 8  # eight same-tier segments were merged
+    allowed = np.array([d.chunk_id for d in docs if d.chunk_id % 2 == 0], np.int64)
+    ids, _, _ = idx.search(["w1", "w5"], k=30, allowed=allowed)
+    assert len(ids) and all(i % 2 == 0 for i in ids.tolist())
+
+
+def test_orphan_segments_of_a_crashed_writer_are_removed(tmp_path: Path) -> None:
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(_docs(10), [], 1)
+    (tmp_path / "lex" / "seg-999999.tmp").mkdir()
+    (tmp_path / "lex" / "seg-999998").mkdir()
+    LexicalIndex(tmp_path / "lex")  # a reader leaves them alone
+    assert (tmp_path / "lex" / "seg-999998").exists()
+    LexicalIndex(tmp_path / "lex", writable=True)
+    assert not (tmp_path / "lex" / "seg-999998").exists()
+    assert not (tmp_path / "lex" / "seg-999999.tmp").exists()
