@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 #: Bump when the generated texts change, so cached corpora are regenerated.
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 EN_SHIFT, ZH_SHIFT, ID_SHIFT = 20.0, 20.0, 20.0
 
 EN_CORE = ["register", "interrupt", "clock", "timer", "driver", "kernel", "memory", "cache", "buffer", "queue", "thread", "process", "mutex", "semaphore", "scheduler", "device", "module", "firmware", "bootloader", "flash", "sector", "page", "address", "offset", "pointer", "stack", "heap", "allocator", "peripheral", "controller", "channel", "sample", "voltage", "current", "resistor", "capacitor", "inductor", "frequency", "oscillator", "crystal", "divider", "prescaler", "counter", "compare", "capture", "output", "input", "pin", "port", "bus", "serial", "parallel", "baud", "parity", "frame", "packet", "header", "payload", "checksum", "crc", "protocol", "master", "slave", "transfer", "transaction", "latency", "throughput", "bandwidth", "overflow", "underflow", "error", "fault", "exception", "handler", "vector", "priority", "nesting", "enable", "disable", "configure", "initialize", "reset", "power", "sleep", "wakeup", "standby", "regulator", "battery", "sensor", "accelerometer", "gyroscope", "temperature", "pressure", "humidity", "adc", "dac", "pwm", "duty", "cycle", "edge", "rising", "falling", "trigger", "debounce", "filter", "gain", "amplifier", "bias", "noise", "ground", "shield", "trace", "layout", "via", "footprint", "schematic", "netlist", "connector", "header", "jumper", "antenna", "radio", "wireless", "bluetooth", "ethernet", "socket", "server", "client", "request", "response", "timeout", "retry", "backoff", "handshake", "certificate", "encryption", "signature", "key", "hash", "token", "session", "cookie", "endpoint", "route", "middleware", "request", "database", "index", "query", "transaction", "commit", "rollback", "journal", "snapshot", "replica", "shard", "partition", "compiler", "linker", "assembler", "optimizer", "symbol", "section", "segment", "object", "library", "binary", "image", "partition", "filesystem", "mount", "inode", "block", "journal", "volume", "snapshot", "container", "image", "registry", "cluster", "node", "pod", "service", "deployment", "manifest", "pipeline", "artifact", "release", "version", "patch", "branch", "merge", "rebase", "commit", "tag", "benchmark", "profile", "trace", "metric", "histogram", "percentile", "regression", "test", "fixture", "assertion", "coverage", "mock", "stub", "harness", "simulator", "emulator", "debugger", "breakpoint", "watchpoint", "probe", "jtag", "swd", "uart", "spi", "i2c", "can", "usb", "dma", "gpio", "rtc", "wdt", "nvic", "mpu", "mmu", "fpu", "dsp", "simd", "vector", "matrix", "tensor", "kernel", "convolution", "quantization", "inference", "model", "weight", "bias", "gradient", "optimizer", "epoch", "batch", "dataset", "loader", "tokenizer", "embedding", "attention", "decoder", "encoder", "transformer", "layer", "activation", "softmax"]
@@ -37,6 +37,7 @@ ZH_STOP = ["的", "是", "在", "将", "和", "需要", "可以", "通过", "如
 _SYLLABLES = ["ba", "ko", "ri", "ten", "vo", "lu", "mex", "sar", "din", "qua", "zel", "por", "fin", "gra", "tol", "nix", "ura", "pel", "vik", "som"]
 _MCU_FAMILIES = ["STM32F", "STM32H", "STM32L", "GD32F", "NRF52", "ESP32S", "RP20", "ATSAMD", "LPC"]
 _PERIPHS = ["I2C", "SPI", "UART", "USART", "CAN", "TIM", "ADC", "GPIO", "DMA", "USB"]
+_CRVZ, _ETGI = list("CRVZ"), list("ETGI")
 _SIGNALS = ["SCL", "SDA", "MOSI", "MISO", "SCK", "TX", "RX", "CH1", "CH2", "EN", "IRQ", "CS"]
 
 
@@ -82,8 +83,8 @@ def _pseudo_words(rng: np.random.Generator, count: int) -> list[str]:
     seen: set[str] = set()
     words: list[str] = []
     while len(words) < count:
-        parts = rng.choice(_SYLLABLES, size=int(rng.integers(2, 5)))
-        word = "".join(parts.tolist())
+        parts = rng.integers(len(_SYLLABLES), size=int(rng.integers(2, 5)))
+        word = "".join(_SYLLABLES[i] for i in parts)
         if word not in seen:
             seen.add(word)
             words.append(word)
@@ -96,7 +97,7 @@ def _pseudo_zh_words(rng: np.random.Generator, count: int) -> list[str]:
     seen = set(ZH_CORE) | set(ZH_STOP)
     words: list[str] = []
     while len(words) < count:
-        word = "".join(rng.choice(pool, size=int(rng.integers(2, 4))).tolist())
+        word = "".join(pool[i] for i in rng.integers(len(pool), size=int(rng.integers(2, 4))))
         if word not in seen:
             seen.add(word)
             words.append(word)
@@ -104,14 +105,17 @@ def _pseudo_zh_words(rng: np.random.Generator, count: int) -> list[str]:
 
 
 def _identifiers(rng: np.random.Generator, count: int) -> list[str]:
+    def pick(items: list[str]) -> str:
+        return items[int(rng.integers(len(items)))]
+
     makers = [
-        lambda: f"{rng.choice(_MCU_FAMILIES)}{rng.integers(100, 999)}{rng.choice(list('CRVZ'))}{rng.choice(list('ETGI'))}",
+        lambda: f"{pick(_MCU_FAMILIES)}{rng.integers(100, 999)}{pick(_CRVZ)}{pick(_ETGI)}",
         lambda: f"0x{rng.integers(0x4000, 0x5FFF):04X}_{rng.integers(0, 0xFFFF):04X}",
-        lambda: f"CONFIG_{rng.choice(EN_CORE).upper()}_{rng.choice(EN_CORE).upper()}",
-        lambda: f"{rng.choice(_PERIPHS)}{rng.integers(1, 6)}_{rng.choice(_SIGNALS)}",
-        lambda: f"{rng.choice(EN_CORE)}_{rng.choice(EN_CORE)}_{rng.choice(['init', 'read', 'write', 'irq'])}",
+        lambda: f"CONFIG_{pick(EN_CORE).upper()}_{pick(EN_CORE).upper()}",
+        lambda: f"{pick(_PERIPHS)}{rng.integers(1, 6)}_{pick(_SIGNALS)}",
+        lambda: f"{pick(EN_CORE)}_{pick(EN_CORE)}_{pick(['init', 'read', 'write', 'irq'])}",
         lambda: f"v{rng.integers(1, 7)}.{rng.integers(0, 20)}.{rng.integers(0, 40)}",
-        lambda: f"{rng.choice(['1.8', '3.3', '5', '12', '24'])}V",
+        lambda: f"{pick(['1.8', '3.3', '5', '12', '24'])}V",
     ]
     seen: set[str] = set()
     out: list[str] = []
@@ -133,7 +137,7 @@ class CorpusGenerator:
         # of the documents, as in real technical text once stop words are out.
         self.en = _ZipfPicker(EN_CORE + _pseudo_words(rng, n_pseudo), rng, shift=EN_SHIFT)
         self.en_stop = _ZipfPicker(EN_STOP, rng, 0.8)
-        self.zh = _ZipfPicker(ZH_CORE + _pseudo_zh_words(rng, n_pseudo // 2), rng, shift=ZH_SHIFT)
+        self.zh = _ZipfPicker(ZH_CORE + _pseudo_zh_words(rng, n_pseudo // 6), rng, shift=ZH_SHIFT)
         self.zh_stop = _ZipfPicker(ZH_STOP, rng, 0.8)
         self.ident = _ZipfPicker(_identifiers(rng, n_ident), rng, shift=ID_SHIFT)
 

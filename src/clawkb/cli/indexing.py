@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -137,7 +138,7 @@ def parsers(as_json: bool) -> None:
         )
 
 
-def _info_dict(info: object) -> dict[str, object]:
+def _info_dict(info: object) -> dict[str, Any]:
     from dataclasses import asdict, is_dataclass
 
     return asdict(info) if is_dataclass(info) and not isinstance(info, type) else dict(vars(info))

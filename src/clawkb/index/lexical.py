@@ -51,7 +51,7 @@ class BM25FParams:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BM25FParams:
-        return cls(k1=float(d["k1"]), weights=tuple(d["weights"]), b=tuple(d["b"]))  # type: ignore[arg-type]
+        return cls(k1=float(d["k1"]), weights=tuple(d["weights"]), b=tuple(d["b"]))
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 try:  # pragma: no cover - which branch runs depends on the build
-    from clawkb.index import _bm25native as _native
+    from clawkb.index import _bm25native as _native  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover
     _native = None
 

@@ -22,7 +22,6 @@ import itertools
 import json
 import os
 import shutil
-from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ import numpy as np
 
 N_FIELDS = 3
 FIELDS = ("title", "body", "code")
+_FLUSH = 1 << 18
 _ARRAYS = ("chunk_ids", "lens", "terms", "offsets", "docs", "tfs")
 
 
@@ -102,8 +102,12 @@ def build_arrays(batch: Iterable[DocFields]) -> tuple[np.ndarray, ...]:
     vocab: dict[str, int] = {}
     counter = itertools.count()
     setdefault = vocab.setdefault
-    raw = array("q")  # machine ints: a list of Python ints costs 4x the memory
-    tf_list = array("q")
+    # Python int lists are flushed to numpy every _FLUSH entries: list appends
+    # are fast, and the flush keeps memory at 8 bytes per posting.
+    raw: list[int] = []
+    tf_list: list[int] = []
+    raw_parts: list[np.ndarray] = []
+    tf_parts: list[np.ndarray] = []
     runs: list[tuple[int, int, int]] = []  # (doc, field, number of distinct terms)
     len_list: list[tuple[int, int, int]] = []
     ids_list: list[int] = []
@@ -117,10 +121,17 @@ def build_arrays(batch: Iterable[DocFields]) -> tuple[np.ndarray, ...]:
             raw.extend(map(setdefault, c.keys(), counter))
             tf_list.extend(c.values())
             runs.append((d, f, len(c)))
+        if len(raw) >= _FLUSH:
+            raw_parts.append(np.array(raw, np.int64))
+            tf_parts.append(np.minimum(np.array(tf_list, np.int64), 255).astype(np.uint8))
+            raw, tf_list = [], []
     n = len(ids_list)
     chunk_ids = np.array(ids_list, np.int64)
     lens = np.array(len_list, np.uint32).reshape(n, N_FIELDS)
-    if not raw:
+    raw_parts.append(np.array(raw, np.int64))
+    tf_parts.append(np.minimum(np.array(tf_list, np.int64), 255).astype(np.uint8))
+    del raw, tf_list
+    if not sum(len(p) for p in raw_parts):
         return (
             chunk_ids,
             lens,
@@ -133,9 +144,9 @@ def build_arrays(batch: Iterable[DocFields]) -> tuple[np.ndarray, ...]:
     doc_of = np.repeat(run_arr[:, 0], run_arr[:, 2])
     field_of = np.repeat(run_arr[:, 1], run_arr[:, 2])
     del runs, run_arr
-    raw_ids = np.frombuffer(raw, np.int64).copy()
-    tf_arr = np.minimum(np.frombuffer(tf_list, np.int64), 255).astype(np.uint8)
-    del raw, tf_list
+    raw_ids = np.concatenate(raw_parts)
+    tf_arr = np.concatenate(tf_parts)
+    del raw_parts, tf_parts
     # Dense term numbers in hash order, so postings come out grouped by hash.
     terms = list(vocab.keys())
     uniq_raw = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))

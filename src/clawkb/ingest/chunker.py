@@ -76,11 +76,15 @@ def estimate_tokens(text: str) -> int:
 
 
 def _weight(text: str) -> int:
-    """Token estimate in tenths of a token; sub-additive over concatenation."""
-    cjk = len(_CJK_CHAR.findall(text))
-    symbols = len(_SYMBOL.findall(text))
-    words = sum(13 if n < 6 else (n * 5 + 1) // 2 for n in map(len, _WORD.findall(text)))
-    return 7 * cjk + 5 * symbols + words
+    """Token estimate in tenths of a token; sub-additive over concatenation.
+
+    Counts the three token classes with one ``findall`` each (C speed) instead
+    of a Python step per token: this runs on every slice of every file.
+    """
+    words = _WORD.findall(text)
+    long_words = sum((n * 5 + 1) // 2 for n in map(len, words) if n > 5)
+    short_words = sum(1 for n in map(len, words) if n <= 5)
+    return 7 * len(_CJK_CHAR.findall(text)) + 13 * short_words + long_words + 5 * len(_SYMBOL.findall(text))
 
 
 def _token_weight(m: re.Match[str]) -> int:

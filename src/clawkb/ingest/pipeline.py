@@ -21,10 +21,11 @@ from clawkb.config import Config
 from clawkb.errors import ClawkbError, ParseError, UnsupportedFileError
 from clawkb.index.lexical import LexicalIndex
 from clawkb.ingest.chunker import ChunkConfig, chunk_slices
-from clawkb.ingest.decode import looks_binary
+from clawkb.ingest.decode import looks_binary, normalize_newlines
 from clawkb.ingest.discover import Problem, discover
 from clawkb.ingest.sync import sync_lexical
 from clawkb.parsers.registry import ParserRegistry
+from clawkb.parsers.text import first_line_title, paragraph_slices
 from clawkb.store.repo import DocRow, Repository, content_hash
 from clawkb.types import Chunk, ParsedDocument
 
@@ -137,18 +138,17 @@ class Ingestor:
         except OSError as exc:
             self._fail(report, run_id, key, f"cannot read ({exc.strerror or exc})", old)
             return
+        if parser is None and path.suffix == "" and data and not looks_binary(data):
+            parser = self.registry.by_name("text")
         if parser is None:
-            if path.suffix == "" and data and not looks_binary(data):
-                parser = self.registry.by_name("text")
-            else:
-                reason = (
-                    "binary file, skipped"
-                    if looks_binary(data)
-                    else f"no parser for '{path.suffix or path.name}'"
-                )
-                report.skipped += 1
-                report.skipped_files.append((key, reason))
-                return
+            reason = (
+                "binary file, skipped"
+                if looks_binary(data)
+                else f"no parser for '{path.suffix or path.name}'"
+            )
+            report.skipped += 1
+            report.skipped_files.append((key, reason))
+            return
         digest = content_hash(data)
         if old and old.content_hash == digest:
             self.repo.conn.execute("BEGIN")
@@ -261,7 +261,6 @@ class Ingestor:
     ) -> IndexReport:
         t0 = time.perf_counter()
         report = IndexReport()
-        text_parser = self.registry.by_name("text")
         conn = self.repo.conn
         in_tx = 0
         for i, rec in enumerate(records):
@@ -271,8 +270,9 @@ class Ingestor:
             if old and old.content_hash == digest:
                 report.unchanged += 1
                 continue
-            parsed = text_parser.parse(data, rec.path)
-            chunks = chunk_slices(parsed.slices, self.chunk_config)
+            # Records are already text: split paragraphs directly, no decoding pass.
+            lines = normalize_newlines(rec.text).split("\n")
+            chunks = chunk_slices(paragraph_slices(lines), self.chunk_config)
             if not in_tx:
                 conn.execute("BEGIN IMMEDIATE")
             in_tx += 1
@@ -285,7 +285,7 @@ class Ingestor:
                 size=len(data),
                 mtime_ns=0,
                 parser="record",
-                title=rec.title or parsed.title,
+                title=rec.title or first_line_title(lines),
                 encoding="utf-8",
                 metadata=dict(rec.metadata),
             )

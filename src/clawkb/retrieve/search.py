@@ -9,10 +9,9 @@ from typing import Any
 import numpy as np
 
 from clawkb.index.lexical import LexicalIndex
-from clawkb.ingest.sync import doc_fields
 from clawkb.retrieve.snippet import make_snippet
 from clawkb.store.repo import ChunkRow, Repository
-from clawkb.text import tokenize
+from clawkb.text import normalize, tokenize
 from clawkb.types import Hit
 
 
@@ -74,10 +73,12 @@ def lexical_search(
 def _hit(
     row: ChunkRow, rank: int, score: float, tokens: list[str], lexical: LexicalIndex | None
 ) -> Hit:
-    fields = doc_fields(row.id, row.title, _json_heading(row), row.kind, row.text)
-    present = set(fields.title) | set(fields.body) | set(fields.code)
-    matched = tuple(dict.fromkeys(t for t in tokens if t in present))
-    snippet, spans = make_snippet(row.text, matched)
+    # Substring test on the normalised text: cheap, and exact for every token
+    # the tokenizer cuts out of the text verbatim (joined forms like 0x40013000
+    # are the rare exception; --explain gives the exact per-term view).
+    haystack = normalize(" ".join((row.title, *row.heading_path, row.text)))
+    matched = tuple(dict.fromkeys(t for t in tokens if t in haystack))
+    snippet, spans = make_snippet(row.text, tuple(dict.fromkeys(tokens)))
     explanation = None
     if lexical is not None:
         explanation = {"lexical": lexical.explain(tokens, row.id), "final": round(score, 6)}
@@ -93,9 +94,3 @@ def _hit(
         highlights=spans,
         explanation=explanation,
     )
-
-
-def _json_heading(row: ChunkRow) -> str:
-    import json
-
-    return json.dumps(list(row.heading_path), ensure_ascii=False)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from functools import lru_cache
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
-def _patterns(terms: Sequence[str]) -> re.Pattern[str] | None:
+@lru_cache(maxsize=256)
+def _patterns(terms: tuple[str, ...]) -> re.Pattern[str] | None:
     """One regex for the terms worth highlighting (longest first).
 
     Single CJK characters are only highlighted when no longer term is given,
@@ -27,7 +29,7 @@ def make_snippet(
 ) -> tuple[str, tuple[tuple[int, int], ...]]:
     """Return a window of ``text`` around the densest matches, and match spans."""
     flat = " ".join(unicodedata.normalize("NFKC", text).split())
-    pat = _patterns(terms)
+    pat = _patterns(tuple(terms))
     if pat is None:
         return _cut(flat, 0, width), ()
     spans = [m.span() for m in pat.finditer(flat)]

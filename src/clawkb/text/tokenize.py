@@ -208,6 +208,8 @@ def _expand_segment(seg: str, parts: _Parts) -> None:
 
 def _add_dotted(number: str, parts: _Parts) -> None:
     """A dotted number and its prefixes: ``5.15.32`` also matches ``5.15``."""
+    if len(number) > MAX_TOKEN_LEN:
+        return
     parts.part(number)
     fields = number.split(".")
     for end in range(2, len(fields)):
