@@ -121,8 +121,27 @@ class LexicalIndex:
         return self.manifest.applied_seq
 
     # -- writes -----------------------------------------------------------
-    def apply(self, adds: Iterable[DocFields], deletes: Sequence[int], applied_seq: int) -> None:
-        """Apply one batch of store changes and persist it with ``applied_seq``."""
+    def reserve_segments(self, n: int) -> list[Path]:
+        """Folder names for segments built elsewhere (e.g. by worker processes)."""
+        first = self.manifest.next_segment
+        self.manifest.next_segment += n
+        # Persist at once: a killed run's stray workers must never share a
+        # folder name with the next run's segments.
+        self._write_manifest()
+        return [self.folder / f"seg-{first + i:06d}" for i in range(n)]
+
+    def apply(
+        self,
+        adds: Iterable[DocFields],
+        deletes: Sequence[int],
+        applied_seq: int,
+        prebuilt: Sequence[Path] = (),
+    ) -> None:
+        """Apply one batch of store changes and persist it with ``applied_seq``.
+
+        ``prebuilt`` names finished segment folders (from :meth:`reserve_segments`)
+        to register along with the batch.
+        """
         if deletes:
             ids = np.unique(np.asarray(deletes, np.int64))
             for seg in self.segments:
@@ -134,6 +153,10 @@ class LexicalIndex:
             self.manifest.next_segment += 1
             write_segment(self.folder / name, *arrays)
             self.segments.append(Segment(self.folder / name))
+        for folder in prebuilt:
+            seg = Segment(folder)
+            if seg.n_docs:
+                self.segments.append(seg)
         self.manifest.applied_seq = applied_seq
         self._merge_if_needed()
         self._write_manifest()

@@ -8,12 +8,19 @@ next sync.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import multiprocessing
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from clawkb.index.lexical import LexicalIndex
-from clawkb.index.segment import DocFields
+from clawkb.index.segment import DocFields, build_arrays, write_segment
 from clawkb.store.repo import Repository
 from clawkb.text import tokenize
+
+#: Below this many new chunks a batch is inverted in-process (a pool costs ~50 ms).
+PARALLEL_MIN_CHUNKS = 4000
 
 
 def doc_fields(chunk_id: int, title: str, heading_json: str, kind: str, text: str) -> DocFields:
@@ -52,8 +59,7 @@ def sync_lexical(
             else:
                 added.pop(cid, None)
                 deletes.append(cid)
-        adds = (doc_fields(*row) for row in repo.index_rows(sorted(added)))
-        lexical.apply(adds, deletes, last_seq)
+        _apply_batch(repo, lexical, sorted(added), deletes, last_seq)
         applied += len(changes)
         if progress:
             progress(len(changes))
@@ -68,9 +74,56 @@ def rebuild_lexical(repo: Repository, lexical: LexicalIndex, batch_chunks: int =
     ids = repo.all_chunk_ids()
     seq = repo.max_seq()
     for i in range(0, len(ids), batch_chunks):
-        part = ids[i : i + batch_chunks]
-        adds = (doc_fields(*row) for row in repo.index_rows(part))
-        lexical.apply(adds, [], -1)
+        _apply_batch(repo, lexical, ids[i : i + batch_chunks], [], -1)
     lexical.apply([], [], seq)
     repo.prune_changes(seq)
     return len(ids)
+
+
+def _workers() -> int:
+    env = os.environ.get("CLAWKB_INDEX_WORKERS")
+    if env:
+        return max(1, int(env))
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def _apply_batch(
+    repo: Repository,
+    lexical: LexicalIndex,
+    add_ids: Sequence[int],
+    deletes: Sequence[int],
+    seq: int,
+) -> None:
+    """Invert new chunks (in parallel worker processes when the batch is large)."""
+    workers = _workers()
+    db_file = _db_file(repo)
+    if workers < 2 or len(add_ids) < PARALLEL_MIN_CHUNKS or db_file is None:
+        adds = (doc_fields(*row) for row in repo.index_rows(add_ids))
+        lexical.apply(adds, deletes, seq)
+        return
+    # Each worker reads its share of rows itself, tokenizes, inverts and writes a
+    # whole segment; the parent only registers the finished folders. Tokenizing
+    # is the ingest bottleneck, so this scales with cores.
+    step = -(-len(add_ids) // workers)
+    parts = [list(add_ids[i : i + step]) for i in range(0, len(add_ids), step)]
+    folders = lexical.reserve_segments(len(parts))
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(len(parts)) as pool:
+        pool.starmap(
+            _build_worker, [(db_file, p, str(f)) for p, f in zip(parts, folders, strict=True)]
+        )
+    lexical.apply((), deletes, seq, prebuilt=folders)
+
+
+def _db_file(repo: Repository) -> str | None:
+    row = repo.conn.execute("PRAGMA database_list").fetchone()
+    return row[2] if row and row[2] else None
+
+
+def _build_worker(db_file: str, ids: list[int], folder: str) -> None:
+    conn = sqlite3.connect(f"file:{db_file}?mode=ro", uri=True, timeout=30.0)
+    try:
+        rows = Repository(conn).index_rows(ids)
+        write_segment(Path(folder), *build_arrays(doc_fields(*r) for r in rows))
+    finally:
+        conn.close()
