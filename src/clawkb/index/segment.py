@@ -258,13 +258,23 @@ class Segment:
 
 
 def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
-    """Write one segment holding the live docs of ``segments``, in their order."""
+    """Write one segment holding the live docs of ``segments``, in their order.
+
+    Two passes over the inputs keep memory near the size of the output: the
+    first counts postings per term, the second scatters one segment at a time.
+    """
     keep = [np.flatnonzero(s.live) for s in segments]
     chunk_ids = np.concatenate([s.chunk_ids[k] for s, k in zip(segments, keep, strict=True)])
     lens = np.concatenate([s.lens[k] for s, k in zip(segments, keep, strict=True)])
     terms = np.unique(np.concatenate([np.asarray(s.terms) for s in segments]))
     counts = np.zeros(len(terms), np.int64)
-    per_seg = []
+    for s in segments:
+        counts += _live_term_counts(s, np.searchsorted(terms, s.terms), len(terms))
+    offsets = np.zeros(len(terms) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    docs = np.empty(int(offsets[-1]), np.uint32)
+    tfs = np.empty((int(offsets[-1]), N_FIELDS), np.uint8)
+    fill = offsets[:-1].copy()
     base = 0
     for s, k in zip(segments, keep, strict=True):
         remap = np.full(s.n_docs, -1, np.int64)
@@ -274,25 +284,29 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
         post_term = np.repeat(tpos, np.diff(s.offsets))
         new_doc = remap[s.docs]
         ok = new_doc >= 0
-        post_term = post_term[ok]
-        counts += np.bincount(post_term, minlength=len(terms))
-        per_seg.append((post_term, new_doc[ok], np.flatnonzero(ok)))
-    offsets = np.zeros(len(terms) + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    docs = np.empty(int(offsets[-1]), np.uint32)
-    tfs = np.empty((int(offsets[-1]), N_FIELDS), np.uint8)
-    fill = offsets[:-1].copy()
-    for s, (post_term, new_doc, idx) in zip(segments, per_seg, strict=True):
+        if not ok.all():
+            post_term, new_doc = post_term[ok], new_doc[ok]
         # postings of one term inside one segment are contiguous and ascending
         tcounts = np.bincount(post_term, minlength=len(terms))
         first = np.r_[0, np.cumsum(tcounts)[:-1]]
-        within = np.arange(len(post_term)) - first[post_term]
-        dest = fill[post_term] + within
+        dest = fill[post_term] + (np.arange(len(post_term)) - first[post_term])
+        del first
         docs[dest] = new_doc
-        tfs[dest] = s.tfs[idx]
+        tfs[dest] = s.tfs[ok] if not ok.all() else s.tfs
         fill += tcounts
+        del remap, post_term, new_doc, ok, dest, tcounts
     nonempty = counts > 0
     if not nonempty.all():
         terms = terms[nonempty]
         offsets = np.r_[0, np.cumsum(counts[nonempty])]
     write_segment(folder, chunk_ids, lens, terms, offsets, docs, tfs)
+
+
+def _live_term_counts(seg: Segment, tpos: np.ndarray, n_terms: int) -> np.ndarray:
+    """Postings per (merged) term number that belong to live docs."""
+    per_term = np.diff(seg.offsets)
+    if seg.live.all():
+        return np.bincount(tpos, weights=per_term, minlength=n_terms).astype(np.int64)
+    alive = seg.live.astype(bool)[seg.docs]
+    post_term = np.repeat(tpos, per_term)
+    return np.bincount(post_term[alive], minlength=n_terms).astype(np.int64)
