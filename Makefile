@@ -5,12 +5,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test bench lint venv clean
+.PHONY: run test bench lint venv clean system-deps
 
 $(STAMP): pyproject.toml setup.py src/clawkb/index/_bm25native.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/pip install -q -e '.[dev,bench,pdf,mcp,formats,fuzz,dense,rerank]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -18,7 +18,20 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python examples/run_demo.py
 
-test: $(STAMP)
+# Debian packages for PDF OCR tests (Tesseract + Chinese/English data, a CJK font to
+# draw scanned test pages); installed only when missing, only as root.
+OCR_DEBS := tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim fonts-wqy-microhei fonts-dejavu-core
+
+system-deps:
+	@missing=$$(for p in $(OCR_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; } \
+	    || echo "note: could not install $$missing; OCR tests will be skipped" >&2; \
+	elif [ -n "$$missing" ]; then \
+	  echo "note: missing Debian packages ($$missing); OCR tests will be skipped" >&2; \
+	fi
+
+test: system-deps $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: $(STAMP)

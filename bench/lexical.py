@@ -48,6 +48,11 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+def children_peak_rss_mb() -> float:
+    """Largest peak of any finished child (clawkb's index workers); 0 for the peers."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
 def load_corpus(folder: Path) -> tuple[list[str], list[dict[str, Any]]]:
     with open(folder / "docs.txt", encoding="utf-8") as fh:
         texts = fh.read().split("\n")
@@ -140,7 +145,12 @@ def run(engine_name: str, folder: Path, k: int) -> dict[str, Any]:
     result["settings"] = engine.settings()
     result["rss_baseline_mb"] = rss_base
     result["rss_after_build_mb"] = rss_built
-    result["rss_peak_mb"] = peak_rss_mb()
+    # Worker processes count too: the kernel reports only the largest child's
+    # peak, so charge it once per worker that may have run at the same time
+    # (an upper bound, never flattering to clawkb).
+    workers = int(engine.settings().get("index_workers", 0) or 0)
+    result["rss_children_peak_mb"] = children_peak_rss_mb()
+    result["rss_peak_mb"] = peak_rss_mb() + workers * result["rss_children_peak_mb"]
     result["rss_delta_mb"] = result["rss_peak_mb"] - rss_base
     engine.close()
     return result
@@ -149,7 +159,9 @@ def run(engine_name: str, folder: Path, k: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--engine", required=True, choices=sorted(peers.ENGINES))
-    ap.add_argument("--corpus", required=True, type=Path, help="folder with docs.txt, queries.jsonl")
+    ap.add_argument(
+        "--corpus", required=True, type=Path, help="folder with docs.txt, queries.jsonl"
+    )
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--out", type=Path, help="write JSON here (default: stdout)")
     args = ap.parse_args(argv)

@@ -204,6 +204,7 @@ class ClawkbEngine(Engine):
         out: dict[str, Any] = {
             "version": importlib.metadata.version("clawkb"),
             "tokenizer_version": getattr(tok, "TOKENIZER_VERSION", "?"),
+            "index_workers": importlib.import_module("clawkb.ingest.sync")._workers(),
         }
         if self.report is not None:
             out["index_report"] = _plain(self.report)

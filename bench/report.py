@@ -134,7 +134,9 @@ def render(doc: dict[str, Any]) -> str:
         f"# Lexical benchmark — {doc['date']}",
         "",
         f"Machine: {env['cpu_model']}, {env['cpu_count']} cores, {env['mem_gib']:.0f} GiB; "
-        f"Python {env['python']}; " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()) + ".",
+        f"Python {env['python']}; "
+        + ", ".join(f"{k} {v}" for k, v in env["versions"].items())
+        + ".",
         f"Synthetic bilingual corpus (bench/synth.py, seed {doc['seed']}), "
         f"{doc['n_queries']} timed queries after {doc['warmup']} warm-up queries, k={doc['k']}, "
         "one engine per process, single-threaded BLAS/OpenMP. See bench/README.md for definitions.",

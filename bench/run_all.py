@@ -158,15 +158,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--quality-limit",
         type=int,
-        default=int(os.environ["BENCH_QUALITY_LIMIT"]) if "BENCH_QUALITY_LIMIT" in os.environ else None,
+        default=int(os.environ["BENCH_QUALITY_LIMIT"])
+        if "BENCH_QUALITY_LIMIT" in os.environ
+        else None,
         help="first N judged queries per dataset (default: all)",
     )
     ap.add_argument("--out-dir", type=Path, default=HERE / "results")
+    ap.add_argument(
+        "--pdf", action="store_true", help="run only the PDF extraction benchmark (pdf_extract.py)"
+    )
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.pdf:
+        import pdf_extract
+
+        return pdf_extract.main(["--out-dir", str(args.out_dir)])
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     started = time.perf_counter()
@@ -189,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(run_engine(engine, corpus, args.k, args.timeout))
         doc["lexical"][str(size)] = rows
         write(doc, args.out_dir)  # keep partial results if a later size fails
-    doc["quality"] = {"skipped": "--no-quality"} if args.no_quality else run_quality(args.quality_limit)
+    doc["quality"] = (
+        {"skipped": "--no-quality"} if args.no_quality else run_quality(args.quality_limit)
+    )
     doc["total_s"] = time.perf_counter() - started
     json_path, md_path = write(doc, args.out_dir)
     say(f"wrote {json_path} and {md_path} in {doc['total_s'] / 60:.1f} min")

@@ -26,15 +26,73 @@ import numpy as np
 GENERATOR_VERSION = 4
 EN_SHIFT, ZH_SHIFT, ID_SHIFT = 20.0, 20.0, 20.0
 
-EN_CORE = ["register", "interrupt", "clock", "timer", "driver", "kernel", "memory", "cache", "buffer", "queue", "thread", "process", "mutex", "semaphore", "scheduler", "device", "module", "firmware", "bootloader", "flash", "sector", "page", "address", "offset", "pointer", "stack", "heap", "allocator", "peripheral", "controller", "channel", "sample", "voltage", "current", "resistor", "capacitor", "inductor", "frequency", "oscillator", "crystal", "divider", "prescaler", "counter", "compare", "capture", "output", "input", "pin", "port", "bus", "serial", "parallel", "baud", "parity", "frame", "packet", "header", "payload", "checksum", "crc", "protocol", "master", "slave", "transfer", "transaction", "latency", "throughput", "bandwidth", "overflow", "underflow", "error", "fault", "exception", "handler", "vector", "priority", "nesting", "enable", "disable", "configure", "initialize", "reset", "power", "sleep", "wakeup", "standby", "regulator", "battery", "sensor", "accelerometer", "gyroscope", "temperature", "pressure", "humidity", "adc", "dac", "pwm", "duty", "cycle", "edge", "rising", "falling", "trigger", "debounce", "filter", "gain", "amplifier", "bias", "noise", "ground", "shield", "trace", "layout", "via", "footprint", "schematic", "netlist", "connector", "header", "jumper", "antenna", "radio", "wireless", "bluetooth", "ethernet", "socket", "server", "client", "request", "response", "timeout", "retry", "backoff", "handshake", "certificate", "encryption", "signature", "key", "hash", "token", "session", "cookie", "endpoint", "route", "middleware", "request", "database", "index", "query", "transaction", "commit", "rollback", "journal", "snapshot", "replica", "shard", "partition", "compiler", "linker", "assembler", "optimizer", "symbol", "section", "segment", "object", "library", "binary", "image", "partition", "filesystem", "mount", "inode", "block", "journal", "volume", "snapshot", "container", "image", "registry", "cluster", "node", "pod", "service", "deployment", "manifest", "pipeline", "artifact", "release", "version", "patch", "branch", "merge", "rebase", "commit", "tag", "benchmark", "profile", "trace", "metric", "histogram", "percentile", "regression", "test", "fixture", "assertion", "coverage", "mock", "stub", "harness", "simulator", "emulator", "debugger", "breakpoint", "watchpoint", "probe", "jtag", "swd", "uart", "spi", "i2c", "can", "usb", "dma", "gpio", "rtc", "wdt", "nvic", "mpu", "mmu", "fpu", "dsp", "simd", "vector", "matrix", "tensor", "kernel", "convolution", "quantization", "inference", "model", "weight", "bias", "gradient", "optimizer", "epoch", "batch", "dataset", "loader", "tokenizer", "embedding", "attention", "decoder", "encoder", "transformer", "layer", "activation", "softmax"]
 
-EN_STOP = ["the", "a", "an", "of", "to", "in", "on", "for", "with", "by", "from", "at", "is", "are", "was", "be", "this", "that", "it", "as", "or", "and", "when", "then", "if", "not", "can", "will", "should", "must", "may", "use", "used", "using", "into", "over", "under"]
+def _words(text: str) -> list[str]:
+    return text.split()
 
-ZH_CORE = ["寄存器", "中断", "时钟", "定时器", "驱动", "内核", "内存", "缓存", "缓冲区", "队列", "线程", "进程", "互斥锁", "信号量", "调度器", "设备", "模块", "固件", "引导程序", "闪存", "扇区", "地址", "偏移", "指针", "堆栈", "外设", "控制器", "通道", "采样", "电压", "电流", "电阻", "电容", "电感", "频率", "振荡器", "晶振", "分频器", "预分频", "计数器", "比较", "捕获", "输出", "输入", "引脚", "端口", "总线", "串口", "波特率", "校验", "数据帧", "报文", "负载", "协议", "主机", "从机", "传输", "延迟", "吞吐量", "带宽", "溢出", "错误", "故障", "异常", "处理函数", "向量表", "优先级", "嵌套", "使能", "禁用", "配置", "初始化", "复位", "电源", "睡眠", "唤醒", "待机", "稳压器", "电池", "传感器", "加速度计", "陀螺仪", "温度", "压力", "湿度", "模数转换", "数模转换", "占空比", "上升沿", "下降沿", "触发", "消抖", "滤波器", "增益", "放大器", "噪声", "接地", "屏蔽", "走线", "过孔", "封装", "原理图", "连接器", "天线", "无线", "蓝牙", "以太网", "套接字", "服务器", "客户端", "请求", "响应", "超时", "重试", "握手", "证书", "加密", "签名", "密钥", "哈希", "令牌", "会话", "数据库", "索引", "查询", "事务", "提交", "回滚", "日志", "快照", "副本", "分片", "分区", "编译器", "链接器", "汇编器", "优化器", "符号", "段", "目标文件", "库", "二进制", "镜像", "文件系统", "挂载", "块设备", "容器", "集群", "节点", "服务", "部署", "流水线", "版本", "补丁", "分支", "合并", "基准测试", "性能分析", "指标", "直方图", "回归测试", "覆盖率", "仿真器", "调试器", "断点", "观察点", "探针", "看门狗", "实时时钟", "直接内存访问", "浮点单元", "向量", "矩阵", "张量", "卷积", "量化", "推理", "模型", "权重", "梯度", "数据集", "分词器", "嵌入", "注意力", "解码器", "编码器", "激活函数", "知识库", "检索"]
 
-ZH_STOP = ["的", "是", "在", "将", "和", "需要", "可以", "通过", "如果", "然后", "并且", "这个", "一个", "使用", "进行", "对", "把", "后", "时"]
-
-_SYLLABLES = ["ba", "ko", "ri", "ten", "vo", "lu", "mex", "sar", "din", "qua", "zel", "por", "fin", "gra", "tol", "nix", "ura", "pel", "vik", "som"]
+EN_CORE = _words(
+    """
+register interrupt clock timer driver kernel memory cache buffer queue thread
+process mutex semaphore scheduler device module firmware bootloader flash
+sector page address offset pointer stack heap allocator peripheral controller
+channel sample voltage current resistor capacitor inductor frequency
+oscillator crystal divider prescaler counter compare capture output input pin
+port bus serial parallel baud parity frame packet header payload checksum crc
+protocol master slave transfer transaction latency throughput bandwidth
+overflow underflow error fault exception handler vector priority nesting
+enable disable configure initialize reset power sleep wakeup standby regulator
+battery sensor accelerometer gyroscope temperature pressure humidity adc dac
+pwm duty cycle edge rising falling trigger debounce filter gain amplifier bias
+noise ground shield trace layout via footprint schematic netlist connector
+header jumper antenna radio wireless bluetooth ethernet socket server client
+request response timeout retry backoff handshake certificate encryption
+signature key hash token session cookie endpoint route middleware request
+database index query transaction commit rollback journal snapshot replica
+shard partition compiler linker assembler optimizer symbol section segment
+object library binary image partition filesystem mount inode block journal
+volume snapshot container image registry cluster node pod service deployment
+manifest pipeline artifact release version patch branch merge rebase commit
+tag benchmark profile trace metric histogram percentile regression test
+fixture assertion coverage mock stub harness simulator emulator debugger
+breakpoint watchpoint probe jtag swd uart spi i2c can usb dma gpio rtc wdt
+nvic mpu mmu fpu dsp simd vector matrix tensor kernel convolution quantization
+inference model weight bias gradient optimizer epoch batch dataset loader
+tokenizer embedding attention decoder encoder transformer layer activation
+softmax
+"""
+)
+EN_STOP = _words(
+    """
+the a an of to in on for with by from at is are was be this that it as or and
+when then if not can will should must may use used using into over under
+"""
+)
+ZH_CORE = _words(
+    """
+寄存器 中断 时钟 定时器 驱动 内核 内存 缓存 缓冲区 队列 线程 进程 互斥锁 信号量 调度器 设备 模块 固件
+引导程序 闪存 扇区 地址 偏移 指针 堆栈 外设 控制器 通道 采样 电压 电流 电阻 电容 电感 频率 振荡器 晶振
+分频器 预分频 计数器 比较 捕获 输出 输入 引脚 端口 总线 串口 波特率 校验 数据帧 报文 负载 协议 主机
+从机 传输 延迟 吞吐量 带宽 溢出 错误 故障 异常 处理函数 向量表 优先级 嵌套 使能 禁用 配置 初始化 复位
+电源 睡眠 唤醒 待机 稳压器 电池 传感器 加速度计 陀螺仪 温度 压力 湿度 模数转换 数模转换 占空比 上升沿
+下降沿 触发 消抖 滤波器 增益 放大器 噪声 接地 屏蔽 走线 过孔 封装 原理图 连接器 天线 无线 蓝牙 以太网
+套接字 服务器 客户端 请求 响应 超时 重试 握手 证书 加密 签名 密钥 哈希 令牌 会话 数据库 索引 查询 事务
+提交 回滚 日志 快照 副本 分片 分区 编译器 链接器 汇编器 优化器 符号 段 目标文件 库 二进制 镜像 文件系统
+挂载 块设备 容器 集群 节点 服务 部署 流水线 版本 补丁 分支 合并 基准测试 性能分析 指标 直方图 回归测试
+覆盖率 仿真器 调试器 断点 观察点 探针 看门狗 实时时钟 直接内存访问 浮点单元 向量 矩阵 张量 卷积 量化 推理
+模型 权重 梯度 数据集 分词器 嵌入 注意力 解码器 编码器 激活函数 知识库 检索
+"""
+)
+ZH_STOP = _words(
+    """
+的 是 在 将 和 需要 可以 通过 如果 然后 并且 这个 一个 使用 进行 对 把 后 时
+"""
+)
+_SYLLABLES = _words(
+    """
+ba ko ri ten vo lu mex sar din qua zel por fin gra tol nix ura pel vik som
+"""
+)
 _MCU_FAMILIES = ["STM32F", "STM32H", "STM32L", "GD32F", "NRF52", "ESP32S", "RP20", "ATSAMD", "LPC"]
 _PERIPHS = ["I2C", "SPI", "UART", "USART", "CAN", "TIM", "ADC", "GPIO", "DMA", "USB"]
 _CRVZ, _ETGI = list("CRVZ"), list("ETGI")

@@ -210,7 +210,8 @@ def test_schema_from_newer_clawkb_is_refused(kb_home: Path) -> None:
     db_path = kb_home / "clawkb.sqlite"
     with sqlite3.connect(db_path) as conn:
         conn.execute(
-            "INSERT INTO migrations (id, name, applied_at) VALUES (2, '0002_from_the_future', ?)",
+            "INSERT INTO migrations (id, name, applied_at)"
+            " SELECT MAX(id) + 1, '9999_from_the_future', ? FROM migrations",
             (time.time(),),
         )
     conn.close()
@@ -218,7 +219,7 @@ def test_schema_from_newer_clawkb_is_refused(kb_home: Path) -> None:
     with pytest.raises(SchemaTooNewError) as exc:
         KnowledgeBase.open(kb_home)
     msg = str(exc.value)
-    assert "newer clawkb" in msg and "0002_from_the_future" in msg and "upgrade" in msg
+    assert "newer clawkb" in msg and "9999_from_the_future" in msg and "upgrade" in msg
 
     result = CliRunner().invoke(cli, ["--kb", str(kb_home), "search", EARLIER_WORD])
     assert result.exit_code == 2
@@ -228,7 +229,7 @@ def test_schema_from_newer_clawkb_is_refused(kb_home: Path) -> None:
     # refused, never touched: once the future row goes, the old content is all there
     assert db_path.read_bytes() == before
     with sqlite3.connect(db_path) as conn:
-        conn.execute("DELETE FROM migrations WHERE name = '0002_from_the_future'")
+        conn.execute("DELETE FROM migrations WHERE name = '9999_from_the_future'")
     conn.close()
     with KnowledgeBase.open(kb_home) as kb:
         assert found(kb, EARLIER_WORD) == ["old.md"]

@@ -139,3 +139,31 @@ def test_orphan_segments_of_a_crashed_writer_are_removed(tmp_path: Path) -> None
     LexicalIndex(tmp_path / "lex", writable=True)
     assert not (tmp_path / "lex" / "seg-999998").exists()
     assert not (tmp_path / "lex" / "seg-999999.tmp").exists()
+
+
+def test_native_and_python_inversion_build_identical_segments() -> None:
+    from clawkb.index import segment
+
+    if segment._native is None:
+        pytest.fail("the native kernel was not built")
+    docs = _docs(700, seed=21)
+    docs.append(DocFields(9999, ["走线", "阻抗"], ["Ω", "é", "x" * 70], []))
+    a = segment.build_arrays(iter(docs), use_native=True)
+    b = segment.build_arrays(iter(docs), use_native=False)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)
+    terms = ["ddr", "走线阻抗", "", "0x4001_3000", "Ω"]
+    assert segment.hash_terms(terms).tolist() == [segment.term_hash(t) for t in terms]
+
+
+def test_index_from_an_older_engine_is_rebuilt(tmp_path: Path) -> None:
+    import json
+
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(_docs(20), [], 7)
+    manifest = tmp_path / "lex" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["engine"] = "clawkb-bm25f-segments/0"
+    manifest.write_text(json.dumps(data))
+    old = LexicalIndex(tmp_path / "lex")
+    assert old.applied_seq == -1 and old.segments == []

@@ -10,7 +10,9 @@
     ├── IndexError_            a derived index is missing or inconsistent
     ├── ParseError             one file could not be parsed (names the file)
     │   ├── UnsupportedFileError   no parser claims it / binary content
-    │   └── DecodeError            bytes cannot be decoded as text
+    │   ├── DecodeError            bytes cannot be decoded as text
+    │   ├── UnsafeFileError        over a safety limit (zip bomb, XML entities, depth)
+    │   └── FormatMismatchError    content is not what the extension claims
     ├── NotFoundError          an anchor, document or dataset does not exist
     └── MissingDependencyError an optional extra is needed (names the extra)
 
@@ -59,6 +61,14 @@ class UnsupportedFileError(ParseError):
 
 class DecodeError(ParseError):
     pass
+
+
+class UnsafeFileError(ParseError):
+    """A file exceeds a safety limit (zip bomb, entity expansion, nesting, size)."""
+
+
+class FormatMismatchError(ParseError):
+    """The bytes are another format than the file extension claims."""
 
 
 class NotFoundError(ClawkbError):

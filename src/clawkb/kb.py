@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,13 +27,15 @@ from clawkb.config import Config
 from clawkb.errors import LockedError, NotFoundError
 from clawkb.index.lexical import ENGINE, BM25FParams, LexicalIndex
 from clawkb.index.scorer import NATIVE_AVAILABLE
-from clawkb.ingest.pipeline import IndexReport, Ingestor, Progress, TextRecord
-from clawkb.ingest.sync import rebuild_lexical, sync_lexical
-from clawkb.parsers.registry import ParserRegistry, default_registry
 from clawkb.retrieve.search import SearchResult, lexical_search
 from clawkb.store import db
 from clawkb.store.repo import ChunkRow, Repository
 from clawkb.text import TOKENIZER_VERSION, tokenize
+
+if TYPE_CHECKING:
+    from clawkb.ingest.pipeline import IndexReport, Ingestor, Progress, TextRecord
+    from clawkb.memory import Memory
+    from clawkb.parsers.registry import ParserRegistry
 
 __all__ = ["IndexReport", "KnowledgeBase", "SearchResult", "TextRecord"]
 
@@ -75,8 +77,17 @@ class KnowledgeBase:
         self.close()
 
     @property
+    def memory(self) -> Memory:
+        """Agent long-term memory kept in this KB (see :mod:`clawkb.memory`)."""
+        from clawkb.memory import Memory
+
+        return Memory(self)
+
+    @property
     def registry(self) -> ParserRegistry:
         if self._registry is None:
+            from clawkb.parsers.registry import default_registry
+
             self._registry = default_registry()
         return self._registry
 
@@ -119,6 +130,8 @@ class KnowledgeBase:
     def _ensure_tokenizer(self) -> None:
         """A KB indexed with another tokenizer version is re-tokenized from the store."""
         if db.get_meta(self.conn, "tokenizer_version") != TOKENIZER_VERSION:
+            from clawkb.ingest.sync import rebuild_lexical
+
             rebuild_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
             self.conn.execute("BEGIN")
             db.set_meta(self.conn, "tokenizer_version", TOKENIZER_VERSION)
@@ -134,6 +147,8 @@ class KnowledgeBase:
         if self.lexical.applied_seq < self.repo.max_seq() or self.lexical.applied_seq < 0:
             try:
                 with self.writer(wait=0):
+                    from clawkb.ingest.sync import sync_lexical
+
                     sync_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
             except LockedError:
                 warnings.append("an indexing run is in progress; results may be incomplete")
@@ -162,10 +177,16 @@ class KnowledgeBase:
     def reindex(self) -> int:
         """Rebuild the lexical index from the store; returns the chunk count."""
         with self.writer():
+            from clawkb.ingest.sync import rebuild_lexical
+
             return rebuild_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
 
     def _ingestor(self) -> Ingestor:
-        return Ingestor(self.repo, self.lexical, self.config, self.registry)
+        from clawkb.hardware.hook import DatasheetHook
+        from clawkb.ingest.pipeline import Ingestor
+
+        hooks = [DatasheetHook.for_kb(self)]  # boards + pin aliases of datasheet files
+        return Ingestor(self.repo, self.lexical, self.config, self.registry, hooks=hooks)
 
     # -- reads ------------------------------------------------------------
     def search(
@@ -175,11 +196,64 @@ class KnowledgeBase:
         limit: int = 10,
         path_glob: str | Sequence[str] | None = None,
         explain: bool = False,
+        include_memory: bool = False,
+        boards: Sequence[str] = (),
+        board_only: bool = False,
+        mode: str | None = None,
+        filters: Any = None,
+        **retrieval: Any,
     ) -> SearchResult:
+        """``boards`` boosts those boards' datasheets; ``board_only`` keeps them + generic only.
+
+        ``mode`` (lexical | dense | hybrid | auto), ``filters``
+        (:class:`clawkb.retrieve.filters.Filters`) and ``retrieval`` overrides
+        (fusion weights, rerank, ...) run the staged pipeline of
+        :mod:`clawkb.retrieve.pipeline`; without them, and before any vectors
+        exist, search stays on the plain lexical path.
+        """
         warnings = self._catch_up()
         globs = (path_glob,) if isinstance(path_glob, str) else tuple(path_glob or ())
+        if boards:
+            from clawkb.hardware.ranking import board_search
+
+            res = board_search(
+                self,
+                query,
+                boards,
+                limit=limit,
+                only=board_only,
+                path_globs=globs,
+                explain=explain,
+                include_memory=include_memory,
+            )
+            res.warnings += warnings
+            return res
+        from clawkb.retrieve.modes import needs_pipeline
+
+        if needs_pipeline(self, mode, filters, retrieval):
+            from clawkb.retrieve.pipeline import search_kb
+
+            res = search_kb(
+                self,
+                query,
+                limit=limit,
+                path_globs=globs,
+                mode=mode,
+                filters=filters,
+                explain=explain,
+                include_memory=include_memory,
+                options=retrieval,
+            )
+            res.warnings += warnings
+            return res
         res = lexical_search(
-            self.repo, self.lexical, query, limit=limit, path_globs=globs, explain=explain
+            self.repo,
+            self.lexical,
+            query,
+            limit=limit,
+            path_globs=globs,
+            explain=explain,
+            include_memory=include_memory,
         )
         res.warnings += warnings
         return res
@@ -225,7 +299,24 @@ class KnowledgeBase:
             "clawkb_version": __version__,
             **self.repo.counts(),
             "lexical": {**self.lexical.status(), "native_kernel": NATIVE_AVAILABLE},
+            "dense": _dense_status(self),
             "last_run": (
                 {"started_at": last[0], "finished_at": last[1], "status": last[2]} if last else None
             ),
         }
+
+
+def _dense_status(kb: KnowledgeBase) -> dict[str, Any] | None:
+    from clawkb.embed.run import dense_status
+
+    return dense_status(kb)
+
+
+def __getattr__(name: str) -> Any:
+    """``TextRecord`` and ``IndexReport`` load the ingest side on first use only,
+    so opening a KB to search stays fast."""
+    if name in ("TextRecord", "IndexReport"):
+        from clawkb.ingest import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(name)

@@ -22,13 +22,31 @@ _HEADLINE = ("ndcg@10", "mrr@10", "recall@10", "recall@100")
 @click.argument("dataset_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--limit-queries", type=click.IntRange(min=1), help="Score only the first N queries.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
+@click.option(
+    "--modes",
+    default="lexical",
+    show_default=True,
+    help="Comma-separated retrieval modes to compare side by side (lexical,dense,hybrid or all).",
+)
+@click.option("--embedder", help="Embedder for dense/hybrid (default e5-small).")
 @handle_errors
-def eval_cmd(dataset_dir: Path, limit_queries: int | None, as_json: bool) -> None:
+def eval_cmd(
+    dataset_dir: Path,
+    limit_queries: int | None,
+    as_json: bool,
+    modes: str = "lexical",
+    embedder: str | None = None,
+) -> None:
     """Score retrieval on a BEIR-layout DATASET_DIR in a throw-away knowledge base.
 
     DATASET_DIR holds corpus.jsonl, queries.jsonl and qrels.tsv. Your own
     knowledge base is not touched.
     """
+    if modes != "lexical":
+        from clawkb.cli.dense import run_compare
+
+        run_compare(dataset_dir, modes, embedder, limit_queries, as_json)
+        return
     report = evaluate_dataset(dataset_dir, limit_queries=limit_queries)
     if as_json:
         echo_json(report.to_dict())
@@ -92,3 +110,6 @@ def format_check(report: GoldenReport) -> str:
         f"threshold {report.threshold:.2f}: {verdict}"
     )
     return "\n".join(lines)
+
+
+COMMANDS = [eval_cmd, check_cmd]

@@ -25,21 +25,47 @@ def init(ctx: click.Context, folder: str | None) -> None:
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON.")
 @click.option("--wait", default=30.0, show_default=True, help="Seconds to wait for another writer.")
 @click.option("--quiet", "-q", is_flag=True, help="Only print the summary line.")
+@click.option(
+    "--datasheets",
+    multiple=True,
+    metavar="DIR",
+    help="A datasheet folder: one board per file (repeatable; default `datasheets:` in config).",
+)
 @click.pass_context
 @handle_errors
 def index(
-    ctx: click.Context, paths: tuple[str, ...], as_json: bool, wait: float, quiet: bool
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    as_json: bool,
+    wait: float,
+    quiet: bool,
+    datasheets: tuple[str, ...],
 ) -> None:
     """Index files and folders incrementally (only changed files are reparsed)."""
     bar = _ProgressBar(enabled=not as_json and not quiet and sys.stderr.isatty())
     with open_kb(ctx, create=True) as kb:
-        report = kb.index(
-            list(paths), progress=bar.update, wait=wait, on_wait=lambda m: click.echo(m, err=True)
-        )
+        if datasheets or not paths:
+            from clawkb.hardware import index_datasheets
+
+            report = index_datasheets(
+                kb,
+                list(paths),
+                list(datasheets),
+                progress=bar.update,
+                wait=wait,
+                on_wait=lambda m: click.echo(m, err=True),
+            )
+        else:
+            report = kb.index(
+                list(paths),
+                progress=bar.update,
+                wait=wait,
+                on_wait=lambda m: click.echo(m, err=True),
+            )
     bar.close()
     if as_json:
         echo_json(report.to_dict())
@@ -51,6 +77,8 @@ def index(
             click.echo(f"failed: {path}: {reason}", err=True)
         for path, reason in report.skipped_files:
             click.echo(f"skipped: {path}: {reason}", err=True)
+        for path, message in report.warnings:
+            click.echo(f"warning: {path}: {message}", err=True)
     click.echo(
         f"added {report.added} · updated {report.updated} · removed {report.removed} · "
         f"unchanged {report.unchanged} · failed {report.failed} · skipped {report.skipped} "
@@ -82,13 +110,20 @@ class _ProgressBar:
 
 
 @click.command()
+@click.option(
+    "--vectors", is_flag=True, help="Also drop all vectors and re-embed with the configured model."
+)
 @click.pass_context
 @handle_errors
-def reindex(ctx: click.Context) -> None:
+def reindex(ctx: click.Context, vectors: bool) -> None:
     """Rebuild the lexical index from the store."""
     with open_kb(ctx) as kb:
         n = kb.reindex()
     click.echo(f"reindexed {n} chunks")
+    if vectors:
+        from clawkb.cli.dense import run_embed
+
+        run_embed(ctx, fresh=True, as_json=False, model=None)
 
 
 @click.command()

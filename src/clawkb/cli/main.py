@@ -6,12 +6,75 @@ owns the global ``--kb`` option.
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import click
 
 from clawkb import __version__
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: Command modules under clawkb.cli; each exposes ``COMMANDS``.
+MODULES = ("indexing", "searching", "evaluate", "asking", "memory", "hardware", "mcp", "dense")
+
+#: Which module defines a command, so running one imports only that module
+#: (start-up time matters: `clawkb search` should answer in well under a second).
+#: A name missing here still works: every module is then loaded.
+COMMAND_MODULES = {
+    "init": "indexing",
+    "index": "indexing",
+    "reindex": "indexing",
+    "status": "indexing",
+    "parsers": "indexing",
+    "search": "searching",
+    "show": "searching",
+    "eval": "evaluate",
+    "check": "evaluate",
+    "ask": "asking",
+    "roles": "asking",
+    "memory": "memory",
+    "context": "hardware",
+    "pins": "hardware",
+    "mcp": "mcp",
+    "embed": "dense",
+    "embedders": "dense",
+}
+
+
+class LazyGroup(click.Group):
+    """A group that imports a command's module only when that command runs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loaded: set[str] = set()
+
+    def _load(self, module: str) -> None:
+        if module in self._loaded:
+            return
+        self._loaded.add(module)
+        mod = importlib.import_module(f"clawkb.cli.{module}")
+        for command in mod.COMMANDS:
+            self.add_command(command)
+
+    def _load_all(self) -> None:
+        for module in MODULES:
+            self._load(module)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_all()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            module = COMMAND_MODULES.get(cmd_name)
+            if module:
+                self._load(module)
+            if cmd_name not in self.commands:
+                self._load_all()
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--kb",
     "kb",
@@ -27,18 +90,8 @@ def cli(ctx: click.Context, kb: str | None) -> None:
     ctx.obj["kb"] = kb
 
 
-def _register() -> None:
-    from clawkb.cli import evaluate, indexing, searching
-
-    for command in [*indexing.COMMANDS, *searching.COMMANDS, evaluate.eval_cmd, evaluate.check_cmd]:
-        cli.add_command(command)
-
-
 def main() -> None:
     cli(prog_name="clawkb")
-
-
-_register()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,12 @@ from typing import Any
 import click
 
 from clawkb.cli.common import echo_json, handle_errors, open_kb
+from clawkb.cli.dense import (
+    pipeline_kwargs,
+    print_pipeline_explain,
+    print_stages,
+    retrieval_options,
+)
 
 
 def display_path(path: str) -> str:
@@ -37,6 +43,20 @@ def display_path(path: str) -> str:
 @click.option(
     "--explain", is_flag=True, help="Show per-term BM25F contributions and field weights."
 )
+@click.option(
+    "--include-memory", is_flag=True, help="Also search agent memories (`clawkb memory`)."
+)
+@click.option(
+    "--board",
+    "boards",
+    multiple=True,
+    metavar="BOARD",
+    help="Boost this board's datasheets (repeatable; factor `board_boost` in config.yaml).",
+)
+@click.option(
+    "--board-only", is_flag=True, help="With --board: only that board + generic datasheets."
+)
+@retrieval_options
 @click.pass_context
 @handle_errors
 def search(
@@ -46,11 +66,26 @@ def search(
     path_glob: tuple[str, ...],
     as_json: bool,
     explain: bool,
+    include_memory: bool,
+    boards: tuple[str, ...],
+    board_only: bool,
+    **retrieval: Any,
 ) -> None:
     """Search the knowledge base; every hit names its file, lines and section."""
     text = " ".join(query)
+    if board_only and not boards:
+        raise click.UsageError("--board-only needs at least one --board BOARD")
     with open_kb(ctx) as kb:
-        res = kb.search(text, limit=limit, path_glob=path_glob, explain=explain)
+        res = kb.search(
+            text,
+            limit=limit,
+            path_glob=path_glob,
+            explain=explain,
+            include_memory=include_memory,
+            boards=boards,
+            board_only=board_only,
+            **pipeline_kwargs(retrieval),
+        )
     for w in res.warnings:
         click.echo(f"warning: {w}", err=True)
     if as_json:
@@ -59,6 +94,10 @@ def search(
     if not res.hits:
         click.echo(res.message)
         ctx.exit(1)
+    if getattr(res, "abstained", False):
+        click.echo(res.message)
+    if explain:
+        print_stages(res)
     color = sys.stdout.isatty()
     from clawkb.retrieve.snippet import highlight
 
@@ -79,7 +118,9 @@ def search(
             hit.snippet, hit.highlights, *(("\x1b[1;33m", "\x1b[0m") if color else ("[", "]"))
         )
         click.echo(f"    {snip}")
-        if explain and hit.explanation:
+        if explain and hit.explanation and "channels" in hit.explanation:
+            print_pipeline_explain(res, hit.explanation)
+        elif explain and hit.explanation:
             _print_explain(hit.explanation)
     click.echo(f"({len(res.hits)} of {res.matched} matching chunks, {res.took_ms:.1f} ms)")
 
@@ -91,6 +132,12 @@ def _print_explain(exp: dict[str, Any]) -> None:
         for k, v in lex.get("fields", {}).items()
     )
     click.echo(f"      BM25F k1={lex.get('k1')} fields: {fields}; doc lens {lex.get('lens')}")
+    if "board" in exp:
+        b = exp["board"]
+        click.echo(
+            f"      board {b['board'] if b['board'] is not None else '-'}: x{b['boost']}"
+            f" (lexical {b['lexical_score']} -> {exp['final']})"
+        )
     for t in lex.get("terms", []):
         tf = " ".join(f"{k}={v}" for k, v in t["tf"].items() if v)
         click.echo(

@@ -170,10 +170,189 @@ fail0:
     return result;
 }
 
+
+/* ---------------------------------------------------------------------------
+ * Term hashing and batch inversion.
+ *
+ * Terms are identified by a stable 64-bit hash: FNV-1a over the UTF-8 bytes,
+ * finished with the splitmix64 mixer. clawkb.index.segment.term_hash computes
+ * the same value in pure Python for the fallback path.
+ * ------------------------------------------------------------------------- */
+static inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t hash_bytes(const char *s, Py_ssize_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return mix64(h);
+}
+
+static int hash_str(PyObject *o, uint64_t *out) {
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(o, &n);
+    if (!s) return -1;
+    *out = hash_bytes(s, n);
+    return 0;
+}
+
+static PyObject *term_hashes(PyObject *self, PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "term_hashes expects a sequence of str");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (!out) { Py_DECREF(seq); return NULL; }
+    uint64_t *dst = (uint64_t *)PyBytes_AS_STRING(out);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (hash_str(items[i], &dst[i]) < 0) { Py_DECREF(seq); Py_DECREF(out); return NULL; }
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+typedef struct {
+    uint64_t *keys;   /* hash per slot, 0 = empty (a real hash of 0 is remapped) */
+    uint32_t *vals;   /* term number per slot */
+    size_t cap;       /* power of two */
+    size_t used;
+} Table;
+
+static int table_init(Table *t, size_t cap) {
+    t->cap = cap; t->used = 0;
+    t->keys = (uint64_t *)calloc(cap, sizeof(uint64_t));
+    t->vals = (uint32_t *)malloc(cap * sizeof(uint32_t));
+    return (t->keys && t->vals) ? 0 : -1;
+}
+
+static void table_free(Table *t) { free(t->keys); free(t->vals); }
+
+static int table_grow(Table *t) {
+    Table n;
+    if (table_init(&n, t->cap * 2) < 0) { table_free(&n); return -1; }
+    for (size_t i = 0; i < t->cap; i++) {
+        uint64_t k = t->keys[i];
+        if (!k) continue;
+        size_t j = (size_t)k & (n.cap - 1);
+        while (n.keys[j]) j = (j + 1) & (n.cap - 1);
+        n.keys[j] = k; n.vals[j] = t->vals[i];
+    }
+    n.used = t->used;
+    table_free(t);
+    *t = n;
+    return 0;
+}
+
+/* Growable arrays for the outputs. */
+typedef struct { char *p; size_t len, cap, item; } Vec;
+
+static int vec_push(Vec *v, const void *x) {
+    if (v->len == v->cap) {
+        size_t nc = v->cap ? v->cap * 2 : 4096;
+        char *np_ = (char *)realloc(v->p, nc * v->item);
+        if (!np_) return -1;
+        v->p = np_; v->cap = nc;
+    }
+    memcpy(v->p + v->len * v->item, x, v->item);
+    v->len++;
+    return 0;
+}
+
+static PyObject *vec_bytes(Vec *v) { return PyBytes_FromStringAndSize(v->p, (Py_ssize_t)(v->len * v->item)); }
+
+/*
+ * invert(fields) with fields a sequence of (doc, field, tokens) tuples.
+ * Returns (term_hashes u64[T], post_term u32[P], post_doc u32[P],
+ *          post_field u8[P], post_tf u32[P]) as bytes; postings come in input
+ * order, one per distinct term within each (doc, field).
+ */
+static PyObject *invert(PyObject *self, PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "invert expects a sequence of (doc, field, tokens)");
+    if (!seq) return NULL;
+    Table tab = {0};
+    Vec hashes = {0, 0, 0, 8}, pterm = {0, 0, 0, 4}, pdoc = {0, 0, 0, 4};
+    Vec pfield = {0, 0, 0, 1}, ptf = {0, 0, 0, 4};
+    uint32_t *mark = NULL, *slot = NULL;
+    size_t mark_cap = 0;
+    PyObject *result = NULL;
+    if (table_init(&tab, 1 << 16) < 0) { PyErr_NoMemory(); goto out; }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t r = 0; r < n; r++) {
+        PyObject *row = PySequence_Fast_GET_ITEM(seq, r);
+        long doc, fld;
+        PyObject *toks;
+        if (!PyArg_ParseTuple(row, "llO", &doc, &fld, &toks)) goto out;
+        PyObject *tseq = PySequence_Fast(toks, "tokens must be a sequence of str");
+        if (!tseq) goto out;
+        Py_ssize_t nt = PySequence_Fast_GET_SIZE(tseq);
+        PyObject **items = PySequence_Fast_ITEMS(tseq);
+        uint32_t run = (uint32_t)(r + 1);
+        uint8_t f8 = (uint8_t)fld;
+        uint32_t d32 = (uint32_t)doc;
+        for (Py_ssize_t i = 0; i < nt; i++) {
+            uint64_t h;
+            if (hash_str(items[i], &h) < 0) { Py_DECREF(tseq); goto out; }
+            uint64_t key = h ? h : 1;  /* 0 marks an empty slot */
+            size_t j = (size_t)key & (tab.cap - 1);
+            while (tab.keys[j] && tab.keys[j] != key) j = (j + 1) & (tab.cap - 1);
+            uint32_t term;
+            if (!tab.keys[j]) {
+                term = (uint32_t)hashes.len;
+                tab.keys[j] = key; tab.vals[j] = term; tab.used++;
+                if (vec_push(&hashes, &h) < 0) { Py_DECREF(tseq); PyErr_NoMemory(); goto out; }
+                if (tab.used * 2 > tab.cap && table_grow(&tab) < 0) {
+                    Py_DECREF(tseq); PyErr_NoMemory(); goto out;
+                }
+                if (hashes.len > mark_cap) {
+                    size_t nc = mark_cap ? mark_cap * 2 : 65536;
+                    uint32_t *m2 = (uint32_t *)realloc(mark, nc * sizeof(uint32_t));
+                    if (!m2) { Py_DECREF(tseq); PyErr_NoMemory(); goto out; }
+                    mark = m2;
+                    uint32_t *s2 = (uint32_t *)realloc(slot, nc * sizeof(uint32_t));
+                    if (!s2) { Py_DECREF(tseq); PyErr_NoMemory(); goto out; }
+                    slot = s2;
+                    memset(mark + mark_cap, 0, (nc - mark_cap) * sizeof(uint32_t));
+                    mark_cap = nc;
+                }
+            } else {
+                term = tab.vals[j];
+            }
+            if (mark[term] == run) {
+                ((uint32_t *)ptf.p)[slot[term]] += 1;
+            } else {
+                uint32_t one = 1;
+                mark[term] = run;
+                slot[term] = (uint32_t)pterm.len;
+                if (vec_push(&pterm, &term) < 0 || vec_push(&pdoc, &d32) < 0 ||
+                    vec_push(&pfield, &f8) < 0 || vec_push(&ptf, &one) < 0) {
+                    Py_DECREF(tseq); PyErr_NoMemory(); goto out;
+                }
+            }
+        }
+        Py_DECREF(tseq);
+    }
+    result = Py_BuildValue("(NNNNN)", vec_bytes(&hashes), vec_bytes(&pterm), vec_bytes(&pdoc),
+                           vec_bytes(&pfield), vec_bytes(&ptf));
+out:
+    Py_DECREF(seq);
+    table_free(&tab);
+    free(hashes.p); free(pterm.p); free(pdoc.p); free(pfield.p); free(ptf.p);
+    free(mark); free(slot);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"score_topk", score_topk, METH_VARARGS,
      "score_topk(docs, tfs, factor, ranges, weights, live, k1, n_docs, out_docs, out_scores)"
      " -> (n_out, n_matched)"},
+    {"term_hashes", term_hashes, METH_O, "term_hashes(terms) -> bytes of uint64 hashes"},
+    {"invert", invert, METH_O,
+     "invert(rows) -> (term hashes, post_term, post_doc, post_field, post_tf) as bytes"},
     {NULL, NULL, 0, NULL},
 };
 

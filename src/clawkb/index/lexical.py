@@ -38,7 +38,7 @@ from clawkb.index.segment import (
     write_segment,
 )
 
-ENGINE = "clawkb-bm25f-segments/1"
+ENGINE = "clawkb-bm25f-segments/2"  # /2: FNV-1a + splitmix64 term hashes
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +86,10 @@ class LexicalIndex:
         """Read the manifest and map its segments; retry if a writer swaps them meanwhile."""
         for attempt in range(5):
             self.manifest = self._read_manifest()
+            if self.manifest.engine != ENGINE:
+                # Written by another engine version (e.g. other term hashes):
+                # unusable as is; applied_seq -1 makes the next sync rebuild it.
+                self.manifest = _Manifest(applied_seq=-1, next_segment=self.manifest.next_segment)
             try:
                 self.segments = [Segment(self.folder / n) for n in self.manifest.segments]
                 return

@@ -17,13 +17,12 @@ binary search in a memory-mapped array, with no vocabulary to load.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
 import shutil
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,12 +34,30 @@ _FLUSH = 1 << 18
 _ARRAYS = ("chunk_ids", "lens", "terms", "offsets", "docs", "tfs")
 
 
+_MASK = (1 << 64) - 1
+
+try:  # the native module computes the same hashes, much faster
+    from clawkb.index import _bm25native as _native  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - no compiler on this machine
+    _native = None
+
+
 def term_hash(term: str) -> int:
-    """Stable 64-bit hash of a token (independent of PYTHONHASHSEED)."""
-    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little")
+    """Stable 64-bit hash of a token: FNV-1a over UTF-8, then the splitmix64 mixer.
+
+    Independent of PYTHONHASHSEED and identical to the native kernel's hash.
+    """
+    h = 0xCBF29CE484222325
+    for byte in term.encode("utf-8"):
+        h = ((h ^ byte) * 0x100000001B3) & _MASK
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & _MASK
+    return h ^ (h >> 31)
 
 
 def hash_terms(terms: Sequence[str]) -> np.ndarray:
+    if _native is not None:
+        return np.frombuffer(_native.term_hashes(list(terms)), np.uint64).copy()
     return np.fromiter((term_hash(t) for t in terms), dtype=np.uint64, count=len(terms))
 
 
@@ -90,15 +107,87 @@ def write_segment(
     os.replace(tmp, folder)
 
 
-def build_arrays(batch: Iterable[DocFields]) -> tuple[np.ndarray, ...]:
+def build_arrays(batch: Iterable[DocFields], *, use_native: bool = True) -> tuple[np.ndarray, ...]:
     """Invert a batch of tokenized docs into segment arrays.
 
-    Terms are counted per (doc, field) with ``Counter`` (C speed), mapped to
-    ids with ``dict.setdefault`` driven by a counter (ids unique, not dense),
-    and the postings are ordered with one sort of packed int64 keys. Memory is
-    proportional to postings, not tokens: ``batch`` may be a generator, and
-    each doc's token lists are dropped as soon as they are counted.
+    ``batch`` may be a generator: each doc's token lists are dropped once they
+    are counted, so memory follows the number of postings, not of tokens.
+    The native kernel counts and hashes terms; the fallback uses ``Counter``.
+    Both yield identical segments.
     """
+    ids_list: list[int] = []
+    len_list: list[tuple[int, int, int]] = []
+
+    def docs() -> Iterator[DocFields]:
+        for doc in batch:
+            ids_list.append(doc.chunk_id)
+            len_list.append((len(doc.title), len(doc.body), len(doc.code)))
+            yield doc
+
+    if use_native and _native is not None:
+        postings = _postings_native(docs())
+    else:
+        postings = _postings_python(docs())
+    n = len(ids_list)
+    chunk_ids = np.array(ids_list, np.int64)
+    lens = np.array(len_list, np.uint32).reshape(n, N_FIELDS)
+    if postings is None:
+        return (
+            chunk_ids,
+            lens,
+            np.empty(0, np.uint64),
+            np.zeros(1, np.int64),
+            np.empty(0, np.uint32),
+            np.empty((0, N_FIELDS), np.uint8),
+        )
+    return (chunk_ids, lens, *_assemble(n, *postings))
+
+
+_Postings = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _postings_native(docs: Iterator[DocFields]) -> _Postings | None:
+    """(sorted hashes, term number, doc, field, tf) per (term, doc, field), via C."""
+    parts: list[tuple[np.ndarray, ...]] = []
+    rows: list[tuple[int, int, list[str]]] = []
+    pending = 0
+
+    def flush() -> None:
+        h, t, d, f, c = _native.invert(rows)
+        hashes = np.frombuffer(h, np.uint64)
+        post_hash = hashes[np.frombuffer(t, np.uint32)]
+        parts.append(
+            (
+                post_hash,
+                np.frombuffer(d, np.uint32),
+                np.frombuffer(f, np.uint8),
+                np.minimum(np.frombuffer(c, np.uint32), 255).astype(np.uint8),
+            )
+        )
+
+    for d, doc in enumerate(docs):
+        for f, toks in enumerate((doc.title, doc.body, doc.code)):
+            if toks:
+                rows.append((d, f, toks))
+                pending += len(toks)
+        if pending >= _FLUSH * 4:
+            flush()
+            rows, pending = [], 0
+    if rows:
+        flush()
+    if not parts:
+        return None
+    post_hash = np.concatenate([p[0] for p in parts])
+    hashes, term_no = np.unique(post_hash, return_inverse=True)
+    del post_hash
+    doc_of = np.concatenate([p[1] for p in parts]).astype(np.int64)
+    field_of = np.concatenate([p[2] for p in parts]).astype(np.int64)
+    tf_arr = np.concatenate([p[3] for p in parts])
+    return hashes, term_no.astype(np.int64).ravel(), doc_of, field_of, tf_arr
+
+
+def _postings_python(docs: Iterator[DocFields]) -> _Postings | None:
+    """The same postings as :func:`_postings_native`, with ``Counter`` and numpy."""
     vocab: dict[str, int] = {}
     counter = itertools.count()
     setdefault = vocab.setdefault
@@ -109,11 +198,7 @@ def build_arrays(batch: Iterable[DocFields]) -> tuple[np.ndarray, ...]:
     raw_parts: list[np.ndarray] = []
     tf_parts: list[np.ndarray] = []
     runs: list[tuple[int, int, int]] = []  # (doc, field, number of distinct terms)
-    len_list: list[tuple[int, int, int]] = []
-    ids_list: list[int] = []
-    for d, doc in enumerate(batch):
-        ids_list.append(doc.chunk_id)
-        len_list.append((len(doc.title), len(doc.body), len(doc.code)))
+    for d, doc in enumerate(docs):
         for f, toks in enumerate((doc.title, doc.body, doc.code)):
             if not toks:
                 continue
@@ -125,43 +210,40 @@ def build_arrays(batch: Iterable[DocFields]) -> tuple[np.ndarray, ...]:
             raw_parts.append(np.array(raw, np.int64))
             tf_parts.append(np.minimum(np.array(tf_list, np.int64), 255).astype(np.uint8))
             raw, tf_list = [], []
-    n = len(ids_list)
-    chunk_ids = np.array(ids_list, np.int64)
-    lens = np.array(len_list, np.uint32).reshape(n, N_FIELDS)
     raw_parts.append(np.array(raw, np.int64))
     tf_parts.append(np.minimum(np.array(tf_list, np.int64), 255).astype(np.uint8))
-    del raw, tf_list
-    if not sum(len(p) for p in raw_parts):
-        return (
-            chunk_ids,
-            lens,
-            np.empty(0, np.uint64),
-            np.zeros(1, np.int64),
-            np.empty(0, np.uint32),
-            np.empty((0, N_FIELDS), np.uint8),
-        )
+    if not runs:
+        return None
     run_arr = np.array(runs, np.int64)
     doc_of = np.repeat(run_arr[:, 0], run_arr[:, 2])
     field_of = np.repeat(run_arr[:, 1], run_arr[:, 2])
-    del runs, run_arr
     raw_ids = np.concatenate(raw_parts)
     tf_arr = np.concatenate(tf_parts)
-    del raw_parts, tf_parts
     # Dense term numbers in hash order, so postings come out grouped by hash.
-    terms = list(vocab.keys())
     uniq_raw = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))
-    hashes = hash_terms(terms)
+    hashes = hash_terms(list(vocab.keys()))
     order = np.argsort(hashes, kind="stable")
     hashes = hashes[order]
     dense = np.empty(len(order), np.int64)
     dense[order] = np.arange(len(order))
     by_raw = np.argsort(uniq_raw)
     term_no = dense[by_raw[np.searchsorted(uniq_raw[by_raw], raw_ids)]]
-    del raw_ids
+    return hashes, term_no, doc_of, field_of, tf_arr
+
+
+def _assemble(
+    n: int,
+    hashes: np.ndarray,
+    term_no: np.ndarray,
+    doc_of: np.ndarray,
+    field_of: np.ndarray,
+    tf_arr: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """Order postings by (term hash, doc) and fold fields into one row each."""
     doc_bits = max(1, int(n).bit_length())
     key = (term_no << (doc_bits + 2)) | (doc_of << 2) | field_of
     del term_no, doc_of, field_of
-    perm = np.argsort(key, kind="stable")
+    perm = np.argsort(key)  # keys are unique: no need for a stable sort
     key = key[perm]
     tf_arr = tf_arr[perm]
     del perm
@@ -175,7 +257,7 @@ def build_arrays(batch: Iterable[DocFields]) -> tuple[np.ndarray, ...]:
     docs = (pair_start & ((1 << doc_bits) - 1)).astype(np.uint32)
     term_of_post = pair_start >> doc_bits
     offsets = np.searchsorted(term_of_post, np.arange(len(hashes) + 1)).astype(np.int64)
-    return chunk_ids, lens, hashes, offsets, docs, tfs
+    return hashes, offsets, docs, tfs
 
 
 class Segment:

@@ -60,6 +60,9 @@ class ChunkConfig:
     max_tokens: int = 350
     overlap: float = 0.15
     min_tokens: int = 40
+    #: Tables whose header line satisfies this are cut one row per piece, the
+    #: header repeated (register maps, pin tables: a query finds the row).
+    row_tables: Callable[[str], bool] | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -84,7 +87,12 @@ def _weight(text: str) -> int:
     words = _WORD.findall(text)
     long_words = sum((n * 5 + 1) // 2 for n in map(len, words) if n > 5)
     short_words = sum(1 for n in map(len, words) if n <= 5)
-    return 7 * len(_CJK_CHAR.findall(text)) + 13 * short_words + long_words + 5 * len(_SYMBOL.findall(text))
+    return (
+        7 * len(_CJK_CHAR.findall(text))
+        + 13 * short_words
+        + long_words
+        + 5 * len(_SYMBOL.findall(text))
+    )
 
 
 def _token_weight(m: re.Match[str]) -> int:
@@ -139,7 +147,9 @@ def _chunk_section(section: list[Slice], cfg: ChunkConfig) -> list[Chunk]:
     used = 0
     for sl in section:
         units = [_whole(sl)]
-        if units[0].weight > budget:
+        if sl.kind == "table" and cfg.row_tables and cfg.row_tables(units[0].text.split("\n")[0]):
+            units = _split_table(sl, 0) or units
+        elif units[0].weight > budget:
             lead = budget - used if pack and used < cfg.min_tokens * 10 else budget
             units = _split(sl, cfg, lead, units[0].weight)
         for k, unit in enumerate(units):

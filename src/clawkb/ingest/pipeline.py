@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from clawkb.config import Config
 from clawkb.errors import ClawkbError, ParseError, UnsupportedFileError
@@ -23,6 +23,7 @@ from clawkb.index.lexical import LexicalIndex
 from clawkb.ingest.chunker import ChunkConfig, chunk_slices
 from clawkb.ingest.decode import looks_binary, normalize_newlines
 from clawkb.ingest.discover import Problem, discover
+from clawkb.ingest.limits import parse_with_limit
 from clawkb.ingest.sync import sync_lexical
 from clawkb.parsers.registry import ParserRegistry
 from clawkb.parsers.text import first_line_title, paragraph_slices
@@ -30,6 +31,25 @@ from clawkb.store.repo import DocRow, Repository, content_hash
 from clawkb.types import Chunk, ParsedDocument
 
 Progress = Callable[[int, int, str], None]
+
+
+class IngestHook(Protocol):
+    """Extension point for a feature that derives data from each stored file.
+
+    ``chunk_config`` may change how one document is chunked (return ``config``
+    itself otherwise). ``stored`` runs inside the document's write transaction,
+    right after its chunks are inserted, so derived rows commit or roll back
+    with them; rows keyed on ``documents.id`` with ``ON DELETE CASCADE``
+    disappear when the document is removed. Used by :mod:`clawkb.hardware`.
+    """
+
+    def chunk_config(self, path: str, parsed: ParsedDocument, config: ChunkConfig) -> ChunkConfig:
+        """The chunking settings for this document."""
+        ...
+
+    def stored(self, repo: Repository, doc_id: int, path: str, parsed: ParsedDocument) -> None:
+        """Called once per (re)stored file, inside its transaction."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +76,14 @@ class IndexReport:
     resumed: bool = False
     errors: list[tuple[str, str]] = field(default_factory=list)
     skipped_files: list[tuple[str, str]] = field(default_factory=list)
+    #: (path, message) for files indexed with a caveat (e.g. PDF pages that need OCR)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["errors"] = [{"path": p, "reason": r} for p, r in self.errors]
         d["skipped_files"] = [{"path": p, "reason": r} for p, r in self.skipped_files]
+        d["warnings"] = [{"path": p, "message": m} for p, m in self.warnings]
         return d
 
 
@@ -73,13 +96,21 @@ class Ingestor:
         lexical: LexicalIndex,
         config: Config,
         registry: ParserRegistry,
+        hooks: Sequence[IngestHook] = (),
     ) -> None:
         self.repo = repo
         self.lexical = lexical
         self.config = config
         self.registry = registry
+        self.hooks = tuple(hooks)
         self.chunk_config = ChunkConfig(max_tokens=config.max_tokens, overlap=config.overlap)
         self._pending = 0
+
+    def _chunk_config_for(self, path: str, parsed: ParsedDocument) -> ChunkConfig:
+        cfg = self.chunk_config
+        for hook in self.hooks:
+            cfg = hook.chunk_config(path, parsed, cfg)
+        return cfg
 
     # -- files ------------------------------------------------------------
     def index_paths(
@@ -159,8 +190,9 @@ class Ingestor:
         try:
             if looks_binary(data) and parser.name in ("text", "markdown"):
                 raise UnsupportedFileError(key, "binary content, skipped")
-            parsed = parser.parse(data, key)
-            chunks = chunk_slices(parsed.slices, self.chunk_config)
+            parsed = parse_with_limit(parser, data, key, self.config.parse_timeout_s)
+            chunks = chunk_slices(parsed.slices, self._chunk_config_for(key, parsed))
+            report.warnings.extend((key, w) for w in parsed.warnings)
         except ParseError as exc:
             self._fail(report, run_id, key, exc.reason, old)
             return
@@ -211,6 +243,8 @@ class Ingestor:
                 metadata=dict(parsed.metadata),
             )
             report.chunks_added += self.repo.insert_chunks(doc_id, key, chunks)
+            for hook in self.hooks:
+                hook.stored(self.repo, doc_id, key, parsed)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

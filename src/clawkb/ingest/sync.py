@@ -8,7 +8,6 @@ next sync.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -107,6 +106,8 @@ def _apply_batch(
     step = -(-len(add_ids) // workers)
     parts = [list(add_ids[i : i + step]) for i in range(0, len(add_ids), step)]
     folders = lexical.reserve_segments(len(parts))
+    import multiprocessing
+
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(len(parts)) as pool:
         pool.starmap(

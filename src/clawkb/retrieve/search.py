@@ -53,13 +53,19 @@ def lexical_search(
     limit: int = 10,
     path_globs: tuple[str, ...] = (),
     explain: bool = False,
+    include_memory: bool = False,
+    chunk_ids: np.ndarray | None = None,
 ) -> SearchResult:
+    """``chunk_ids``, if given, restricts the search to those chunks (and path globs)."""
     t0 = time.perf_counter()
     tokens = tokenize(query)
     allowed = None
     if path_globs:
         allowed = np.asarray(repo.chunk_ids_matching(path_globs), np.int64)
-    ids, scores, matched = lexical.search(tokens, k=limit, allowed=allowed)
+    if chunk_ids is not None:
+        ids_in = np.asarray(chunk_ids, np.int64)
+        allowed = ids_in if allowed is None else np.intersect1d(allowed, ids_in)
+    ids, scores, matched = _top_ids(repo, lexical, tokens, limit, allowed, include_memory)
     rows = repo.chunks_by_ids(int(i) for i in ids)
     hits = []
     for rank, (cid, score) in enumerate(zip(ids.tolist(), scores.tolist(), strict=True), start=1):
@@ -68,6 +74,33 @@ def lexical_search(
             continue
         hits.append(_hit(row, rank, score, tokens, lexical if explain else None))
     return SearchResult(query, tokens, hits, (time.perf_counter() - t0) * 1000, matched)
+
+
+#: Agent memories (:mod:`clawkb.memory`) are stored as documents under this
+#: path prefix; plain search leaves them out unless ``include_memory`` is set.
+MEMORY_PREFIX = "memory://"
+
+
+def _top_ids(
+    repo: Repository,
+    lexical: LexicalIndex,
+    tokens: list[str],
+    limit: int,
+    allowed: np.ndarray | None,
+    include_memory: bool,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Lexical top-k, without memory chunks unless asked.
+
+    A KB without memories pays one indexed lookup. With memories, one pass
+    fetches ``limit`` + (number of memory chunks) and drops the memories, so
+    the documents returned are exactly the top ones.
+    """
+    hidden = [] if include_memory else repo.chunk_ids_under_path(MEMORY_PREFIX)
+    if not hidden:
+        return lexical.search(tokens, k=limit, allowed=allowed)
+    ids, scores, matched = lexical.search(tokens, k=limit + len(hidden), allowed=allowed)
+    keep = ~np.isin(ids, np.asarray(hidden, np.int64))
+    return ids[keep][:limit], scores[keep][:limit], matched - int((~keep).sum())
 
 
 def _hit(

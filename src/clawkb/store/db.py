@@ -82,6 +82,67 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX journal_run ON journal(run_id, state);
         """,
     ),
+    (
+        "0002_memory",
+        """
+        -- agent memory: one row per memory; its text is indexed as the document at `path`
+        CREATE TABLE memories (
+            id TEXT PRIMARY KEY,                 -- hash of namespace + text (dedup key)
+            namespace TEXT NOT NULL,
+            text TEXT NOT NULL,
+            tags TEXT NOT NULL DEFAULT '[]',     -- JSON list of strings
+            importance REAL NOT NULL DEFAULT 0.5,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            expires_at REAL,                     -- NULL: never expires
+            content_hash TEXT NOT NULL,
+            path TEXT NOT NULL UNIQUE            -- memory://<namespace>/<id>
+        );
+        CREATE INDEX memories_ns ON memories(namespace, updated_at);
+        CREATE INDEX memories_expiry ON memories(expires_at);
+        """,
+    ),
+    (
+        "0003_hardware",
+        """
+        -- NULL: not a datasheet; '': a generic datasheet; else the board it describes
+        ALTER TABLE documents ADD COLUMN board TEXT;
+        CREATE INDEX documents_board ON documents(board);
+        CREATE TABLE pin_aliases (
+            id INTEGER PRIMARY KEY,
+            doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            board TEXT NOT NULL,
+            alias TEXT NOT NULL,                 -- normalised: lower case, spaces as _
+            pin TEXT NOT NULL,
+            extra TEXT NOT NULL DEFAULT '{}',    -- other table columns, header -> value
+            line INTEGER NOT NULL,
+            heading_path TEXT NOT NULL DEFAULT '[]',
+            anchor TEXT                          -- the chunk holding the line
+        );
+        CREATE INDEX pin_aliases_board ON pin_aliases(board, alias);
+        CREATE INDEX pin_aliases_doc ON pin_aliases(doc_id);
+        """,
+    ),
+    (
+        "0004_vectors",
+        """
+        -- dense vectors, keyed by the content hash of the text that was embedded,
+        -- so unchanged text is never embedded twice (model = embedder signature key)
+        CREATE TABLE vectors (
+            model TEXT NOT NULL,
+            key TEXT NOT NULL,
+            vec BLOB NOT NULL,                   -- float32, little endian
+            PRIMARY KEY (model, key)
+        ) WITHOUT ROWID;
+        -- which vector each chunk uses (rows of deleted chunks are swept by the next run)
+        CREATE TABLE chunk_vectors (
+            model TEXT NOT NULL,
+            chunk_id INTEGER NOT NULL,
+            key TEXT NOT NULL,
+            PRIMARY KEY (model, chunk_id)
+        ) WITHOUT ROWID;
+        """,
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -245,6 +245,15 @@ class Repository:
         q = f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {' OR '.join(clauses)}"
         return [r[0] for r in self.conn.execute(q, params)]
 
+    def chunk_ids_under_path(self, prefix: str) -> list[int]:
+        """Ids of the chunks of documents whose path starts with ``prefix`` (an index range)."""
+        rows = self.conn.execute(
+            "SELECT c.id FROM documents d JOIN chunks c ON c.doc_id = d.id"
+            " WHERE d.path >= ? AND d.path < ?",
+            (prefix, _prefix_end(prefix)),
+        )
+        return [r[0] for r in rows]
+
     # -- change log -------------------------------------------------------
     def max_seq(self) -> int:
         """The latest change sequence, even when the log has been pruned empty."""
@@ -293,3 +302,8 @@ class Repository:
             "tombstones": one("SELECT COUNT(*) FROM tombstones"),
             "pending_changes": one("SELECT COUNT(*) FROM changes"),
         }
+
+
+def _prefix_end(prefix: str) -> str:
+    """The smallest string above every string that starts with ``prefix``."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)

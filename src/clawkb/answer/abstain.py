@@ -1,0 +1,189 @@
+"""Retrieval confidence, and the decision to abstain instead of answering.
+
+BM25 scores are not comparable across queries, so confidence is a coverage
+ratio instead: the share of the question's information (IDF-weighted query
+terms, question words like "what"/"什么" removed) that appears in the best of
+the top passages. A question whose rare, specific terms occur nowhere in the
+knowledge base scores low however high the raw BM25 score of its common
+words is. Below :data:`DEFAULT_MIN_CONFIDENCE` the answer is "not found in
+the knowledge base" with the nearest passages, never an invented answer.
+
+The threshold was calibrated with ``bench/calibrate_abstain.py`` on the
+shared BEIR-layout sets (see docs/answers.md for the method and numbers):
+for each set half of the queries have their relevant documents removed from
+the corpus (unanswerable), the other half keep them (answerable), and the
+threshold maximising balanced accuracy over all sets pooled was taken.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from clawkb.index.lexical import LexicalIndex
+from clawkb.index.segment import hash_terms
+from clawkb.text import normalize, tokenize
+
+__all__ = [
+    "DEFAULT_MIN_CONFIDENCE",
+    "NOT_FOUND",
+    "Confidence",
+    "Term",
+    "content_tokens",
+    "coverage",
+    "question_terms",
+    "retrieval_confidence",
+    "term_idf",
+]
+
+#: Calibrated abstain threshold (see the module docstring); config: ``answer.min_confidence``.
+DEFAULT_MIN_CONFIDENCE = 0.57
+#: The fixed phrase an abstaining answer starts with (tests and agents match it).
+NOT_FOUND = "not found in the knowledge base"
+#: How many top passages may supply the evidence.
+TOP_K = 3
+
+_EN_QUESTION = re.compile(
+    r"\b(?:what|which|who|whom|whose|how|why|when|where|does|do|did|is|are|was|were|can|could|"
+    r"should|would|will|the|a|an|of|in|on|for|to|with|and|or|it|its|this|that|there|have|has|"
+    r"many|much|i|we|you|my|our|me|please|tell|about|be|by|at|from|as|each|any|some)\b",
+    re.IGNORECASE,
+)
+_ZH_QUESTION = re.compile(
+    r"什么|怎么样|怎么|怎样|如何|为什么|为何|哪个|哪些|哪里|哪儿|哪|多少|几个|是否|是不是|吗|呢|请问|请|一下|的|是"
+)
+_CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+_PIECE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+|[^\s\u3400-\u9fff\uf900-\ufaff]+")
+_EDGE_PUNCT = "?!,.;:'\"()[]{}<>"
+
+
+@dataclass(frozen=True)
+class Term:
+    """One unit of meaning in the question, with the index tokens that express it.
+
+    A Latin word or identifier is one term however many parts the tokenizer
+    cuts it into (``STM32F401RE`` must not outweigh ``RCC`` sevenfold); a
+    Chinese run contributes its bigrams as separate terms. A term's weight is
+    the largest IDF among its tokens, and text earns that weight when it holds
+    the term's rarest token it has.
+    """
+
+    text: str
+    tokens: tuple[str, ...]
+    idf: tuple[float, ...]
+
+    @property
+    def weight(self) -> float:
+        return max(self.idf)
+
+    def credit(self, present: set[str] | frozenset[str]) -> float:
+        return max(
+            (w for t, w in zip(self.tokens, self.idf, strict=True) if t in present), default=0.0
+        )
+
+
+def question_terms(lexical: LexicalIndex, question: str) -> list[Term]:
+    """Content terms of ``question`` weighted by IDF; question words removed.
+
+    Chinese bigrams that occur nowhere in the index although both their
+    characters do are dropped: they are nearly always pairs spanning a word
+    boundary ("压是"), not missing facts. A bigram with an unknown character
+    ("乙醇" in a hardware KB) stays, and counts as missing.
+    """
+    text = _ZH_QUESTION.sub(" ", _EN_QUESTION.sub(" ", normalize(question)))
+    units: list[tuple[str, list[str], bool]] = []
+    for piece in _PIECE.findall(text):
+        if _CJK_RUN.fullmatch(piece):
+            grams = (
+                [piece] if len(piece) == 1 else [piece[i : i + 2] for i in range(len(piece) - 1)]
+            )
+            units += [(g, [g], True) for g in grams]
+        else:
+            piece = piece.strip(_EDGE_PUNCT)
+            toks = tokenize(piece) if piece else []
+            if toks:
+                units.append((piece, list(dict.fromkeys(toks)), False))
+    chars = [c for text_, _, cjk in units if cjk for c in text_]
+    idf = term_idf(lexical, [t for _, toks, _ in units for t in toks] + chars)
+    absent = float(lexical.idf(np.zeros(1, np.int64))[0]) - 1e-9  # IDF of a term no chunk has
+    terms: dict[str, Term] = {}
+    for text_, toks, cjk in units:
+        weights = tuple(idf[t] for t in toks)
+        if cjk and len(text_) == 2 and weights[0] >= absent and max(idf[c] for c in text_) < absent:
+            continue  # both characters are known: a pair across a word boundary
+        terms.setdefault(text_, Term(text_, tuple(toks), weights))
+    return list(terms.values())
+
+
+def content_tokens(question: str) -> list[str]:
+    """Query tokens without question words: the terms an answer must be about."""
+    return tokenize(_ZH_QUESTION.sub(" ", _EN_QUESTION.sub(" ", question)))
+
+
+def term_idf(lexical: LexicalIndex, tokens: Sequence[str]) -> dict[str, float]:
+    """IDF of each distinct token in the lexical index (absent terms get the maximum)."""
+    uniq = list(dict.fromkeys(tokens))
+    if not uniq:
+        return {}
+    idf = lexical.idf(lexical.doc_freqs(hash_terms(uniq)))
+    return {t: float(v) for t, v in zip(uniq, idf.tolist(), strict=True)}
+
+
+def coverage(terms: Sequence[Term], present: set[str] | frozenset[str]) -> float:
+    """Share of the terms' total weight that ``present`` tokens earn, in [0, 1]."""
+    total = sum(t.weight for t in terms)
+    return sum(t.credit(present) for t in terms) / total if total > 0 else 0.0
+
+
+@dataclass
+class Confidence:
+    """Confidence in [0, 1] with the evidence behind it (for ``--explain``)."""
+
+    value: float
+    threshold: float
+    best_passage: int | None = None  # index into the texts scored
+    matched: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def abstain(self) -> bool:
+        return self.value < self.threshold
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value": round(self.value, 4),
+            "threshold": self.threshold,
+            "abstain": self.abstain,
+            "method": "IDF-weighted share of the question's content terms found in the best of the top passages",
+            "matched_terms": self.matched,
+            "missing_terms": self.missing,
+        }
+
+
+def retrieval_confidence(
+    terms: Sequence[Term], texts: Iterable[str], threshold: float = DEFAULT_MIN_CONFIDENCE
+) -> Confidence:
+    """Coverage of the question's terms by the best of the first :data:`TOP_K` ``texts``."""
+    by_weight = sorted(terms, key=lambda t: t.weight, reverse=True)
+    best, best_i, best_present = -1.0, None, frozenset[str]()
+    if any(t.weight > 0 for t in terms):
+        for i, text in enumerate(texts):
+            if i >= TOP_K:
+                break
+            present = frozenset(tokenize(text))
+            cov = coverage(terms, present)
+            if cov > best:
+                best, best_i, best_present = cov, i, present
+    if best_i is None:
+        return Confidence(0.0, threshold, missing=[t.text for t in by_weight])
+    return Confidence(
+        value=best,
+        threshold=threshold,
+        best_passage=best_i,
+        matched=[t.text for t in by_weight if t.credit(best_present) > 0],
+        missing=[t.text for t in by_weight if t.credit(best_present) == 0],
+    )

@@ -1,0 +1,186 @@
+"""`clawkb embed`, `clawkb embedders`, and the retrieval options `clawkb search` takes.
+
+Thin: parse, call :mod:`clawkb.embed.run` / the pipeline, format.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from clawkb.cli.common import echo_json, handle_errors, open_kb
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class EmbedProgress:
+    """``[####....] done/total  rate/s`` on stderr while a run embeds."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled, self.shown, self.started = enabled, False, time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or not total:
+            return
+        fill = int(30 * done / total)
+        rate = done / max(time.perf_counter() - self.started, 1e-9)
+        click.echo(
+            f"\r[{'#' * fill}{'.' * (30 - fill)}] {done}/{total} chunks {rate:.1f}/s",
+            err=True,
+            nl=False,
+        )
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            click.echo("", err=True)
+
+
+def run_embed(ctx: click.Context, *, fresh: bool, as_json: bool, model: str | None) -> None:
+    from clawkb.embed.base import get_embedder
+    from clawkb.embed.run import embed_kb, reembed_kb
+    from clawkb.retrieve.settings import embedding_config
+
+    bar = EmbedProgress(enabled=not as_json and sys.stderr.isatty())
+    with open_kb(ctx) as kb:
+        name, options = embedding_config(kb.config.extra)
+        embedder = get_embedder(model or name, options if not model or model == name else {})
+        run = reembed_kb if fresh else embed_kb
+        try:
+            report = run(kb, embedder=embedder, progress=bar)
+        finally:
+            bar.close()
+    if as_json:
+        echo_json(report.to_dict())
+        return
+    click.echo(
+        f"{report.model}: embedded {report.embedded} · reused {report.reused} ·"
+        f" {report.total} chunks with vectors ({report.seconds:.1f}s)"
+    )
+
+
+@click.command()
+@click.option("--model", help="Embedder to use (default: `embedding.model` in config, e5-small).")
+@click.option("--json", "as_json", is_flag=True, help="Print the run report as JSON.")
+@click.pass_context
+@handle_errors
+def embed(ctx: click.Context, model: str | None, as_json: bool) -> None:
+    """Compute vectors for chunks that have none (resumable; unchanged text is reused)."""
+    run_embed(ctx, fresh=False, as_json=as_json, model=model)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def embedders(as_json: bool) -> None:
+    """List the embedders this installation can use."""
+    from clawkb.embed.base import available_embedders
+
+    names = available_embedders()
+    if as_json:
+        echo_json(names)
+    else:
+        click.echo("\n".join(names))
+
+
+def retrieval_options(func: F) -> F:
+    """Add the pipeline options (mode, fusion, rerank, filters) to a command."""
+    opts = [
+        click.option(
+            "--mode",
+            type=click.Choice(["auto", "lexical", "dense", "hybrid"]),
+            help="Retrieval channels (default auto: hybrid once `clawkb embed` has run).",
+        ),
+        click.option("--fusion", type=click.Choice(["rrf", "linear"]), help="How channels fuse."),
+        click.option("--rrf-k", type=int, help="RRF constant k (default 60)."),
+        click.option("--w-lexical", type=float, help="Lexical weight (RRF weight / linear α)."),
+        click.option("--w-dense", type=float, help="Dense weight (RRF weight / linear β)."),
+        click.option("--w-recency", type=float, help="Linear fusion: recency weight γ."),
+        click.option("--norm", type=click.Choice(["minmax", "zscore"]), help="Linear: score norm."),
+        click.option("--rerank", type=click.Choice(["dense", "endpoint", "onnx"]), help="Rerank."),
+        click.option("--no-merge", is_flag=True, help="Do not merge adjacent chunks of a section."),
+        click.option(
+            "--type", "doc_types", multiple=True, help="Only this document type/extension."
+        ),
+        click.option("--meta", multiple=True, metavar="KEY[=VALUE]", help="Metadata filter."),
+        click.option("--since", help="Only files changed since (YYYY-MM-DD or age like 30d)."),
+        click.option("--until", help="Only files changed before (YYYY-MM-DD or age)."),
+    ]
+    for opt in reversed(opts):
+        func = opt(func)
+    return func
+
+
+def pipeline_kwargs(params: dict[str, Any]) -> dict[str, Any]:
+    """Turn parsed retrieval options into ``kb.search`` keywords (pops them from params)."""
+    from clawkb.retrieve.filters import Filters, parse_meta, parse_time
+
+    mode = params.pop("mode", None)
+    doc_types = params.pop("doc_types", ())
+    meta = params.pop("meta", ())
+    since, until = params.pop("since", None), params.pop("until", None)
+    out: dict[str, Any] = {}
+    if mode:
+        out["mode"] = mode
+    if doc_types or meta or since or until:
+        out["filters"] = Filters(
+            doc_types=tuple(doc_types),
+            metadata=parse_meta(tuple(meta)),
+            since=parse_time(since) if since else None,
+            until=parse_time(until) if until else None,
+        )
+    if params.pop("no_merge", False):
+        out["merge"] = False
+    for key in ("fusion", "rrf_k", "w_lexical", "w_dense", "w_recency", "norm", "rerank"):
+        value = params.pop(key, None)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def print_pipeline_explain(res: Any, exp: dict[str, Any]) -> None:
+    """Per-channel rank, raw and normalised score and contribution of one hit."""
+    for name, ch in (exp.get("channels") or {}).items():
+        parts = [f"{k}={v}" for k, v in ch.items() if v is not None]
+        click.echo(f"      {name:<8} " + " ".join(parts))
+    if "rerank" in exp:
+        click.echo(f"      rerank   {exp['rerank']}")
+    if "merged" in exp:
+        click.echo(f"      merged   {' + '.join(exp['merged'])}")
+
+
+def print_stages(res: Any) -> None:
+    if getattr(res, "stages", None):
+        click.echo(
+            f"mode {res.mode} · confidence {res.confidence:.2f} · "
+            + " → ".join(
+                f"{s['stage']} {s['ms']:.1f}ms"
+                + ("" if s["status"] in ("ok", "hit") else f" [{s['status']}: {s.get('note', '')}]")
+                for s in res.stages
+            )
+        )
+    for rw in getattr(res, "rewrites", []) or []:
+        click.echo(f"rewrite: {rw['from']} → {rw['to']} (weight {rw['weight']})")
+
+
+def run_compare(
+    dataset_dir: Any, modes: str, embedder: str | None, limit_queries: int | None, as_json: bool
+) -> None:
+    """`clawkb eval --modes ...`: one throw-away KB, every mode on the same queries."""
+    from clawkb.embed.base import get_embedder
+    from clawkb.evaluate.compare import MODES, compare_modes, format_comparison
+
+    wanted = MODES if modes.strip() == "all" else tuple(m.strip() for m in modes.split(","))
+    emb = get_embedder(embedder) if embedder else None
+    result = compare_modes(dataset_dir, modes=wanted, embedder=emb, limit_queries=limit_queries)
+    if as_json:
+        echo_json(result.to_dict())
+    else:
+        click.echo(format_comparison(result))
+
+
+COMMANDS = [embed, embedders]

@@ -1,0 +1,36 @@
+"""`clawkb mcp`: serve the knowledge base and memory to agents over MCP."""
+
+from __future__ import annotations
+
+import click
+
+from clawkb.cli.common import handle_errors
+
+
+@click.command("mcp")
+@click.option("--http", "use_http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option("--port", default=8765, show_default=True, type=int, help="HTTP port.")
+@click.pass_context
+@handle_errors
+def mcp_cmd(ctx: click.Context, use_http: bool, host: str, port: int) -> None:
+    """Run an MCP server (stdio by default; `--http` serves http://HOST:PORT/mcp).
+
+    Tools: search, ask, get_chunk, memory_store, memory_recall, memory_forget
+    (and hardware_context when hardware support is installed). Needs the
+    `mcp` extra: pip install 'clawkb[mcp]'.
+    """
+    from clawkb.config import resolve_home
+    from clawkb.mcp import serve
+
+    home = resolve_home(ctx.obj.get("kb") if ctx.obj else None)
+    if use_http and host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(
+            f"warning: serving {home} on {host}:{port} without authentication;"
+            " anyone who can reach it can read and write this knowledge base",
+            err=True,
+        )
+    serve(home, http=use_http, host=host, port=port)
+
+
+COMMANDS = [mcp_cmd]

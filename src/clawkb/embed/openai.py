@@ -1,0 +1,116 @@
+"""``openai``: any OpenAI-compatible ``/embeddings`` endpoint (Ollama, vLLM, TEI, ...).
+
+Used for models too large to ship (bge-m3 class). Only the standard library
+is needed. The endpoint is called in batches; 429 and 5xx answers are retried
+with a short back-off, anything else is a clear error naming the URL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from clawkb.embed.base import Embedder, l2_normalize
+from clawkb.errors import ClawkbError, ConfigError
+
+
+class EndpointError(ClawkbError):
+    """A remote embedding or rerank endpoint failed or answered nonsense."""
+
+
+def post_json(url: str, payload: dict[str, Any], headers: dict[str, str], timeout: float) -> Any:
+    """POST JSON and decode the answer; retry twice on 429/5xx and connection errors."""
+    body = json.dumps(payload).encode("utf-8")
+    last = ""
+    for attempt in range(3):
+        req = urllib.request.Request(
+            url, body, {"Content-Type": "application/json", **headers}, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return json.loads(resp.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:200]
+            last = f"HTTP {exc.code}: {detail}"
+            if exc.code != 429 and exc.code < 500:
+                break
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            last = str(getattr(exc, "reason", exc))
+        except json.JSONDecodeError as exc:
+            raise EndpointError(f"{url}: answer is not JSON ({exc})") from exc
+        time.sleep(0.2 * (attempt + 1))
+    raise EndpointError(f"{url}: request failed ({last})")
+
+
+class OpenAIEmbedder(Embedder):
+    prefix = "none"
+    normalized = True
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:11434/v1",
+        model: str = "bge-m3",
+        api_key_env: str = "OPENAI_API_KEY",
+        dim: int | None = None,
+        batch_size: int = 64,
+        timeout: float = 60.0,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"embedding base_url must start with http:// or https://: {base_url!r}"
+            )
+        if batch_size < 1:
+            raise ConfigError(f"embedding batch_size must be >= 1, got {batch_size}")
+        self.url = base_url.rstrip("/") + "/embeddings"
+        self.model = model
+        self.name = f"openai:{model}"
+        self.api_key = os.environ.get(api_key_env, "")
+        self.batch_size = batch_size
+        self.timeout = timeout
+        self.query_prefix, self.passage_prefix = query_prefix, passage_prefix
+        if query_prefix or passage_prefix:
+            self.prefix = f"{query_prefix!r}/{passage_prefix!r}"
+        self._dim = dim
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        """Known from config, else learnt from one probe call."""
+        if self._dim is None:
+            self._dim = int(self._call(["dimension probe"]).shape[1])
+        return self._dim
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        parts = [
+            self._call([self.passage_prefix + t for t in texts[i : i + self.batch_size]])
+            for i in range(0, len(texts), self.batch_size)
+        ]
+        return np.vstack(parts) if parts else np.zeros((0, self.dim), np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._call([self.query_prefix + text])[0]
+
+    def _call(self, inputs: list[str]) -> np.ndarray:
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        data = post_json(self.url, {"model": self.model, "input": inputs}, headers, self.timeout)
+        try:
+            rows = sorted(data["data"], key=lambda d: d.get("index", 0))
+            vecs = np.asarray([r["embedding"] for r in rows], np.float32)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EndpointError(f"{self.url}: unexpected answer shape ({exc})") from exc
+        if vecs.ndim != 2 or len(vecs) != len(inputs):
+            raise EndpointError(f"{self.url}: asked for {len(inputs)} embeddings, got {len(vecs)}")
+        if self._dim is not None and vecs.shape[1] != self._dim:
+            raise EndpointError(
+                f"{self.url}: model {self.model!r} returned {vecs.shape[1]}-d vectors,"
+                f" configured dim is {self._dim}"
+            )
+        return l2_normalize(vecs)

@@ -1,0 +1,196 @@
+"""Compute and keep chunk vectors in the store: batched, resumable, content-hash cached.
+
+A run embeds every chunk that has no vector for the active embedder yet. Each
+batch commits on its own, so a killed run keeps what it finished and the next
+run starts where it stopped. Vectors are keyed by the content hash of the text
+that is embedded (title, section path and chunk text), so re-indexing a file
+whose text did not change never embeds it again. The embedder's signature
+(model, dim, prefix scheme, normalisation) is recorded in ``meta``; asking for
+another model is a clear error naming ``clawkb reindex --vectors``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from clawkb.embed.base import Embedder
+from clawkb.errors import IndexError_
+from clawkb.store import db
+from clawkb.store.repo import content_hash
+
+SIGNATURE_KEY = "dense_signature"
+VERSION_KEY = "dense_version"
+#: Texts sent to the embedder per committed batch.
+BATCH = 64
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class EmbedReport:
+    model: str
+    embedded: int  # texts sent to the model
+    reused: int  # chunks whose text already had a vector
+    total: int  # chunks with a vector after the run
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "seconds": round(self.seconds, 3)}
+
+
+def model_key(signature: dict[str, Any]) -> str:
+    norm = "norm" if signature.get("normalized") else "raw"
+    return f"{signature['model']}|{signature['dim']}|{signature['prefix']}|{norm}"
+
+
+def stored_signature(conn: sqlite3.Connection) -> dict[str, Any] | None:
+    raw = db.get_meta(conn, SIGNATURE_KEY)
+    return json.loads(raw) if raw else None
+
+
+def data_version(conn: sqlite3.Connection) -> int:
+    """Bumped on every committed vector batch: part of the search cache's stamp."""
+    return int(db.get_meta(conn, VERSION_KEY) or 0)
+
+
+def check_signature(conn: sqlite3.Connection, signature: dict[str, Any]) -> None:
+    """Refuse to mix models: the stored vectors must come from ``signature``'s model."""
+    stored = stored_signature(conn)
+    if stored is not None and model_key(stored) != model_key(signature):
+        raise IndexError_(
+            f"the knowledge base's vectors were made by {model_key(stored)!r} but the configured"
+            f" embedder is {model_key(signature)!r}; run `clawkb reindex --vectors` to re-embed"
+            " with the configured model (or set embedding.model back)"
+        )
+
+
+def embed_text(title: str, heading_json: str, text: str) -> str:
+    """What the model sees for a chunk: where it sits, then what it says."""
+    heading = [h for h in json.loads(heading_json) if h and h != title]
+    head = " > ".join([title, *heading] if title else heading)
+    return f"{head}\n{text}" if head else text
+
+
+def _bump(conn: sqlite3.Connection) -> None:
+    db.set_meta(conn, VERSION_KEY, str(data_version(conn) + 1))
+
+
+def clear_vectors(conn: sqlite3.Connection) -> None:
+    """Forget every vector and the recorded model (`clawkb reindex --vectors`)."""
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("DELETE FROM chunk_vectors")
+    conn.execute("DELETE FROM vectors")
+    conn.execute("DELETE FROM meta WHERE key = ?", (SIGNATURE_KEY,))
+    _bump(conn)
+    conn.execute("COMMIT")
+
+
+def pending_chunk_ids(conn: sqlite3.Connection, mkey: str) -> list[int]:
+    rows = conn.execute(
+        "SELECT c.id FROM chunks c LEFT JOIN chunk_vectors cv"
+        " ON cv.model = ? AND cv.chunk_id = c.id WHERE cv.chunk_id IS NULL ORDER BY c.id",
+        (mkey,),
+    )
+    return [r[0] for r in rows]
+
+
+def embed_pending(
+    conn: sqlite3.Connection,
+    embedder: Embedder,
+    *,
+    batch: int = BATCH,
+    progress: Progress | None = None,
+    clock: Callable[[], float] | None = None,
+) -> EmbedReport:
+    """Embed every chunk without a vector for ``embedder``; commit batch by batch."""
+    import time
+
+    now = clock or time.perf_counter
+    started = now()
+    signature = embedder.signature()
+    check_signature(conn, signature)
+    mkey = model_key(signature)
+    conn.execute("BEGIN IMMEDIATE")
+    db.set_meta(conn, SIGNATURE_KEY, json.dumps(signature, sort_keys=True))
+    conn.execute(
+        "DELETE FROM chunk_vectors WHERE model = ? AND chunk_id NOT IN (SELECT id FROM chunks)",
+        (mkey,),
+    )
+    _bump(conn)
+    conn.execute("COMMIT")
+    todo = pending_chunk_ids(conn, mkey)
+    embedded = reused = 0
+    for start in range(0, len(todo), batch):
+        e, r = _embed_batch(conn, embedder, mkey, todo[start : start + batch])
+        embedded += e
+        reused += r
+        if progress:
+            progress(min(start + batch, len(todo)), len(todo))
+    _sweep_orphans(conn, mkey)
+    total = int(
+        conn.execute("SELECT COUNT(*) FROM chunk_vectors WHERE model = ?", (mkey,)).fetchone()[0]
+    )
+    return EmbedReport(mkey, embedded, reused, total, now() - started)
+
+
+def _embed_batch(
+    conn: sqlite3.Connection, embedder: Embedder, mkey: str, ids: Sequence[int]
+) -> tuple[int, int]:
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        "SELECT c.id, d.title, c.heading_path, c.text FROM chunks c"
+        f" JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})",
+        list(ids),
+    ).fetchall()
+    keyed = [(cid, embed_text(t, h, x)) for cid, t, h, x in rows]
+    keys = {cid: content_hash(text.encode("utf-8")) for cid, text in keyed}
+    have = _existing_keys(conn, mkey, sorted(set(keys.values())))
+    new: dict[str, str] = {}
+    for cid, text in keyed:
+        if keys[cid] not in have:
+            new.setdefault(keys[cid], text)
+    vecs = embedder.embed_documents(list(new.values())) if new else np.zeros((0, 0))
+    if len(vecs) != len(new):
+        raise IndexError_(f"embedder {mkey!r} returned {len(vecs)} vectors for {len(new)} texts")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.executemany(
+            "INSERT OR REPLACE INTO vectors (model, key, vec) VALUES (?,?,?)",
+            ((mkey, k, np.asarray(v, "<f4").tobytes()) for k, v in zip(new, vecs, strict=True)),
+        )
+        conn.executemany(
+            "INSERT OR REPLACE INTO chunk_vectors (model, chunk_id, key) VALUES (?,?,?)",
+            ((mkey, cid, k) for cid, k in keys.items()),
+        )
+        _bump(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return len(new), len(keys) - sum(1 for k in keys.values() if k in new)
+
+
+def _existing_keys(conn: sqlite3.Connection, mkey: str, keys: list[str]) -> set[str]:
+    out: set[str] = set()
+    for i in range(0, len(keys), 900):
+        part = keys[i : i + 900]
+        q = f"SELECT key FROM vectors WHERE model = ? AND key IN ({','.join('?' * len(part))})"
+        out.update(r[0] for r in conn.execute(q, [mkey, *part]))
+    return out
+
+
+def _sweep_orphans(conn: sqlite3.Connection, mkey: str) -> None:
+    """Drop vectors no chunk uses any more (their text was edited or deleted)."""
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute(
+        "DELETE FROM vectors WHERE model = ? AND key NOT IN"
+        " (SELECT key FROM chunk_vectors WHERE model = ?)",
+        (mkey, mkey),
+    )
+    conn.execute("COMMIT")

@@ -1,0 +1,213 @@
+"""Search the stored chunk vectors: exact (numpy) below a size, HNSW above it.
+
+The store is the truth; this module keeps a derived copy of one model's
+vectors as ``.npy`` files under ``index/dense/`` stamped with the store's
+change sequence and vector version, rebuilt when the stamp no longer matches.
+Exact search is one matrix-vector product with BLAS pinned to one thread
+(multi-threaded matvec measured far slower on these machines). Above
+``ann_threshold`` vectors an hnswlib graph answers instead; its recall@10
+against exact search, measured on the KB's own vectors when it is built, is
+kept next to it and shown by ``clawkb status``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clawkb.embed.vectors import data_version, model_key
+from clawkb.errors import MissingDependencyError
+
+#: Above this many vectors an ANN graph answers unfiltered queries.
+ANN_THRESHOLD = 50_000
+#: Queries sampled from the KB's own vectors to measure ANN recall@10.
+RECALL_SAMPLE = 200
+
+_CONTROLLER: Any = None
+
+
+def _blas_one_thread() -> Any:
+    """A context pinning BLAS to one thread (the controller is built once per process)."""
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # still correct, only slower on machines where BLAS threads hurt
+            return contextlib.nullcontext()
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=1, user_api="blas")
+
+
+def exact_top(mat: np.ndarray, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions and scores of the ``k`` best inner products, best first."""
+    if len(mat) == 0 or k <= 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    with _blas_one_thread():
+        scores = mat @ q
+    k = min(k, len(scores))
+    part = np.argpartition(-scores, k - 1)[:k]
+    order = part[np.argsort(-scores[part], kind="stable")]
+    return order.astype(np.int64), scores[order]
+
+
+class DenseIndex:
+    """One model's vectors for search, loaded lazily and cached on disk."""
+
+    def __init__(
+        self,
+        folder: Path,
+        conn: sqlite3.Connection,
+        signature: dict[str, Any],
+        *,
+        ann_threshold: int = ANN_THRESHOLD,
+        ann_m: int = 16,
+        ann_ef: int = 96,
+    ) -> None:
+        self.mkey = model_key(signature)
+        self.signature = signature
+        tag = hashlib.blake2b(self.mkey.encode(), digest_size=6).hexdigest()
+        self.folder = folder / tag
+        self.conn = conn
+        self.ann_threshold = ann_threshold
+        self.ann_m, self.ann_ef = ann_m, ann_ef
+        self.ids = np.zeros(0, np.int64)
+        self.mat = np.zeros((0, int(signature["dim"])), np.float32)
+        self.meta: dict[str, Any] = {}
+        self._ann: Any = None
+        self._stamp: list[int] | None = None
+
+    def stamp(self) -> list[int]:
+        r = self.conn.execute("SELECT MAX(seq) FROM changes").fetchone()
+        pruned = self.conn.execute(
+            "SELECT value FROM meta WHERE key = 'changes_pruned_upto'"
+        ).fetchone()
+        seq = max(int(r[0] or 0), int(pruned[0]) if pruned else 0)
+        return [seq, data_version(self.conn)]
+
+    def refresh(self) -> None:
+        """Make the in-memory copy match the store (cheap when nothing changed)."""
+        stamp = self.stamp()
+        if stamp == self._stamp:
+            return
+        meta_path = self.folder / "meta.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        if meta.get("stamp") != stamp or meta.get("ann_threshold") != self.ann_threshold:
+            meta = self._rebuild(stamp)
+        self.ids = np.load(self.folder / "ids.npy")
+        self.mat = np.load(self.folder / "vecs.npy", mmap_mode="r")
+        self.meta = meta
+        self._ann = None
+        self._stamp = stamp
+
+    def _rebuild(self, stamp: list[int]) -> dict[str, Any]:
+        rows = self.conn.execute(
+            "SELECT cv.chunk_id, v.vec FROM chunk_vectors cv"
+            " JOIN vectors v ON v.model = cv.model AND v.key = cv.key"
+            " JOIN chunks c ON c.id = cv.chunk_id WHERE cv.model = ? ORDER BY cv.chunk_id",
+            (self.mkey,),
+        ).fetchall()
+        dim = int(self.signature["dim"])
+        ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        mat = np.frombuffer(b"".join(r[1] for r in rows), "<f4").reshape(len(rows), dim)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        meta: dict[str, Any] = {
+            "stamp": stamp,
+            "model": self.mkey,
+            "count": len(ids),
+            "ann_threshold": self.ann_threshold,
+            "ann": None,
+        }
+        with tempfile.TemporaryDirectory(dir=self.folder, prefix=".build-") as tmp:
+            np.save(Path(tmp) / "ids.npy", ids)
+            np.save(Path(tmp) / "vecs.npy", mat)
+            if len(ids) >= self.ann_threshold:
+                meta["ann"] = self._build_ann(mat, Path(tmp) / "ann.bin")
+            (Path(tmp) / "meta.json").write_text(json.dumps(meta))
+            for name in ("ids.npy", "vecs.npy", "ann.bin", "meta.json"):  # meta last
+                if (Path(tmp) / name).exists():
+                    os.replace(Path(tmp) / name, self.folder / name)
+        return meta
+
+    def _build_ann(self, mat: np.ndarray, path: Path) -> dict[str, Any]:
+        hnswlib = _hnswlib()
+        index = hnswlib.Index(space="ip", dim=mat.shape[1])
+        index.init_index(max_elements=len(mat), ef_construction=200, M=self.ann_m, random_seed=1)
+        index.set_num_threads(1)
+        index.add_items(mat, np.arange(len(mat)))
+        index.set_ef(self.ann_ef)
+        index.save_index(str(path))
+        return {
+            "kind": "hnsw",
+            "M": self.ann_m,
+            "ef": self.ann_ef,
+            "recall@10": round(_recall_at_10(index, mat), 4),
+        }
+
+    @property
+    def uses_ann(self) -> bool:
+        return bool(self.meta.get("ann"))
+
+    def _ann_index(self) -> Any:
+        if self._ann is None:
+            hnswlib = _hnswlib()
+            index = hnswlib.Index(space="ip", dim=self.mat.shape[1])
+            index.load_index(str(self.folder / "ann.bin"), max_elements=len(self.mat))
+            index.set_num_threads(1)
+            index.set_ef(self.ann_ef)
+            self._ann = index
+        return self._ann
+
+    def search(
+        self, q: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` chunk ids and cosine scores; ``allowed`` restricts the candidates."""
+        self.refresh()
+        q = np.asarray(q, np.float32)
+        if allowed is not None:
+            pos = np.flatnonzero(np.isin(self.ids, allowed))
+            top, scores = exact_top(np.asarray(self.mat[pos]), q, k)
+            return self.ids[pos[top]], scores
+        if self.uses_ann and len(self.ids) > k:
+            labels, dist = self._ann_index().knn_query(q, k=min(k, len(self.ids)))
+            return self.ids[labels[0].astype(np.int64)], (1.0 - dist[0]).astype(np.float32)
+        top, scores = exact_top(self.mat, q, k)
+        return self.ids[top], scores
+
+    def status(self) -> dict[str, Any]:
+        self.refresh()
+        return {
+            "model": self.mkey,
+            "vectors": len(self.ids),
+            "search": "hnsw" if self.uses_ann else "exact",
+            "ann_threshold": self.ann_threshold,
+            "ann": self.meta.get("ann"),
+        }
+
+
+def _hnswlib() -> Any:
+    try:
+        import hnswlib
+    except ImportError:
+        raise MissingDependencyError("the ANN vector index", "dense") from None
+    return hnswlib
+
+
+def _recall_at_10(index: Any, mat: np.ndarray) -> float:
+    """Mean overlap of ANN and exact top-10 for a fixed sample of the KB's own vectors."""
+    rng = np.random.default_rng(0)
+    sample = rng.choice(len(mat), size=min(RECALL_SAMPLE, len(mat)), replace=False)
+    k = min(10, len(mat))
+    labels, _ = index.knn_query(mat[sample], k=k)
+    hits = 0
+    for row, qi in enumerate(sample):
+        exact, _ = exact_top(mat, mat[qi], k)
+        hits += len(set(exact.tolist()) & set(labels[row].tolist()))
+    return hits / (k * len(sample))

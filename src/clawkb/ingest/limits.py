@@ -1,0 +1,204 @@
+"""Per-file parse time limit (``Config.parse_timeout_s``), reusable by any parser.
+
+Two ways to stop a parser that runs too long, chosen per parser:
+
+* **Isolated** (parsers with ``isolate = True``, e.g. PDF): the parse runs in
+  a forked worker process in its own process group; on time-out the whole
+  group is killed (so are helpers it started, such as ``tesseract``). This
+  also stops C code that never returns to Python, and a worker that crashes
+  (a segfault in a C library) fails only its file. The result comes back
+  pickled over a pipe. Cost: one ``fork`` per file, a few milliseconds.
+* **In-process** (everything else, e.g. Markdown, where a fork per file would
+  cost more than the parse): ``SIGALRM`` interrupts the parse at the next
+  Python bytecode. It needs the main thread and a free interval timer;
+  elsewhere the parse runs without a limit.
+
+Either way a time-out is a :class:`ParseError` naming the file and the limit,
+and the indexing run goes on with the next file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import pickle
+import select
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from clawkb.errors import ClawkbError, ParseError
+from clawkb.parsers.base import Parser
+from clawkb.types import ParsedDocument
+
+T = TypeVar("T")
+
+#: When the parse running in this process must end (``time.monotonic()``), if limited.
+_deadline: float | None = None
+
+
+def time_left() -> float | None:
+    """Seconds the current parse has left, or ``None`` when it runs without a limit.
+
+    Lets a parser with optional slow work (OCR) skip it and say so instead of
+    losing the whole file to the time limit.
+    """
+    return None if _deadline is None else _deadline - time.monotonic()
+
+
+def parse_with_limit(parser: Parser, data: bytes, path: str, timeout_s: float) -> ParsedDocument:
+    """``parser.parse(data, path)`` under the time limit (``<= 0`` means none)."""
+    if timeout_s <= 0:
+        return parser.parse(data, path)
+    if getattr(parser, "isolate", False) and hasattr(os, "fork"):
+        return call_isolated(parser.parse, (data, path), timeout_s, path, parser.name)
+    return call_with_alarm(parser.parse, (data, path), timeout_s, path)
+
+
+def _timeout_error(path: str, timeout_s: float) -> ParseError:
+    return ParseError(
+        path, f"parse time limit exceeded ({timeout_s:g} s; raise parse_timeout_s in config.yaml)"
+    )
+
+
+# -- in-process: SIGALRM ------------------------------------------------------
+
+
+class _Deadline(BaseException):
+    """Raised by the alarm; a BaseException so a parser's ``except Exception`` lets it pass."""
+
+
+def call_with_alarm(fn: Callable[..., T], args: tuple[Any, ...], timeout_s: float, path: str) -> T:
+    """Run ``fn(*args)``, interrupting it after ``timeout_s`` when the alarm is usable."""
+    usable = (
+        hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+        and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    )
+    if not usable:
+        return fn(*args)
+
+    def ring(_signum: int, _frame: object) -> None:
+        raise _Deadline
+
+    global _deadline
+    previous = signal.signal(signal.SIGALRM, ring)
+    _deadline = time.monotonic() + timeout_s
+    try:
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            return fn(*args)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _Deadline:
+        raise _timeout_error(path, timeout_s) from None
+    finally:
+        _deadline = None
+        signal.signal(signal.SIGALRM, previous)
+
+
+# -- isolated: a forked worker ------------------------------------------------
+
+
+def call_isolated(
+    fn: Callable[..., T], args: tuple[Any, ...], timeout_s: float, path: str, name: str = "parser"
+) -> T:
+    """Run ``fn(*args)`` in a forked worker; kill its process group after ``timeout_s``."""
+    read_end, write_end = os.pipe()
+    started = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the worker
+        os.close(read_end)
+        global _deadline
+        _deadline = started + timeout_s
+        _worker(fn, args, write_end)
+    os.close(write_end)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)  # also done by the worker: whoever runs first wins the race
+    reaped = False
+    try:
+        blob = _read_until(read_end, started + timeout_s)
+        if blob is None:
+            raise _timeout_error(path, timeout_s)
+        _, status = os.waitpid(pid, 0)
+        reaped = True
+    finally:
+        os.close(read_end)
+        if not reaped:
+            _kill_group(pid)
+    if not blob:
+        how = (
+            f"killed by signal {signal.Signals(-os.waitstatus_to_exitcode(status)).name}"
+            if os.WIFSIGNALED(status)
+            else f"exit status {os.waitstatus_to_exitcode(status)}"
+        )
+        raise ParseError(path, f"parser {name} crashed (worker {how})")
+    return _unpack(pickle.loads(blob), path, name)  # our own child wrote it
+
+
+def _worker(fn: Callable[..., Any], args: tuple[Any, ...], fd: int) -> None:  # pragma: no cover
+    """The forked child: run, send ``(kind, ...)`` back, and leave without cleanup."""
+    code = 0
+    try:
+        faulthandler.disable()  # a crash is reported as the file's error, not a dump
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)
+        try:
+            payload: tuple[Any, ...] = ("ok", fn(*args))
+        except ParseError as exc:
+            payload = ("parse", exc.path, exc.reason)
+        except ClawkbError as exc:
+            payload = ("error", str(exc))
+        except BaseException as exc:
+            payload = ("crash", f"{type(exc).__name__}: {exc}")
+        try:
+            blob = pickle.dumps(payload)
+        except Exception as exc:
+            blob = pickle.dumps(("crash", f"result cannot be sent back: {exc}"))
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _read_until(fd: int, deadline: float) -> bytes | None:
+    """All bytes until EOF, or ``None`` if the deadline passes first."""
+    parts: list[bytes] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            return None
+        part = os.read(fd, 1 << 20)
+        if not part:
+            return b"".join(parts)
+        parts.append(part)
+
+
+def _kill_group(pid: int) -> None:
+    for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+        with contextlib.suppress(OSError):
+            kill()
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _unpack(payload: tuple[Any, ...], path: str, name: str) -> Any:
+    kind = payload[0]
+    if kind == "ok":
+        return payload[1]
+    if kind == "parse":
+        raise ParseError(payload[1], payload[2])
+    if kind == "error":
+        raise ParseError(path, payload[1])
+    raise ParseError(path, f"parser {name} crashed: {payload[1]}")

@@ -1,0 +1,218 @@
+"""What each MCP tool does, as plain functions over one open knowledge base.
+
+Kept apart from the SDK wiring (:mod:`clawkb.mcp.server`) so the behaviour is
+ordinary Python: every result is JSON-ready, every passage carries its anchor
+(path, line span, page, heading path) and the prompt-injection flags of its
+text, because an agent will paste these passages into its own context.
+
+The SDK runs synchronous tools on worker threads; one KB connection is not
+meant for concurrent use, so every call holds :attr:`KBTools.lock`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from clawkb.answer.injection import FLAG_DESCRIPTIONS, flag_injection
+from clawkb.errors import ConfigError
+from clawkb.types import Anchor, Hit
+
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
+    from clawkb.store.repo import ChunkRow
+
+MAX_LIMIT = 50
+
+
+def hardware_function() -> Callable[..., Any] | None:
+    """``clawkb.hardware.hardware_context`` when the hardware feature is installed."""
+    try:
+        from clawkb.hardware import hardware_context
+    except ImportError:  # an installation without the hardware feature
+        return None
+    return hardware_context if callable(hardware_context) else None
+
+
+def anchor_dict(a: Anchor) -> dict[str, Any]:
+    return {
+        "anchor": a.id,
+        "path": a.path,
+        "line_start": a.line_start,
+        "line_end": a.line_end,
+        "page": a.page,
+        "heading_path": list(a.heading_path),
+        "location": a.location,
+    }
+
+
+def _hit_dict(hit: Hit) -> dict[str, Any]:
+    return {
+        "rank": hit.rank,
+        "score": round(hit.score, 6),
+        **anchor_dict(hit.anchor),
+        "title": hit.title,
+        "text": hit.text,
+        "injection_flags": flag_injection(hit.text),
+    }
+
+
+def _flag_legend(items: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Descriptions of the flags that occur, so an agent can read them in place."""
+    seen = {f for it in items for f in it.get("injection_flags", ())}
+    return {f: FLAG_DESCRIPTIONS.get(f, f) for f in sorted(seen)}
+
+
+def _check_limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ConfigError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    return limit
+
+
+class KBTools:
+    """The tool implementations bound to one open :class:`KnowledgeBase`."""
+
+    def __init__(self, kb: KnowledgeBase) -> None:
+        self.kb = kb
+        self.lock = threading.Lock()
+
+    def search(
+        self,
+        query: str,
+        limit: int = 5,
+        paths: Sequence[str] = (),
+        include_memory: bool = False,
+    ) -> dict[str, Any]:
+        with self.lock:
+            res = self.kb.search(
+                query,
+                limit=_check_limit(limit),
+                path_glob=list(paths),
+                include_memory=include_memory,
+            )
+        hits = [_hit_dict(h) for h in res.hits]
+        return {
+            "query": query,
+            "count": len(hits),
+            "message": res.message,
+            "took_ms": round(res.took_ms, 3),
+            "warnings": res.warnings,
+            "hits": hits,
+            "injection_flag_legend": _flag_legend(hits),
+        }
+
+    def ask(self, question: str, role: str | None = None, limit: int = 8) -> dict[str, Any]:
+        from clawkb.answer import answer
+
+        with self.lock:
+            out = answer(self.kb, question, limit=_check_limit(limit), role=role)
+        data = out.to_dict()
+        data.pop("explanation", None)
+        data["injection_flag_legend"] = _flag_legend(data.get("passages", []))
+        return data
+
+    def get_chunk(self, anchor: str, neighbours: int = 0) -> dict[str, Any]:
+        if not 0 <= neighbours <= 5:
+            raise ConfigError(f"neighbours must be between 0 and 5, got {neighbours}")
+        with self.lock:
+            row = self.kb.chunk(anchor.strip().lstrip("#"))
+            before, after = self.kb.neighbours(row, neighbours, neighbours)
+        data = self._chunk_dict(row)
+        data["before"] = [self._chunk_dict(r) for r in before]
+        data["after"] = [self._chunk_dict(r) for r in after]
+        data["injection_flag_legend"] = _flag_legend([data, *data["before"], *data["after"]])
+        return data
+
+    @staticmethod
+    def _chunk_dict(row: ChunkRow) -> dict[str, Any]:
+        return {
+            **anchor_dict(row.to_anchor()),
+            "title": row.title,
+            "kind": row.kind,
+            "text": row.text,
+            "injection_flags": flag_injection(row.text),
+        }
+
+    def memory_store(
+        self,
+        text: str,
+        namespace: str = "default",
+        tags: Sequence[str] = (),
+        importance: float | None = None,
+        ttl: str | float | None = None,
+    ) -> dict[str, Any]:
+        with self.lock:
+            res = self.kb.memory.store(
+                text, namespace=namespace, tags=tags, importance=importance, ttl=ttl
+            )
+        return res.to_dict()
+
+    def memory_recall(
+        self,
+        query: str,
+        namespace: str | None = None,
+        limit: int = 5,
+        tags: Sequence[str] = (),
+        include_documents: bool = False,
+    ) -> dict[str, Any]:
+        with self.lock:
+            res = self.kb.memory.recall(
+                query,
+                namespace=namespace,
+                limit=_check_limit(limit),
+                tags=tags,
+                include_documents=include_documents,
+            )
+        hits = []
+        for h in res.hits:
+            item = _hit_dict(h.hit)
+            item.update(
+                source=h.source,
+                score=round(h.score, 6),
+                relevance=round(h.relevance, 6),
+                weight=round(h.weight, 6),
+                memory=h.memory.to_dict() if h.memory else None,
+            )
+            hits.append(item)
+        return {
+            "query": query,
+            "count": len(hits),
+            "took_ms": round(res.took_ms, 3),
+            "warnings": res.warnings,
+            "hits": hits,
+            "injection_flag_legend": _flag_legend(hits),
+        }
+
+    def memory_forget(
+        self,
+        ids: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        query: str | None = None,
+        namespace: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        with self.lock:
+            res = self.kb.memory.forget(
+                list(ids), tags=tags, query=query, namespace=namespace, dry_run=dry_run
+            )
+        return res.to_dict()
+
+    def hardware_context(
+        self, query: str, boards: Sequence[str] = (), limit: int = 8
+    ) -> dict[str, Any]:
+        fn = hardware_function()
+        if fn is None:
+            raise ConfigError("hardware support is not available in this clawkb installation")
+        with self.lock:
+            out = dict(fn(self.kb, query, boards=list(boards), limit=_check_limit(limit)))
+        with contextlib.suppress(ImportError, KeyError, TypeError):
+            from clawkb.hardware import format_context
+
+            out["prompt_block"] = format_context(out)
+        passages = out.get("passages") or []
+        for p in passages:
+            p["injection_flags"] = flag_injection(str(p.get("text", "")))
+        out["injection_flag_legend"] = _flag_legend(passages)
+        return out

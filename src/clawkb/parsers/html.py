@@ -1,0 +1,313 @@
+"""HTML parser: the DOM (lxml), not regexes, so exported wiki pages keep their shape.
+
+What becomes a slice, walking the ``<body>`` in document order:
+
+* ``h1``–``h6`` set the heading path (like Markdown ATX headings) and are
+  emitted as small heading slices so a section with no body is findable;
+* ``<pre>`` (with any ``<code>`` inside) is a ``code`` slice; the language
+  comes from a ``language-x``/``lang-x`` class on the ``pre`` or its ``code``;
+* ``<table>`` is a ``table`` slice in pipe-table form, header row first (the
+  ``thead`` or ``th`` row, else the first row), so the chunker repeats the
+  header in every piece of a long table;
+* lists are ``list`` slices, one ``- item`` per line;
+* any other block's inline text is a paragraph.
+
+Page chrome is dropped: ``script``, ``style``, ``nav``, ``header``,
+``footer``, ``aside``, forms, and elements marked ``hidden`` or
+``role="navigation"``. Links are kept per slice and, de-duplicated, in the
+document metadata. Line numbers are the element's source line (lxml's
+``sourceline``) through that line plus the newlines in its text.
+
+Charset: a BOM, then ``<meta charset>`` / ``http-equiv`` in the first 4 KB,
+then strict UTF-8, then clawkb's usual GB18030/CP1252 detection.
+A DOCTYPE that declares entities is refused (entity expansion attacks).
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from pathlib import PurePath
+from typing import Any, ClassVar
+
+from clawkb.errors import MissingDependencyError
+from clawkb.ingest.decode import normalize_newlines
+from clawkb.parsers.safety import guard, reject_dtd
+from clawkb.parsers.sniff import decode_text_or_reject
+from clawkb.types import Link, ParsedDocument, Slice
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+_XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>", re.I)
+_PROLOGUE_END = re.compile(r"<(?:html|head|body)\b", re.I)
+_LANG_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight-source)-([\w+#-]+)")
+_SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
+DROP = frozenset(
+    [
+        "script",
+        "style",
+        "nav",
+        "header",
+        "footer",
+        "aside",
+        "noscript",
+        "template",
+        "svg",
+        "form",
+        "iframe",
+        "button",
+        "select",
+        "textarea",
+        "object",
+        "embed",
+        "canvas",
+        "map",
+        "dialog",
+    ]
+)
+HEADINGS = {f"h{n}": n for n in range(1, 7)}
+BLOCKS = frozenset(
+    [
+        "address",
+        "article",
+        "blockquote",
+        "body",
+        "dd",
+        "details",
+        "div",
+        "dl",
+        "dt",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "hr",
+        "li",
+        "main",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "summary",
+        "table",
+        "ul",
+        "center",
+    ]
+)
+MAX_LINKS = 500
+
+
+class HtmlParser:
+    """Parser for ``.html``, ``.htm`` and ``.xhtml`` files (needs ``clawkb[formats]``)."""
+
+    name: ClassVar[str] = "html"
+    extensions: ClassVar[tuple[str, ...]] = (".html", ".htm", ".xhtml")
+    mime_types: ClassVar[tuple[str, ...]] = ("text/html", "application/xhtml+xml")
+
+    def parse(self, data: bytes, path: str) -> ParsedDocument:
+        text, encoding = decode_html(data, path)
+        prologue = (
+            text[: m.start()] if (m := _PROLOGUE_END.search(text, 0, 65536)) else text[:65536]
+        )
+        reject_dtd(prologue, path, "HTML document type")
+        with guard(path, "HTML"):
+            return _parse_html(text, path, encoding)
+
+
+def decode_html(data: bytes, path: str) -> tuple[str, str]:
+    """Bytes to text: BOM, declared charset, UTF-8, then the generic detector."""
+    if not data.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        m = _META_CHARSET.search(data[:4096])
+        if m is not None:
+            try:
+                name = codecs.lookup(m.group(1).decode("ascii")).name
+            except LookupError:
+                name = ""
+            if name and not name.startswith("utf-16"):
+                if name in ("gb2312", "gbk"):
+                    name = "gb18030"  # a superset: pages declaring GB2312 often use GBK
+                return normalize_newlines(data.decode(name, errors="replace")), name
+    return decode_text_or_reject(data, path, "an HTML page")
+
+
+def _parse_html(text: str, path: str, encoding: str) -> ParsedDocument:
+    try:
+        import lxml.html
+        from lxml import etree
+    except ImportError:  # pragma: no cover - depends on the installed extras
+        raise MissingDependencyError("HTML parsing", "formats") from None
+    text = _XML_DECL.sub("", text, count=1)
+    if not text.strip():
+        return ParsedDocument(slices=(), title=PurePath(path).stem, encoding=encoding)
+    parser = lxml.html.HTMLParser(remove_comments=True, remove_pis=True, no_network=True)
+    try:
+        root = lxml.html.document_fromstring(text, parser=parser)
+    except etree.ParserError:  # "Document is empty": only comments or whitespace
+        return ParsedDocument(slices=(), title=PurePath(path).stem, encoding=encoding)
+    walker = _Walker()
+    body = root.find("body")
+    walker.walk(body if body is not None else root)
+    title_el = root.find(".//title")
+    title = _clean(title_el.text_content()) if title_el is not None else ""
+    metadata: dict[str, Any] = {"links": walker.all_links[:MAX_LINKS]}
+    desc = root.find(".//meta[@name='description']")
+    if desc is not None and desc.get("content"):
+        metadata["description"] = _clean(desc.get("content", ""))
+    if root.get("lang"):
+        metadata["lang"] = root.get("lang")
+    return ParsedDocument(
+        slices=tuple(walker.slices),
+        title=title or walker.first_h1 or PurePath(path).stem,
+        metadata=metadata,
+        encoding=encoding,
+    )
+
+
+class _Walker:
+    """Iterative document-order walk (no recursion: hostile pages nest deeply)."""
+
+    def __init__(self) -> None:
+        self.slices: list[Slice] = []
+        self.stack: list[tuple[int, str]] = []
+        self.first_h1: str | None = None
+        self.all_links: list[str] = []
+        self._seen_links: set[str] = set()
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        return tuple(t for _, t in self.stack)
+
+    def walk(self, top: Any) -> None:
+        todo: list[tuple[Any, str | None, int]] = [(top, None, 0)]
+        while todo:
+            el, loose, line = todo.pop()
+            if el is None:
+                self._paragraph(loose or "", line, ())
+                continue
+            children = self._visit(el)
+            if children is None:
+                continue
+            # loose text between child blocks: el.text, then each child's tail
+            items: list[tuple[Any, str | None, int]] = []
+            if el.text and el.text.strip():
+                items.append((None, el.text, el.sourceline or 0))
+            for child in children:
+                items.append((child, None, 0))
+                if child.tail and child.tail.strip():
+                    items.append((None, child.tail, child.sourceline or 0))
+            todo.extend(reversed(items))
+
+    def _visit(self, el: Any) -> list[Any] | None:
+        """Handle ``el``; return children to walk when it is a container of blocks."""
+        tag = el.tag if isinstance(el.tag, str) else ""
+        if not tag or tag in DROP or _hidden(el):
+            return None
+        line = el.sourceline or 1
+        if tag in HEADINGS:
+            self._heading(HEADINGS[tag], _clean(el.text_content()), line, el)
+        elif tag == "pre":
+            self._code(el, line)
+        elif tag == "table":
+            self._table(el, line)
+        elif tag in ("ul", "ol", "dl"):
+            self._list(el, line)
+        elif any(isinstance(c.tag, str) and c.tag in BLOCKS for c in el):
+            return list(el)
+        else:
+            self._paragraph(el.text_content(), line, _links(el))
+        return None
+
+    def _emit(self, text: str, line: int, raw: str, kind: str, **kw: Any) -> None:
+        if text.strip():
+            end = line + raw.strip("\n").count("\n")
+            self.slices.append(Slice(text, line, max(line, end), self.path, kind=kind, **kw))
+
+    def _paragraph(self, raw: str, line: int, links: tuple[Link, ...]) -> None:
+        self._remember(links)
+        self._emit(_clean(raw), max(line, 1), raw, "text", links=links)
+
+    def _heading(self, level: int, text: str, line: int, el: Any) -> None:
+        while self.stack and self.stack[-1][0] >= level:
+            self.stack.pop()
+        if not text:
+            return
+        self.stack.append((level, text))
+        if level == 1 and self.first_h1 is None:
+            self.first_h1 = text
+        self.slices.append(Slice(text, line, line, self.path, links=_links(el)))
+
+    def _code(self, el: Any, line: int) -> None:
+        raw = el.text_content().strip("\n")
+        classes = " ".join(
+            filter(None, [el.get("class"), *(c.get("class") for c in el.iter("code"))])
+        )
+        m = _LANG_CLASS.search(classes)
+        self._emit(raw, line, raw, "code", language=m.group(1).lower() if m else None)
+
+    def _table(self, el: Any, line: int) -> None:
+        rows = [r for r in el.iter("tr") if _nearest_table(r) is el]
+        cells = [[_cell_text(c) for c in r if c.tag in ("td", "th")] for r in rows]
+        cells = [c for c in cells if any(c)]
+        if not cells:
+            return
+        width = max(len(c) for c in cells)
+        lines = ["| " + " | ".join([*c, *[""] * (width - len(c))]) + " |" for c in cells]
+        lines.insert(1, "|" + " --- |" * width)
+        last = rows[-1].sourceline or line
+        links = _links(el)
+        self._remember(links)
+        self.slices.append(
+            Slice("\n".join(lines), line, max(line, last), self.path, kind="table", links=links)
+        )
+
+    def _list(self, el: Any, line: int) -> None:
+        items = [it for it in el.iter("li", "dt", "dd") if it.getparent() is el]
+        body = "\n".join(
+            f"- {_clean(it.text_content())}" for it in items if _clean(it.text_content())
+        )
+        links = _links(el)
+        self._remember(links)
+        last = max((it.sourceline or line for it in items), default=line)
+        if body:
+            self.slices.append(
+                Slice(body, line, max(line, last), self.path, kind="list", links=links)
+            )
+
+    def _remember(self, links: tuple[Link, ...]) -> None:
+        for link in links:
+            if link.target not in self._seen_links:
+                self._seen_links.add(link.target)
+                self.all_links.append(link.target)
+
+
+def _links(el: Any) -> tuple[Link, ...]:
+    out = []
+    for a in el.iter("a"):
+        href = (a.get("href") or "").strip()
+        if href and not href.startswith(("javascript:", "#")):
+            out.append(Link(target=href, text=_clean(a.text_content())))
+    return tuple(dict.fromkeys(out))
+
+
+def _hidden(el: Any) -> bool:
+    return el.get("hidden") is not None or el.get("role") in ("navigation", "banner")
+
+
+def _nearest_table(el: Any) -> Any:
+    parent = el.getparent()
+    while parent is not None and parent.tag != "table":
+        parent = parent.getparent()
+    return parent
+
+
+def _cell_text(cell: Any) -> str:
+    return _clean(cell.text_content()).replace("|", "\\|")
+
+
+def _clean(text: str) -> str:
+    """Collapse whitespace to single spaces (HTML source line breaks are not content)."""
+    return " ".join(_SPACES.sub(" ", text).split())

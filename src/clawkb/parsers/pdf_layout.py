@@ -1,0 +1,172 @@
+"""Text lines of a PDF page, with the font facts that make headings visible.
+
+pdfium (through pypdfium2) gives the page text in content-stream order with a
+line break after every visual line, and per-character font size, weight and
+name. Asking for those facts per *character* costs several C calls each, so a
+line is sampled at three characters (first, middle, last non-blank): enough to
+tell a 14 pt bold heading from 10 pt body text at a fraction of the cost.
+
+Coordinates are PDF points with the origin at the bottom-left, as pdfium
+reports them; ``top``/``bottom`` of a line are the extremes of its sampled
+characters.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import pypdfium2.raw as pdfium_c
+
+#: Control characters pdfium may leave in text (0x02 marks a soft hyphen).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff]")
+_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.I)
+_FORCE_BOLD_FLAG = 1 << 18  # PDF font descriptor flag "ForceBold"
+_DIGITS = re.compile(r"\d+")
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One visual line of a page."""
+
+    text: str
+    size: float  # font size in points (median of the sampled characters)
+    bold: bool
+    top: float
+    bottom: float
+    x0: float
+    baseline: float  # y of the first character's origin
+
+
+def page_lines(textpage: Any) -> list[Line]:
+    """The non-blank lines of a pdfium text page, in content-stream order."""
+    text = textpage.get_text_range()
+    lines: list[Line] = []
+    offset = 0
+    for raw in text.split("\n"):
+        start, end = offset, offset + len(raw)
+        offset = end + 1
+        body = _CONTROL.sub(lambda m: "-" if m.group() == "\x02" else "", raw.rstrip("\r"))
+        if not body.strip():
+            continue
+        first = start + (len(raw) - len(raw.lstrip()))
+        last = start + len(raw.rstrip()) - 1
+        lines.append(_measure(textpage, body.strip(), first, last))
+    return lines
+
+
+def _measure(textpage: Any, text: str, first: int, last: int) -> Line:
+    samples = sorted({first, (first + last) // 2, last})
+    sizes, bolds, tops, bottoms = [], [], [], []
+    x0 = float("inf")
+    for index in samples:
+        sizes.append(round(pdfium_c.FPDFText_GetFontSize(textpage, index) * 2) / 2)
+        bolds.append(_is_bold(textpage, index))
+        left, bottom, _right, top = textpage.get_charbox(index)
+        tops.append(top)
+        bottoms.append(bottom)
+        x0 = min(x0, left)
+    x, y = ctypes.c_double(0), ctypes.c_double(0)
+    pdfium_c.FPDFText_GetCharOrigin(textpage, first, ctypes.byref(x), ctypes.byref(y))
+    return Line(
+        text=text,
+        size=sorted(sizes)[len(sizes) // 2],
+        bold=all(bolds),
+        top=max(tops),
+        bottom=min(bottoms),
+        x0=x0,
+        baseline=y.value,
+    )
+
+
+def _is_bold(textpage: Any, index: int) -> bool:
+    weight = pdfium_c.FPDFText_GetFontWeight(textpage, index)
+    if weight >= 600:
+        return True
+    buf = ctypes.create_string_buffer(128)
+    flags = ctypes.c_int(0)
+    pdfium_c.FPDFText_GetFontInfo(textpage, index, buf, len(buf), ctypes.byref(flags))
+    name = buf.value.decode("latin-1", "replace")
+    return bool(_BOLD_NAME.search(name)) or bool(flags.value & _FORCE_BOLD_FLAG)
+
+
+def body_size(pages: list[list[Line]]) -> float:
+    """The font size carrying most characters: the document's body text size."""
+    weights: Counter[float] = Counter()
+    for lines in pages:
+        for line in lines:
+            weights[line.size] += len(line.text)
+    return weights.most_common(1)[0][0] if weights else 10.0
+
+
+def running_lines(pages: list[list[Line]], heights: list[float]) -> set[tuple[int, int]]:
+    """``(page index, line index)`` of running headers/footers to drop.
+
+    A line in the top or bottom 8 % of its page whose text, with digits
+    blanked (page numbers change), recurs on at least half the pages (and at
+    least three) is page furniture, not content: indexing it would put
+    "Datasheet Rev 3 · Page 7 of 30" in every chunk.
+    """
+    if len(pages) < 3:
+        return set()
+    where: dict[str, list[tuple[int, int]]] = {}
+    for p, (lines, height) in enumerate(zip(pages, heights, strict=True)):
+        seen: set[str] = set()
+        for i, line in enumerate(lines):
+            if height * 0.08 < line.bottom and line.top < height * 0.92:
+                continue
+            key = _DIGITS.sub("#", line.text.casefold())
+            if key not in seen:
+                seen.add(key)
+                where.setdefault(key, []).append((p, i))
+    need = max(3, (len(pages) + 1) // 2)
+    drop: set[tuple[int, int]] = set()
+    for spots in where.values():
+        if len(spots) >= need:
+            drop.update(spots)
+    return drop
+
+
+class HeadingScale:
+    """Maps a line's font size and weight to a heading level (or none).
+
+    Sizes clearly above the body size (by 12 % or more) found on short lines
+    become levels 1, 2, 3 … from the largest down (at most four; smaller ones
+    share the last level). A short bold line at body size is one level below
+    the smallest size level: datasheets often set sub-sections that way.
+    """
+
+    MAX_SIZE_LEVELS = 4
+    MAX_HEADING_CHARS = 120
+
+    def __init__(self, pages: list[list[Line]], body: float) -> None:
+        self.body = body
+        big = {
+            line.size
+            for lines in pages
+            for line in lines
+            if line.size >= body * 1.12 and len(line.text) <= self.MAX_HEADING_CHARS
+        }
+        ordered = sorted(big, reverse=True)
+        self.levels = {size: min(i + 1, self.MAX_SIZE_LEVELS) for i, size in enumerate(ordered)}
+        self.bold_level = min(len(ordered), self.MAX_SIZE_LEVELS) + 1
+
+    def level(self, line: Line) -> int | None:
+        if len(line.text) > self.MAX_HEADING_CHARS:
+            return None
+        if line.size in self.levels:
+            return self.levels[line.size]
+        if line.bold and abs(line.size - self.body) < 0.6 and _looks_like_title(line.text):
+            return self.bold_level
+        return None
+
+
+def _looks_like_title(text: str) -> bool:
+    """Short, not ending like a sentence or a label: "3.2 Clock tree", not "Note:"."""
+    stripped = text.strip()
+    return 2 <= len(stripped) <= 80 and not stripped.endswith(
+        (".", "。", ":", "：", ",", "，", ";")
+    )

@@ -1,0 +1,215 @@
+"""Slices of one PDF page: paragraphs, headings and tables in page order.
+
+The document-level pass (:mod:`clawkb.parsers.pdf`) has already measured the
+lines of every page and fixed the heading scale; a :class:`PageWriter` walks
+one page's lines, turns heading lines into heading slices (updating the
+heading path shared across pages), groups the other lines into paragraphs and
+puts each ruled table where its first line was. Line numbers count lines of
+the page text as emitted, so spans are exact within the page.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from clawkb.parsers.pdf_layout import HeadingScale, Line
+from clawkb.parsers.pdf_outline import OutlineHeadings
+from clawkb.parsers.pdf_tables import MIN_RULING_PATHS, Table, continue_header
+from clawkb.parsers.pdf_tables import to_markdown as table_markdown
+from clawkb.types import Slice
+
+BULLETS = re.compile(r"^\s*(?:[•●▪◦\-–*]|\(?\d{1,2}[.)])\s+")
+
+
+@dataclass
+class PageInfo:
+    """What the first pass learns about one page."""
+
+    lines: list[Line]
+    height: float
+    paths: int
+    images: int
+    ocr_text: str | None = None
+
+
+@dataclass
+class DocState:
+    """The walk over pages: heading stack, output and what to tell the user."""
+
+    stack: list[tuple[int, str]] = field(default_factory=list)
+    slices: list[Slice] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    needs_ocr: list[int] = field(default_factory=list)
+    ocr_pages: list[int] = field(default_factory=list)
+    last_table_header: tuple[str, ...] | None = None
+    ocr_skipped: bool = False
+
+    @property
+    def heading_path(self) -> tuple[str, ...]:
+        return tuple(text for _, text in self.stack)
+
+    def push_heading(self, level: int, text: str) -> None:
+        while self.stack and self.stack[-1][0] >= level:
+            self.stack.pop()
+        self.stack.append((level, text))
+
+
+class PageWriter:
+    """Turns one page's lines (and tables, and OCR text) into slices."""
+
+    def __init__(
+        self,
+        state: DocState,
+        tables: Callable[[int], list[Table]],
+        index: int,
+        page: PageInfo,
+        lines: list[Line],
+        scale: HeadingScale,
+        outline: OutlineHeadings | None,
+    ) -> None:
+        self.state = state
+        self.find_tables = tables
+        self.index = index
+        self.page = page
+        self.lines = lines
+        self.scale = scale
+        self.outline = outline
+        self.next_line = 1  # line number within the page text
+        self.blocks = 0  # slices emitted for this page
+        self.paragraph: list[Line] = []
+        self.last_heading: Line | None = None
+        self.last_heading_level: int | None = None
+
+    def write(self) -> None:
+        if self.outline is not None:
+            for level, title in self.outline.start_page(self.index, self.lines):
+                self.state.push_heading(level, title)
+        table_at = self._table_positions()
+        done_tables: set[int] = set()
+        ended_with_table = False
+        for i, line in enumerate(self.lines):
+            spot = table_at.get(i)
+            if spot is None:
+                ended_with_table = False
+                self._line(line)
+            elif spot[0] not in done_tables:
+                done_tables.add(spot[0])
+                self._flush()
+                self._table(spot[1])
+                ended_with_table = True
+        self._flush()
+        if self.page.ocr_text:
+            self._ocr_text(self.page.ocr_text)
+            ended_with_table = False
+        if not ended_with_table:
+            self.state.last_table_header = None
+
+    # -- blocks -----------------------------------------------------------
+    def _line(self, line: Line) -> None:
+        headings = self._headings(line)
+        if headings is None:
+            self.last_heading_level, self.last_heading = None, None
+            if self.paragraph and breaks(self.paragraph[-1], line):
+                self._flush()
+            self.paragraph.append(line)
+            return
+        self._flush()
+        if not headings:  # second line of an outline title already emitted whole
+            self._extend_heading(None)
+            return
+        for level, text in headings[:-1]:
+            self.state.push_heading(level, text)
+        level, text = headings[-1]
+        if self.outline is None and self._continues_heading(level, line):
+            self._extend_heading(text)  # a heading set over two lines
+            return
+        self.state.push_heading(level, text)
+        self._emit(text, "text")
+        self.last_heading_level, self.last_heading = level, line
+
+    def _continues_heading(self, level: int, line: Line) -> bool:
+        prev = self.last_heading
+        if prev is None or level != self.last_heading_level or prev.size != line.size:
+            return False
+        return 0 < prev.baseline - line.baseline < 1.45 * line.size
+
+    def _headings(self, line: Line) -> list[tuple[int, str]] | None:
+        if self.outline is not None:
+            return self.outline.match(line.text)
+        level = self.scale.level(line)
+        return None if level is None else [(level, line.text)]
+
+    def _extend_heading(self, more: str | None) -> None:
+        """Let the last heading slice cover one more line (and its text, if given)."""
+        last = self.state.slices[-1]
+        text = last.text
+        if more is not None:
+            level, text = self.state.stack.pop()
+            text = f"{text} {more}"
+            self.state.stack.append((level, text))
+        self.state.slices[-1] = Slice(
+            text, last.line_start, last.line_end + 1, self.state.heading_path, page=last.page
+        )
+        self.next_line += 1
+
+    def _flush(self) -> None:
+        if self.paragraph:
+            kind = "list" if BULLETS.match(self.paragraph[0].text) else "text"
+            self._emit("\n".join(ln.text for ln in self.paragraph), kind)
+            self.paragraph = []
+
+    def _table(self, table: Table) -> None:
+        rows = table.rows
+        if self.blocks == 0:
+            rows = continue_header(self.state.last_table_header, rows)
+        self._emit(table_markdown(rows), "table")
+        self.state.last_table_header = rows[0]
+        self.last_heading_level, self.last_heading = None, None
+
+    def _ocr_text(self, text: str) -> None:
+        for block in text.split("\n\n"):
+            if block.strip():
+                self._emit(block.strip("\n"), "text")
+
+    def _emit(self, text: str, kind: str) -> None:
+        n = text.count("\n") + 1
+        self.state.slices.append(
+            Slice(
+                text,
+                self.next_line,
+                self.next_line + n - 1,
+                self.state.heading_path,
+                kind=kind,
+                page=self.index + 1,
+            )
+        )
+        self.next_line += n
+        self.blocks += 1
+
+    # -- tables -----------------------------------------------------------
+    def _table_positions(self) -> dict[int, tuple[int, Table]]:
+        """Line index -> (table number, table) for lines inside a ruled table."""
+        if self.page.paths < MIN_RULING_PATHS or not self.lines:
+            return {}
+        tables = self.find_tables(self.index)
+        where: dict[int, tuple[int, Table]] = {}
+        height = self.page.height
+        for i, line in enumerate(self.lines):
+            middle = height - (line.top + line.bottom) / 2  # to top-down coordinates
+            for k, t in enumerate(tables):
+                if t.top - 1 <= middle <= t.bottom + 1 and t.x0 - 1 <= line.x0 <= t.x1 + 1:
+                    where[i] = (k, t)
+                    break
+        return where
+
+
+def breaks(previous: Line, line: Line) -> bool:
+    """Whether ``line`` starts a new paragraph after ``previous``."""
+    if abs(previous.size - line.size) > 0.6 or previous.bold != line.bold:
+        return True
+    pitch = previous.baseline - line.baseline  # single spacing is about 1.2 x size
+    if pitch > 1.45 * line.size or pitch < -0.5 * line.size:
+        return True  # a blank gap, or a jump back up (next column)
+    return bool(BULLETS.match(line.text))

@@ -1,0 +1,126 @@
+"""Fuse ranked channels (lexical, dense) into one ranking: pure functions with traces.
+
+``rrf``: weighted reciprocal-rank fusion, sum of w_c / (k + rank_c); robust
+because it ignores score scales. ``linear``: α·BM25 + β·cosine + γ·recency
+with each channel's scores normalised per query (``minmax`` or ``zscore``);
+a candidate missing from a channel gets that channel's floor. Every result
+carries, per channel, its rank, raw and normalised score and contribution,
+which is what ``--explain`` prints.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from clawkb.errors import ConfigError
+
+NORMS = ("minmax", "zscore")
+
+
+@dataclass(frozen=True)
+class Channel:
+    """One ranked list: chunk ids best first, with the channel's raw scores."""
+
+    ids: np.ndarray
+    scores: np.ndarray
+
+
+@dataclass
+class Fused:
+    chunk_id: int
+    score: float
+    trace: dict[str, Any] = field(default_factory=dict)
+
+
+def _normalise(scores: np.ndarray, how: str) -> np.ndarray:
+    if how not in NORMS:
+        raise ConfigError(f"fusion norm must be one of {', '.join(NORMS)}, got {how!r}")
+    s = scores.astype(np.float64)
+    if len(s) == 0:
+        return s
+    if how == "minmax":
+        lo, hi = float(s.min()), float(s.max())
+        return np.ones_like(s) if hi - lo < 1e-12 else (s - lo) / (hi - lo)
+    sd = float(s.std())
+    return np.zeros_like(s) if sd < 1e-12 else (s - float(s.mean())) / sd
+
+
+def rrf(channels: Mapping[str, Channel], weights: Mapping[str, float], k: int = 60) -> list[Fused]:
+    """Weighted reciprocal-rank fusion."""
+    if k < 0:
+        raise ConfigError(f"rrf k must be >= 0, got {k}")
+    out: dict[int, Fused] = {}
+    for name, ch in channels.items():
+        w = float(weights.get(name, 1.0))
+        for rank, (cid, raw) in enumerate(zip(ch.ids.tolist(), ch.scores.tolist(), strict=True), 1):
+            contrib = w / (k + rank)
+            f = out.setdefault(cid, Fused(cid, 0.0))
+            f.score += contrib
+            f.trace[name] = {
+                "rank": rank,
+                "raw": round(raw, 6),
+                "norm": round(1.0 / (k + rank), 6),
+                "contribution": round(contrib, 6),
+            }
+    return _ranked(out)
+
+
+def linear(
+    channels: Mapping[str, Channel],
+    weights: Mapping[str, float],
+    norm: str = "minmax",
+    recency: Mapping[int, float] | None = None,
+    recency_weight: float = 0.0,
+) -> list[Fused]:
+    """α·norm(lexical) + β·norm(dense) + γ·recency; recency in [0, 1] per chunk id."""
+    out: dict[int, Fused] = {}
+    floors: dict[str, float] = {}
+    for name, ch in channels.items():
+        normed = _normalise(ch.scores, norm)
+        floors[name] = float(normed.min()) if len(normed) else 0.0
+        w = float(weights.get(name, 1.0))
+        for rank, (cid, raw, nv) in enumerate(
+            zip(ch.ids.tolist(), ch.scores.tolist(), normed.tolist(), strict=True), 1
+        ):
+            f = out.setdefault(cid, Fused(cid, 0.0))
+            f.score += w * nv
+            f.trace[name] = {
+                "rank": rank,
+                "raw": round(raw, 6),
+                "norm": round(nv, 6),
+                "contribution": round(w * nv, 6),
+            }
+    for name in channels:  # a candidate one channel missed gets that channel's floor
+        w = float(weights.get(name, 1.0))
+        for f in out.values():
+            if name not in f.trace:
+                f.score += w * floors[name]
+                f.trace[name] = {
+                    "rank": None,
+                    "raw": None,
+                    "norm": round(floors[name], 6),
+                    "contribution": round(w * floors[name], 6),
+                }
+    if recency and recency_weight:
+        for f in out.values():
+            r = float(recency.get(f.chunk_id, 0.0))
+            f.score += recency_weight * r
+            f.trace["recency"] = {"norm": round(r, 6), "contribution": round(recency_weight * r, 6)}
+    return _ranked(out)
+
+
+def recency_score(mtime_s: float, now_s: float, half_life_days: float) -> float:
+    """1.0 for a file changed now, 0.5 one half-life ago, and so on."""
+    if half_life_days <= 0:
+        raise ConfigError(f"recency half-life must be > 0 days, got {half_life_days}")
+    age_days = max(0.0, now_s - mtime_s) / 86400.0
+    return math.pow(0.5, age_days / half_life_days)
+
+
+def _ranked(out: dict[int, Fused]) -> list[Fused]:
+    return sorted(out.values(), key=lambda f: (-f.score, f.chunk_id))

@@ -1,0 +1,104 @@
+"""Query normalisation and rewrite from a user synonym / alias file.
+
+The file (``synonyms.txt`` in the KB folder, or ``retrieval.synonyms`` in
+config) has one group per line; every term of a group expands to the others::
+
+    # comment
+    阻抗 = impedance
+    DDR = 内存颗粒, memory chip | 0.6     # optional weight of the added terms
+
+Expansions are appended to the lexical query with their weight (the original
+terms keep weight 1), so an alias can help recall without outranking the
+words the user typed. The dense channel sees the original query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from clawkb.errors import ConfigError
+from clawkb.text import normalize, tokenize
+
+DEFAULT_WEIGHT = 0.5
+
+
+@dataclass(frozen=True)
+class SynonymGroup:
+    terms: tuple[str, ...]
+    weight: float = DEFAULT_WEIGHT
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    query: str
+    tokens: list[str]
+    weights: list[float]
+    expansions: list[dict[str, object]] = field(default_factory=list)
+
+
+def load_synonyms(path: Path) -> list[SynonymGroup]:
+    """Parse a synonym file; a bad line is an error naming the file and line."""
+    groups: list[SynonymGroup] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the synonym file ({exc})") from exc
+    for no, raw in enumerate(lines, 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        weight = DEFAULT_WEIGHT
+        if "|" in line:
+            line, w = line.rsplit("|", 1)
+            try:
+                weight = float(w)
+            except ValueError:
+                raise ConfigError(f"{path}:{no}: weight {w.strip()!r} is not a number") from None
+            if not 0 < weight <= 1:
+                raise ConfigError(f"{path}:{no}: weight must be in (0, 1], got {weight}")
+        if "=" not in line:
+            raise ConfigError(f"{path}:{no}: expected 'term = alias[, alias...]', got {raw!r}")
+        left, right = line.split("=", 1)
+        terms = [normalize(t.strip()) for t in [left, *right.split(",")] if t.strip()]
+        if len(terms) < 2:
+            raise ConfigError(f"{path}:{no}: a group needs at least two terms")
+        groups.append(SynonymGroup(tuple(dict.fromkeys(terms)), weight))
+    return groups
+
+
+def rewrite(query: str, groups: list[SynonymGroup]) -> Rewritten:
+    """Tokens of ``query`` plus weighted tokens of the aliases of terms it contains."""
+    tokens = tokenize(query)
+    weights = [1.0] * len(tokens)
+    if not groups:
+        return Rewritten(query, tokens, weights)
+    text = normalize(query)
+    expansions: list[dict[str, object]] = []
+    seen = set(tokens)
+    for g in groups:
+        present = [t for t in g.terms if _contains(text, t)]
+        if not present:
+            continue
+        for alias in g.terms:
+            if alias in present:
+                continue
+            added = [t for t in tokenize(alias) if t not in seen]
+            seen.update(added)
+            tokens += added
+            weights += [g.weight] * len(added)
+            expansions.append({"from": present[0], "to": alias, "weight": g.weight})
+    return Rewritten(query, tokens, weights, expansions)
+
+
+def _contains(text: str, term: str) -> bool:
+    """Substring match; ASCII terms must sit on word boundaries (DDR is not in ADDRESS)."""
+    start = text.find(term)
+    while start >= 0:
+        end = start + len(term)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not term.isascii() or (not before.isalnum() and not after.isalnum()):
+            return True
+        start = text.find(term, start + 1)
+    return False

