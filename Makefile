@@ -36,6 +36,8 @@ test: system-deps $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/cli_latency.py
+	$(BIN)/python bench/hardware_context.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

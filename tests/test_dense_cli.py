@@ -104,3 +104,10 @@ def test_eval_compares_modes_side_by_side():
     assert set(js["modes"]) == {"lexical", "dense"}
     assert js["modes"]["dense"]["options"]["mode"] == "dense"
     assert 0 <= js["modes"]["dense"]["metrics"]["ndcg@10"] <= 1
+
+
+def test_status_human_line(kb_dir):
+    run("--kb", kb_dir, "embed")
+    out = run("--kb", kb_dir, "status").output
+    line = next(ln for ln in out.splitlines() if ln.startswith("dense vectors"))
+    assert "static|64|none|norm" in line and "exact" in line and "run `clawkb embed`" not in line

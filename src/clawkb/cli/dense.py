@@ -167,6 +167,17 @@ def print_stages(res: Any) -> None:
         click.echo(f"rewrite: {rw['from']} → {rw['to']} (weight {rw['weight']})")
 
 
+def dense_status_line(d: dict[str, Any]) -> str:
+    """`clawkb status`: model, coverage, search kind and measured ANN recall."""
+    line = f"dense vectors   {d['model']} · {d['vectors']}/{d['chunks']} chunks · {d['search']}"
+    ann = d.get("ann")
+    if ann:
+        line += f" (HNSW M={ann['M']} ef={ann['ef']}, recall@10 vs exact {ann['recall@10']:.3f})"
+    if d["vectors"] < d["chunks"]:
+        line += " · run `clawkb embed` for the rest"
+    return line
+
+
 def run_compare(
     dataset_dir: Any, modes: str, embedder: str | None, limit_queries: int | None, as_json: bool
 ) -> None:

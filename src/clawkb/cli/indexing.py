@@ -151,6 +151,10 @@ def status(ctx: click.Context, as_json: bool) -> None:
         f"{lex['bytes'] / 1048576:.2f} MB · native kernel {'yes' if lex['native_kernel'] else 'no'}"
     )
     click.echo(f"tokenizer       v{st['tokenizer_version']}")
+    if st.get("dense"):
+        from clawkb.cli.dense import dense_status_line
+
+        click.echo(dense_status_line(st["dense"]))
     if st["last_run"]:
         click.echo(f"last run        {st['last_run']['status']}")
 

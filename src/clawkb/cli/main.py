@@ -13,7 +13,6 @@ import click
 
 from clawkb import __version__
 
-
 #: Command modules under clawkb.cli; each exposes ``COMMANDS``.
 MODULES = ("indexing", "searching", "evaluate", "asking", "memory", "hardware", "mcp", "dense")
 

@@ -66,6 +66,7 @@ class LexicalIndex:
     """BM25F over segments; one writer at a time (the caller holds the KB lock)."""
 
     MERGE_FACTOR = 8
+    MAX_MERGED_DOCS = 250_000
 
     def __init__(
         self, folder: Path, params: BM25FParams | None = None, *, writable: bool = False
@@ -175,22 +176,41 @@ class LexicalIndex:
         self._invalidate()
 
     def _merge_if_needed(self) -> None:
-        """Tiered merging: merge runs of segments whose sizes share a tier."""
+        """Tiered merging: merge runs of segments whose sizes share a tier.
+
+        A merge never produces more than ``MAX_MERGED_DOCS`` live docs: merge
+        memory grows with the output, and a few big segments search as fast
+        as one (per-segment overhead is tens of microseconds).
+        """
         while True:
-            tiers: dict[int, list[Segment]] = {}
-            for seg in self.segments:
-                tier = int(math.log(max(seg.n_live, 1), self.MERGE_FACTOR))
-                tiers.setdefault(tier, []).append(seg)
-            group = next((g for g in tiers.values() if len(g) >= self.MERGE_FACTOR), None)
             empty = [s for s in self.segments if s.n_live == 0]
-            if group is None and not empty:
-                return
-            if group is None:
+            if empty:
                 self.segments = [s for s in self.segments if s.n_live > 0]
                 for s in empty:
                     shutil.rmtree(s.folder, ignore_errors=True)
-                continue
+            group = self._merge_candidates()
+            if not group:
+                return
             self.merge(group)
+
+    def _merge_candidates(self) -> list[Segment]:
+        tiers: dict[int, list[Segment]] = {}
+        for seg in self.segments:
+            tier = int(math.log(max(seg.n_live, 1), self.MERGE_FACTOR))
+            tiers.setdefault(tier, []).append(seg)
+        for group in tiers.values():
+            if len(group) < self.MERGE_FACTOR:
+                continue
+            pick: list[Segment] = []
+            total = 0
+            for seg in group:
+                if total + seg.n_live > self.MAX_MERGED_DOCS:
+                    break
+                pick.append(seg)
+                total += seg.n_live
+            if len(pick) >= 2:
+                return pick
+        return []
 
     def merge(self, group: Sequence[Segment] | None = None) -> None:
         """Merge ``group`` (default: all segments) into one, dropping deleted docs."""

@@ -108,7 +108,10 @@ def _apply_batch(
     folders = lexical.reserve_segments(len(parts))
     import multiprocessing
 
-    ctx = multiprocessing.get_context("fork")
+    # forkserver: workers start from a small clean process, so they neither
+    # inherit (and count) the caller's memory nor its threads or open files.
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["clawkb.ingest.sync"])
     with ctx.Pool(len(parts)) as pool:
         pool.starmap(
             _build_worker, [(db_file, p, str(f)) for p, f in zip(parts, folders, strict=True)]
