@@ -69,7 +69,8 @@ def main(argv: list[str]) -> None:
     results = [build(n) for n in names]
     out = ROOT / "results" / "dense-build.json"
     old = json.loads(out.read_text()) if out.exists() else {}
-    old.update({r["dataset"]: r for r in results})
+    # a resumed run that had nothing left to embed keeps the earlier measurement
+    old.update({r["dataset"]: r for r in results if r["embedded"]})
     out.write_text(json.dumps(old, indent=2, ensure_ascii=False) + "\n")
 
 

@@ -38,7 +38,19 @@ def test_embed_then_hybrid_search_with_explain(kb_dir):
     assert report["embedded"] == chunks == report["total"] and report["model"].startswith("static")
     again = json.loads(run("--kb", kb_dir, "embed", "--json").output)
     assert again["embedded"] == 0
-    out = run("--kb", kb_dir, "search", "spaghetti", "--mode", "hybrid", "--explain")
+    early = run("--kb", kb_dir, "search", "spaghetti", "--mode", "hybrid", "--explain")
+    assert "early_return" in early.output and "dense    rank=" not in early.output
+    out = run(
+        "--kb",
+        kb_dir,
+        "search",
+        "spaghetti",
+        "--mode",
+        "hybrid",
+        "--explain",
+        "--early-return",
+        "0",
+    )
     assert out.exit_code == 0, out.output
     assert "cook.md" in out.output.splitlines()[1]
     assert (

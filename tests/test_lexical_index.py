@@ -63,7 +63,7 @@ def test_scores_match_textbook_bm25f(tmp_path: Path, native: bool) -> None:
     assert len(idx.segments) == 2
     for query in (["ddr"], ["w3", "w7", "阻抗"], ["w1", "w1", "stm32"], ["nothing-here"]):
         ref = _brute(docs, query, idx.params)
-        ids, scores, matched = idx.search(query, k=10, use_native=native)
+        ids, scores, matched = idx.search(query, k=10, use_native=native, prune=False)
         assert matched == len(ref)
         best = sorted(ref.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
         assert [round(s, 3) for _, s in best] == [round(float(s), 3) for s in scores]
@@ -79,7 +79,7 @@ def test_native_and_numpy_agree_on_random_queries(tmp_path: Path) -> None:
     rng = random.Random(7)
     for _ in range(50):
         q = [rng.choice(WORDS) for _ in range(rng.randint(1, 5))]
-        a = idx.search(q, k=7, use_native=True)
+        a = idx.search(q, k=7, use_native=True, prune=False)
         b = idx.search(q, k=7, use_native=False)
         np.testing.assert_allclose(a[1], b[1], rtol=1e-5)
         assert a[2] == b[2]
@@ -167,3 +167,26 @@ def test_index_from_an_older_engine_is_rebuilt(tmp_path: Path) -> None:
     manifest.write_text(json.dumps(data))
     old = LexicalIndex(tmp_path / "lex")
     assert old.applied_seq == -1 and old.segments == []
+
+
+def test_pruned_search_returns_the_exhaustive_top_k(tmp_path: Path) -> None:
+    """MaxScore pruning must never change results, across segments and filters."""
+    rng = random.Random(5)
+    vocab = [f"r{i}" for i in range(400)] + ["common"] * 30 + ["often"] * 15
+    docs = [
+        DocFields(i + 1, [], [rng.choice(vocab) for _ in range(rng.randint(3, 30))], [])
+        for i in range(3000)
+    ]
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.PRUNE_MIN_POSTINGS = 0  # prune even these short lists
+    for i in range(0, 3000, 700):  # several segments of different sizes
+        idx.apply(docs[i : i + 700], [], i + 1)
+    allowed = np.array([d.chunk_id for d in docs if d.chunk_id % 3], np.int64)
+    for trial in range(120):
+        q = [rng.choice(vocab) for _ in range(rng.randint(2, 6))]
+        for flt in (None, allowed):
+            for k in (1, 5, 20):
+                a = idx.search(q, k=k, allowed=flt, prune=True)
+                b = idx.search(q, k=k, allowed=flt, prune=False)
+                assert a[0].tolist() == b[0].tolist(), (trial, q, k)
+                np.testing.assert_allclose(a[1], b[1], rtol=1e-6)

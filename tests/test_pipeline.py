@@ -78,12 +78,12 @@ def test_modes_and_explain_traces(kb):
     embed_kb(kb)
     dense = kb.search("boil spaghetti water", mode="dense", limit=2)
     assert dense.mode == "dense" and paths(dense)[0] == "cook.md"
-    hyb = kb.search("differential pair ohm", mode="hybrid", limit=3, explain=True)
+    hyb = kb.search("differential pair ohm", mode="hybrid", limit=3, explain=True, early_return=0)
     top = hyb.hits[0].explanation
     assert set(top["channels"]) == {"lexical", "dense"}
     for trace in top["channels"].values():
         assert set(trace) == {"rank", "raw", "norm", "contribution"}
-        assert trace["contribution"] == pytest.approx(1.0 / (60 + trace["rank"]), abs=1e-6)
+        assert trace["contribution"] == pytest.approx(1.0 / (20 + trace["rank"]), abs=1e-6)
     assert top["final"] == pytest.approx(
         sum(t["contribution"] for t in top["channels"].values()), abs=1e-5
     )
@@ -137,7 +137,7 @@ def test_early_return_when_lexical_is_decisive(kb):
     embed_kb(kb)
     res = kb.search("spaghetti", mode="hybrid", early_return=0.3)
     assert [s["stage"] for s in res.stages] == ["rewrite", "lexical", "early_return", "fusion"]
-    assert res.mode == "lexical" and paths(res) == ["cook.md"]
+    assert res.mode == "hybrid" and paths(res) == ["cook.md"]
     close = kb.search("ohm", mode="hybrid", early_return=0.9)
     assert "early_return" not in [s["stage"] for s in close.stages]
 
@@ -216,3 +216,20 @@ def test_abstain_lists_nearest_passages(kb):
     sure = kb.search("boil spaghetti salted water", mode="hybrid", limit=3)
     assert not sure.abstained and sure.confidence == 1.0
     assert StaticEmbedder().dim == 64
+
+
+def test_linear_recency_prefers_recent_files(tmp_path):
+    src = tmp_path / "docs"
+    src.mkdir()
+    for name, age_days in (("old.md", 400), ("new.md", 1)):
+        (src / name).write_text("# Notes\n\nreset sequence for the ethernet phy\n", "utf-8")
+        t = time.time() - age_days * 86400
+        os.utime(src / name, (t, t))
+    kb = open_kb(tmp_path)
+    kb.index([src])
+    opts = {"fusion": "linear", "w_recency": 1.0, "half_life_days": 30.0, "merge": False}
+    res = kb.search("ethernet phy reset", mode="lexical", explain=True, **opts)
+    assert [p.rsplit("/", 1)[-1] for p in paths(res)] == ["new.md", "old.md"]
+    rec = [h.explanation["channels"]["recency"]["norm"] for h in res.hits]
+    assert rec[0] == pytest.approx(0.5 ** (1 / 30), rel=1e-3) and rec[1] < 1e-3
+    kb.close()

@@ -123,5 +123,5 @@ def test_cross_encoder_as_pipeline_stage(tmp_path):
 
 
 def test_missing_model_file_is_named(tmp_path):
-    with pytest.raises(ConfigError, match="missing model.onnx"):
+    with pytest.raises(ConfigError, match=r"missing model\.onnx"):
         OnnxCrossEncoder(str(tmp_path))

@@ -102,6 +102,10 @@ def retrieval_options(func: F) -> F:
         click.option("--w-recency", type=float, help="Linear fusion: recency weight γ."),
         click.option("--norm", type=click.Choice(["minmax", "zscore"]), help="Linear: score norm."),
         click.option("--rerank", type=click.Choice(["dense", "endpoint", "onnx"]), help="Rerank."),
+        click.option(
+            "--early-return", type=float, help="Lexical top-1 margin that skips dense (0 = never)."
+        ),
+        click.option("--min-confidence", type=float, help="Abstain below this confidence."),
         click.option("--no-merge", is_flag=True, help="Do not merge adjacent chunks of a section."),
         click.option(
             "--type", "doc_types", multiple=True, help="Only this document type/extension."
@@ -135,7 +139,8 @@ def pipeline_kwargs(params: dict[str, Any]) -> dict[str, Any]:
         )
     if params.pop("no_merge", False):
         out["merge"] = False
-    for key in ("fusion", "rrf_k", "w_lexical", "w_dense", "w_recency", "norm", "rerank"):
+    keys = ("fusion", "rrf_k", "w_lexical", "w_dense", "w_recency", "norm", "rerank")
+    for key in (*keys, "early_return", "min_confidence"):
         value = params.pop(key, None)
         if value is not None:
             out[key] = value

@@ -38,6 +38,9 @@ class Embedder(ABC):
     def embed_query(self, text: str) -> np.ndarray:
         """float32 [dim] for one search query."""
 
+    def warm(self) -> None:  # noqa: B027 - optional hook, most embedders need none
+        """Load whatever the first call would (model files, sessions); budgets exclude it."""
+
     def signature(self) -> dict[str, Any]:
         """What must match between the stored vectors and a query embedding."""
         return {

@@ -49,16 +49,22 @@ class E5Small(Embedder):
                 import onnxruntime as ort
             except ImportError:
                 raise MissingDependencyError("the e5-small embedder", "dense") from None
-            from clawkb.embed.e5_onnx import built_model_path
+            from clawkb.embed.e5_onnx import DISABLED_OPTIMIZERS, built_model_path
 
             opts = ort.SessionOptions()
             opts.intra_op_num_threads = self.threads
             opts.inter_op_num_threads = 1
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             self._session = ort.InferenceSession(
-                str(built_model_path(self.img)), opts, providers=["CPUExecutionProvider"]
+                str(built_model_path(self.img)),
+                opts,
+                providers=["CPUExecutionProvider"],
+                disabled_optimizers=DISABLED_OPTIMIZERS,
             )
         return self._session
+
+    def warm(self) -> None:
+        _ = self.session
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed(["passage: " + t for t in texts])

@@ -172,6 +172,189 @@ fail0:
 
 
 /* ---------------------------------------------------------------------------
+ * Top-k with MaxScore-style pruning.
+ *
+ * Terms arrive sorted by their upper bound (largest first). They are scored
+ * term-at-a-time until the bounds of the remaining terms together cannot lift
+ * an unseen doc past the current k-th best partial score theta. From then on
+ * only docs that can still reach theta are completed, by binary search in the
+ * remaining (doc-sorted) posting lists. The result equals the exhaustive
+ * top k. For every fully scanned term the largest x seen is reported, so the
+ * caller can tighten that term's bound next time.
+ * ------------------------------------------------------------------------- */
+static float kth_largest(const float *acc, const uint32_t *touched, Py_ssize_t n,
+                         const uint8_t *live, Py_ssize_t k, float *scratch) {
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t d = touched[i];
+        if (live && !live[d]) continue;
+        scratch[m++] = acc[d];
+    }
+    if (m < k) return -1.0f;
+    /* quickselect for the k-th largest */
+    Py_ssize_t lo = 0, hi = m - 1, want = k - 1;
+    while (lo < hi) {
+        float pivot = scratch[(lo + hi) / 2];
+        Py_ssize_t i = lo, j = hi;
+        while (i <= j) {
+            while (scratch[i] > pivot) i++;
+            while (scratch[j] < pivot) j--;
+            if (i <= j) { float t = scratch[i]; scratch[i] = scratch[j]; scratch[j] = t; i++; j--; }
+        }
+        if (want <= j) hi = j; else if (want >= i) lo = i; else break;
+    }
+    return scratch[want];
+}
+
+static PyObject *score_topk_pruned(PyObject *self, PyObject *args) {
+    PyObject *o_docs, *o_tfs, *o_factor, *o_ranges, *o_weights, *o_ubs, *o_live, *o_od, *o_os, *o_mx;
+    double k1, theta0;
+    Py_ssize_t n_docs;
+    if (!PyArg_ParseTuple(args, "OOOOOOOdnOOOd", &o_docs, &o_tfs, &o_factor, &o_ranges, &o_weights,
+                          &o_ubs, &o_live, &k1, &n_docs, &o_od, &o_os, &o_mx, &theta0))
+        return NULL;
+    Py_buffer b[10];
+    PyObject *objs[10] = {o_docs, o_tfs, o_factor, o_ranges, o_weights, o_ubs, o_live, o_od, o_os, o_mx};
+    int have_live = (o_live != Py_None), got = 0;
+    PyObject *result = NULL;
+    float *acc = NULL, *scratch = NULL;
+    uint32_t *touched = NULL, *cand = NULL;
+    Entry *heap = NULL;
+    memset(b, 0, sizeof(b));
+    for (got = 0; got < 10; got++) {
+        if (got == 6 && !have_live) continue;
+        if (PyObject_GetBuffer(objs[got], &b[got], PyBUF_C_CONTIGUOUS) < 0) goto release;
+    }
+    const uint32_t *docs = (const uint32_t *)b[0].buf;
+    const uint8_t *tfs = (const uint8_t *)b[1].buf;
+    const float *factor = (const float *)b[2].buf;
+    const int64_t *ranges = (const int64_t *)b[3].buf;
+    const float *weights = (const float *)b[4].buf;
+    const float *ubs = (const float *)b[5].buf;
+    const uint8_t *live = have_live ? (const uint8_t *)b[6].buf : NULL;
+    int64_t *out_docs = (int64_t *)b[7].buf;
+    float *out_scores = (float *)b[8].buf;
+    float *out_maxx = (float *)b[9].buf;
+    Py_ssize_t n_terms = b[4].len / 4, k = b[7].len / 8, n_post = b[0].len / 4;
+    if (b[8].len / 4 < k) k = b[8].len / 4;
+    if (b[3].len / 8 < 2 * n_terms || b[5].len / 4 < n_terms || b[9].len / 4 < n_terms ||
+        b[2].len / 4 < 3 * n_docs || (have_live && b[6].len < n_docs) || b[1].len < 3 * n_post) {
+        PyErr_SetString(PyExc_ValueError, "score_topk_pruned: inconsistent buffer sizes");
+        goto release;
+    }
+    Py_ssize_t n_touched = 0, n_heap = 0, n_cand = 0, t = 0;
+    int oom = 0;
+    float kp1 = (float)(k1 + 1.0), fk1 = (float)k1;
+    Py_BEGIN_ALLOW_THREADS
+    size_t nd = (size_t)(n_docs > 0 ? n_docs : 1);
+    acc = (float *)calloc(nd, sizeof(float));
+    touched = (uint32_t *)malloc(nd * sizeof(uint32_t));
+    scratch = (float *)malloc(nd * sizeof(float));
+    heap = (Entry *)malloc(sizeof(Entry) * (size_t)(k > 0 ? k : 1));
+    if (!acc || !touched || !scratch || !heap) oom = 1;
+    float rest = 0.0f;
+    for (Py_ssize_t u = 0; u < n_terms; u++) { rest += ubs[u]; out_maxx[u] = -1.0f; }
+    /* theta0: the k-th best score already found elsewhere (other segments) */
+    float theta = theta0 > 0.0 ? (float)theta0 : -1.0f;
+    while (!oom && t < n_terms) {
+        /* stop scanning once unseen docs cannot reach theta */
+        if (theta >= 0.0f && rest < theta) break;
+        int64_t s = ranges[2 * t], e = ranges[2 * t + 1];
+        if (s < 0) s = 0;
+        if (e > n_post) e = n_post;
+        float w = weights[t], mx = 0.0f;
+        for (int64_t p = s; p < e; p++) {
+            uint32_t d = docs[p];
+            if ((Py_ssize_t)d >= n_docs) continue;
+            const uint8_t *tf = tfs + 3 * p;
+            const float *f = factor + 3 * (size_t)d;
+            float x = tf[0] * f[0] + tf[1] * f[1] + tf[2] * f[2];
+            if (x <= 0.0f) continue;
+            if (x > mx) mx = x;
+            if (acc[d] == 0.0f) touched[n_touched++] = d;
+            acc[d] += w * x * kp1 / (x + fk1);
+        }
+        out_maxx[t] = mx;
+        rest -= ubs[t];
+        if (rest < 0.0f) rest = 0.0f;
+        t++;
+        if (t < n_terms && k > 0) {
+            float th = kth_largest(acc, touched, n_touched, live, k, scratch);
+            if (th > theta) theta = th;
+        }
+    }
+    /* complete the candidates that can still reach theta */
+    if (!oom && t < n_terms) {
+        cand = (uint32_t *)malloc(nd * sizeof(uint32_t));
+        if (!cand) oom = 1;
+        for (Py_ssize_t i = 0; !oom && i < n_touched; i++) {
+            uint32_t d = touched[i];
+            if (live && !live[d]) continue;
+            if (acc[d] + rest >= theta) cand[n_cand++] = d;
+        }
+        for (Py_ssize_t u = t; !oom && u < n_terms; u++) {
+            int64_t s = ranges[2 * u], e = ranges[2 * u + 1];
+            if (s < 0) s = 0;
+            if (e > n_post) e = n_post;
+            if (e <= s) continue;
+            float w = weights[u];
+            for (Py_ssize_t i = 0; i < n_cand; i++) {
+                uint32_t d = cand[i];
+                int64_t lo = s, hi = e;
+                while (lo < hi) {
+                    int64_t mid = lo + (hi - lo) / 2;
+                    if (docs[mid] < d) lo = mid + 1; else hi = mid;
+                }
+                if (lo < e && docs[lo] == d) {
+                    const uint8_t *tf = tfs + 3 * lo;
+                    const float *f = factor + 3 * (size_t)d;
+                    float x = tf[0] * f[0] + tf[1] * f[1] + tf[2] * f[2];
+                    if (x > 0.0f) acc[d] += w * x * kp1 / (x + fk1);
+                }
+            }
+        }
+        /* only candidates compete from here */
+        memcpy(touched, cand, (size_t)n_cand * sizeof(uint32_t));
+        n_touched = n_cand;
+    }
+    if (!oom) {
+        for (Py_ssize_t i = 0; i < n_touched && k > 0; i++) {
+            uint32_t d = touched[i];
+            if (live && !live[d]) continue;
+            Entry en = {acc[d], d};
+            if (n_heap < k) {
+                heap[n_heap++] = en;
+                Py_ssize_t c = n_heap - 1;
+                while (c > 0) {
+                    Py_ssize_t par = (c - 1) / 2;
+                    if (!entry_less(heap[c], heap[par])) break;
+                    Entry tmp = heap[c]; heap[c] = heap[par]; heap[par] = tmp; c = par;
+                }
+            } else if (entry_less(heap[0], en)) {
+                heap[0] = en;
+                sift_down(heap, n_heap, 0);
+            }
+        }
+        Py_ssize_t n_out = n_heap;
+        while (n_heap > 0) {
+            Entry top = heap[0];
+            heap[0] = heap[--n_heap];
+            sift_down(heap, n_heap, 0);
+            out_docs[n_heap] = (int64_t)top.doc;
+            out_scores[n_heap] = top.score;
+        }
+        n_heap = n_out;
+    }
+    Py_END_ALLOW_THREADS
+    if (oom) { PyErr_NoMemory(); goto release; }
+    result = Py_BuildValue("nnn", n_heap, n_touched, t);
+release:
+    free(acc); free(touched); free(scratch); free(cand); free(heap);
+    for (int i = 0; i < 10; i++) if (b[i].obj) PyBuffer_Release(&b[i]);
+    return result;
+}
+
+/* ---------------------------------------------------------------------------
  * Term hashing and batch inversion.
  *
  * Terms are identified by a stable 64-bit hash: FNV-1a over the UTF-8 bytes,
@@ -350,6 +533,9 @@ static PyMethodDef methods[] = {
     {"score_topk", score_topk, METH_VARARGS,
      "score_topk(docs, tfs, factor, ranges, weights, live, k1, n_docs, out_docs, out_scores)"
      " -> (n_out, n_matched)"},
+    {"score_topk_pruned", score_topk_pruned, METH_VARARGS,
+     "score_topk_pruned(docs, tfs, factor, ranges, weights, ubs, live, k1, n_docs, out_docs,"
+     " out_scores, out_maxx, theta0) -> (n_out, n_candidates, n_scanned_terms)"},
     {"term_hashes", term_hashes, METH_O, "term_hashes(terms) -> bytes of uint64 hashes"},
     {"invert", invert, METH_O,
      "invert(rows) -> (term hashes, post_term, post_doc, post_field, post_tf) as bytes"},

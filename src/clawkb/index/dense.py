@@ -151,6 +151,12 @@ class DenseIndex:
             "recall@10": round(_recall_at_10(index, mat), 4),
         }
 
+    def warm(self) -> None:
+        """Load the vectors and, when used, the HNSW graph (start-up cost, not query time)."""
+        self.refresh()
+        if self.uses_ann:
+            self._ann_index()
+
     @property
     def uses_ann(self) -> bool:
         return bool(self.meta.get("ann"))

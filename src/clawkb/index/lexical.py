@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from clawkb.index.scorer import score_topk
+from clawkb.index.scorer import score_topk, score_topk_pruned
 from clawkb.index.segment import (
     FIELDS,
     N_FIELDS,
@@ -67,6 +67,9 @@ class LexicalIndex:
 
     MERGE_FACTOR = 8
     MAX_MERGED_DOCS = 250_000
+    #: Below this many postings a plain scan is faster than pruning's bookkeeping
+    #: (measured: at 100k docs pruning cost +50% p50; it pays on long lists).
+    PRUNE_MIN_POSTINGS = 200_000
 
     def __init__(
         self, folder: Path, params: BM25FParams | None = None, *, writable: bool = False
@@ -79,6 +82,9 @@ class LexicalIndex:
             self._remove_orphans()
         self._stats_cache: tuple[int, np.ndarray] | None = None
         self._factors: dict[str, np.ndarray] = {}
+        # (segment, term hash) -> largest BM25F pseudo-frequency x seen: bounds
+        # for pruning; valid until lengths/weights change (_invalidate).
+        self._max_x: dict[tuple[str, int], float] = {}
         self.manifest: _Manifest
         self.segments: list[Segment]
 
@@ -233,6 +239,7 @@ class LexicalIndex:
     def _invalidate(self) -> None:
         self._stats_cache = None
         self._factors.clear()
+        self._max_x.clear()
 
     # -- statistics -------------------------------------------------------
     def _stats(self) -> tuple[int, np.ndarray]:
@@ -287,11 +294,14 @@ class LexicalIndex:
         term_weights: Sequence[float] | None = None,
         allowed: np.ndarray | None = None,
         use_native: bool = True,
+        prune: bool = True,
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """Top-k (chunk ids, scores, matched count) for a bag of query terms.
 
         Repeated terms count once with their multiplicity as weight. ``allowed``
-        is an optional array of chunk ids to restrict the search to.
+        is an optional array of chunk ids to restrict the search to. With
+        ``prune`` (exact, MaxScore-style) the matched count is -1 when the
+        search stopped before counting every match.
         """
         uniq, weights = self._query_terms(terms, term_weights)
         if not uniq or not self.segments:
@@ -302,7 +312,11 @@ class LexicalIndex:
         w = (self.idf(df) * np.asarray(weights)).astype(np.float32)
         ids_out, sc_out = [], []
         matched = 0
-        for seg, (ranges, _) in zip(self.segments, per_seg, strict=True):
+        best: np.ndarray = np.empty(0, np.float32)  # top-k scores so far, all segments
+        # Bigger segments first: they set the bar the others must pass.
+        for seg, (ranges, _) in sorted(
+            zip(self.segments, per_seg, strict=True), key=lambda sr: -sr[0].n_docs
+        ):
             if not ranges[1::2].any():
                 continue
             live = seg.live
@@ -310,20 +324,19 @@ class LexicalIndex:
                 mask = np.zeros(seg.n_docs, np.uint8)
                 mask[seg.locate(allowed)] = 1
                 live = mask & live
-            local, sc, m = score_topk(
-                seg.docs,
-                seg.tfs,
-                self._factor(seg),
-                ranges,
-                w,
-                live,
-                self.params.k1,
-                k,
-                use_native=use_native,
-            )
-            matched += m
+            n_post = int((ranges[1::2] - ranges[0::2]).sum())
+            if prune and use_native and len(w) > 1 and n_post >= self.PRUNE_MIN_POSTINGS:
+                theta0 = float(best[k - 1]) if len(best) >= k else 0.0
+                local, sc, m = self._score_pruned(seg, hashes, ranges, w, live, k, theta0)
+            else:
+                local, sc, m = score_topk(
+                    seg.docs, seg.tfs, self._factor(seg), ranges, w, live, self.params.k1, k,
+                    use_native=use_native,
+                )
+            matched = -1 if m < 0 or matched < 0 else matched + m
             ids_out.append(np.asarray(seg.chunk_ids[local]))
             sc_out.append(sc)
+            best = np.sort(np.concatenate([best, sc]))[::-1][:k]
         if not ids_out:
             return np.empty(0, np.int64), np.empty(0, np.float32), 0
         ids = np.concatenate(ids_out)
@@ -332,6 +345,35 @@ class LexicalIndex:
             order = np.lexsort((ids, -scores))[:k]
             ids, scores = ids[order], scores[order]
         return ids, scores, matched
+
+    def _score_pruned(
+        self,
+        seg: Segment,
+        hashes: np.ndarray,
+        ranges: np.ndarray,
+        w: np.ndarray,
+        live: np.ndarray,
+        k: int,
+        theta0: float,
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """One segment with pruning; learns each term's largest x for tighter bounds."""
+        k1 = self.params.k1
+        cache = self._max_x
+        keys = [(seg.name, int(h)) for h in hashes.tolist()]
+        # x / (x + k1) < 1 always; a term seen before has a tighter, exact bound.
+        sat = np.array(
+            [(cache[key] / (cache[key] + k1)) if key in cache else 1.0 for key in keys], np.float32
+        )
+        upper = w * np.float32(k1 + 1) * sat
+        order = np.argsort(-upper, kind="stable")
+        r2 = ranges.reshape(-1, 2)[order].ravel()
+        local, sc, m, maxx = score_topk_pruned(
+            seg.docs, seg.tfs, self._factor(seg), r2, w[order], upper[order], live, k1, k, theta0
+        )
+        for j, mx in zip(order.tolist(), maxx.tolist(), strict=True):
+            if mx >= 0:
+                cache[keys[j]] = mx
+        return local, sc, m
 
     @staticmethod
     def _query_terms(

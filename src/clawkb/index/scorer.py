@@ -91,3 +91,48 @@ def _score_numpy(
     sc = acc[cand]
     order = np.lexsort((cand, -sc))[:k]
     return cand[order].astype(np.int64), sc[order], matched
+
+
+def score_topk_pruned(
+    docs: np.ndarray,
+    tfs: np.ndarray,
+    factor: np.ndarray,
+    ranges: np.ndarray,
+    weights: np.ndarray,
+    upper: np.ndarray,
+    live: np.ndarray | None,
+    k1: float,
+    k: int,
+    theta0: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """Exact top-k like :func:`score_topk`, skipping work that cannot matter.
+
+    Terms must come sorted by ``upper`` (an upper bound of each term's score
+    contribution), largest first. ``theta0`` is a score some k docs elsewhere
+    already reach. Returns (docs, scores, matched or -1 when pruning stopped
+    counting, largest x per fully scanned term or -1).
+    """
+    n_terms = len(weights)
+    if _native is None or k <= 0 or n_terms == 0 or factor.shape[0] == 0:
+        local, sc, m = score_topk(docs, tfs, factor, ranges, weights, live, k1, k)
+        return local, sc, m, np.full(n_terms, -1.0, np.float32)
+    out_docs = np.empty(k, np.int64)
+    out_scores = np.empty(k, np.float32)
+    out_maxx = np.empty(n_terms, np.float32)
+    n, touched, scanned = _native.score_topk_pruned(
+        docs,
+        tfs,
+        factor,
+        np.ascontiguousarray(ranges, np.int64),
+        np.ascontiguousarray(weights, np.float32),
+        np.ascontiguousarray(upper, np.float32),
+        live,
+        float(k1),
+        int(factor.shape[0]),
+        out_docs,
+        out_scores,
+        out_maxx,
+        float(theta0),
+    )
+    matched = int(touched) if scanned == n_terms else -1
+    return out_docs[:n], out_scores[:n], matched, out_maxx

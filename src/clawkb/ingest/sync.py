@@ -10,9 +10,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
+
+from clawkb.errors import IndexError_
 from clawkb.index.lexical import LexicalIndex
 from clawkb.index.segment import DocFields, build_arrays, write_segment
 from clawkb.store.repo import Repository
@@ -106,22 +111,40 @@ def _apply_batch(
     step = -(-len(add_ids) // workers)
     parts = [list(add_ids[i : i + step]) for i in range(0, len(add_ids), step)]
     folders = lexical.reserve_segments(len(parts))
-    import multiprocessing
-
-    # forkserver: workers start from a small clean process, so they neither
-    # inherit (and count) the caller's memory nor its threads or open files.
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["clawkb.ingest.sync"])
-    with ctx.Pool(len(parts)) as pool:
-        pool.starmap(
-            _build_worker, [(db_file, p, str(f)) for p, f in zip(parts, folders, strict=True)]
-        )
+    # Workers are fresh interpreters (`python -m clawkb.ingest.sync`), not forks:
+    # they inherit neither the caller's memory nor its threads, and unlike the
+    # spawn/forkserver start methods they never re-import the caller's script.
+    procs = []
+    for part, folder in zip(parts, folders, strict=True):
+        cmd = [sys.executable, "-m", "clawkb.ingest.sync", db_file, str(folder)]
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+        procs.append(proc)
+        assert proc.stdin is not None
+        proc.stdin.write(np.asarray(part, np.int64).tobytes())
+        proc.stdin.close()
+    failures = []
+    for proc in procs:
+        assert proc.stderr is not None
+        with proc.stderr:
+            err = proc.stderr.read().decode("utf-8", "replace")
+        if proc.wait() != 0:
+            failures.append(err.strip().splitlines()[-1:] or [f"exit {proc.returncode}"])
+    if failures:
+        raise IndexError_(f"an index worker failed: {failures[0][0]}")
     lexical.apply((), deletes, seq, prebuilt=folders)
 
 
 def _db_file(repo: Repository) -> str | None:
     row = repo.conn.execute("PRAGMA database_list").fetchone()
     return row[2] if row and row[2] else None
+
+
+def _worker_main(argv: list[str]) -> int:
+    """Entry of an index worker: chunk ids (int64) on stdin, db file and folder as args."""
+    db_file, folder = argv
+    ids = np.frombuffer(sys.stdin.buffer.read(), np.int64).tolist()
+    _build_worker(db_file, ids, folder)
+    return 0
 
 
 def _build_worker(db_file: str, ids: list[int], folder: str) -> None:
@@ -131,3 +154,7 @@ def _build_worker(db_file: str, ids: list[int], folder: str) -> None:
         write_segment(Path(folder), *build_arrays(doc_fields(*r) for r in rows))
     finally:
         conn.close()
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main(sys.argv[1:]))

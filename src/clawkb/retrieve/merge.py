@@ -8,7 +8,8 @@ the joint line span and every merged anchor.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from clawkb.store.repo import ChunkRow
 from clawkb.types import Anchor, Hit
@@ -16,9 +17,19 @@ from clawkb.types import Anchor, Hit
 
 @dataclass
 class Candidate:
+    """A ranked chunk; its :class:`Hit` (snippet, highlights) is built only when needed."""
+
     row: ChunkRow
     score: float
-    hit: Hit
+    hit_: Hit | None = None
+    make: Callable[[], Hit] | None = field(default=None, repr=False)
+
+    @property
+    def hit(self) -> Hit:
+        if self.hit_ is None:
+            assert self.make is not None, "a candidate needs a hit or a way to make one"
+            self.hit_ = self.make()
+        return self.hit_
 
 
 def merge_adjacent(cands: list[Candidate], ratio: float = 0.8) -> list[Candidate]:

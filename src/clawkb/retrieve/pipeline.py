@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -31,14 +29,16 @@ from clawkb.retrieve.merge import Candidate, merge_adjacent
 from clawkb.retrieve.rewrite import SynonymGroup, load_synonyms, rewrite
 from clawkb.retrieve.search import SearchResult
 from clawkb.retrieve.settings import RetrievalSettings, embedding_config, from_config
-from clawkb.retrieve.snippet import make_snippet
-from clawkb.store.repo import ChunkRow
-from clawkb.text import normalize
-from clawkb.types import Hit
-
-T = TypeVar("T")
-_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="clawkb-stage")
-_MEMORY_PREFIX = "memory://"
+from clawkb.retrieve.stages import (
+    budget,
+    confidence,
+    decisive,
+    drop_memory,
+    fuse,
+    hit,
+    rerank,
+    stage,
+)
 
 
 @dataclass
@@ -201,64 +201,64 @@ def run(
 
     st = time.perf_counter()
     rw = rewrite(query, r.synonyms(s))
-    _stage(stages, "rewrite", st, "ok", f"{len(rw.expansions)} expansions")
+    stage(stages, "rewrite", st, "ok", f"{len(rw.expansions)} expansions")
     allowed = None
     if filters.active:
         st = time.perf_counter()
         allowed = allowed_ids(kb.repo, filters)
-        _stage(stages, "filters", st, "ok", f"{len(allowed)} chunks allowed")
+        stage(stages, "filters", st, "ok", f"{len(allowed)} chunks allowed")
 
     channels: dict[str, fusion.Channel] = {}
     matched = 0
     if resolved in ("lexical", "hybrid"):
         st = time.perf_counter()
-        got = _budget(
+        got = budget(
             lambda: kb.lexical.search(
                 rw.tokens, k=s.candidates, allowed=allowed, term_weights=rw.weights
             ),
             s.budget_lexical_ms,
         )
         if got is None:
-            _stage(stages, "lexical", st, "timeout", "lexical channel skipped")
+            stage(stages, "lexical", st, "timeout", "lexical channel skipped")
         else:
             ids, scores, matched = got
-            channels["lexical"] = _drop_memory(kb, fusion.Channel(ids, scores), include_memory)
-            _stage(stages, "lexical", st, "ok", f"{len(ids)} candidates")
-    if resolved == "hybrid" and _decisive(channels.get("lexical"), s.early_return):
+            channels["lexical"] = drop_memory(kb, fusion.Channel(ids, scores), include_memory)
+            stage(stages, "lexical", st, "ok", f"{len(ids)} candidates")
+    early = resolved == "hybrid" and decisive(channels.get("lexical"), s.early_return)
+    if early:
         stages.append(
             {
                 "stage": "early_return",
                 "ms": 0.0,
                 "status": "ok",
-                "note": f"lexical top-1 margin >= {s.early_return}",
+                "note": f"lexical top-1 margin >= {s.early_return}: dense skipped",
             }
         )
-        resolved = "lexical"
-    if resolved in ("dense", "hybrid"):
+    if resolved == "dense" or (resolved == "hybrid" and not early):
         st = time.perf_counter()
         dense = _dense_channel(r, query, s, allowed)
         if dense is None:
-            _stage(stages, "dense", st, "timeout", f"over {s.budget_dense_ms:.0f} ms; skipped")
+            stage(stages, "dense", st, "timeout", f"over {s.budget_dense_ms:.0f} ms; skipped")
         else:
-            channels["dense"] = _drop_memory(kb, dense, include_memory)
+            channels["dense"] = drop_memory(kb, dense, include_memory)
             matched = max(matched, len(dense.ids))
-            _stage(stages, "dense", st, "ok", f"{len(dense.ids)} candidates")
+            stage(stages, "dense", st, "ok", f"{len(dense.ids)} candidates")
 
     st = time.perf_counter()
-    fused = _fuse(kb, channels, s)
-    _stage(stages, "fusion", st, "ok", s.fusion if len(channels) > 1 else "single channel")
+    fused = fuse(kb, channels, s)
+    stage(stages, "fusion", st, "ok", s.fusion if len(channels) > 1 else "single channel")
     rows = kb.repo.chunks_by_ids([f.chunk_id for f in fused[: max(limit * 3, s.rerank_depth)]])
     cands = [
         Candidate(
             rows[f.chunk_id],
             f.score,
-            _hit(rows[f.chunk_id], f, rw.tokens, resolved, channels, explain),
+            make=partial(hit, rows[f.chunk_id], f, rw.tokens, resolved, channels, explain),
         )
         for f in fused
         if f.chunk_id in rows
     ]
     if s.rerank and cands:
-        cands = _rerank(r, query, cands, s, stages)
+        cands = rerank(r, query, cands, s, stages)
     if s.merge:
         cands = merge_adjacent(cands, s.merge_ratio)
     hits = [replace(c.hit, rank=i, score=c.score) for i, c in enumerate(cands[:limit], 1)]
@@ -271,7 +271,7 @@ def run(
         matched,
         mode=resolved,
         confidence=conf,
-        abstained=bool(hits) and conf < s.min_confidence,
+        abstained=bool(hits) and "dense" in channels and conf < s.min_confidence,
         stages=stages,
         rewrites=rw.expansions,
         warnings=warnings,
@@ -280,58 +280,18 @@ def run(
     return res
 
 
-def _stage(stages: list[dict[str, Any]], name: str, started: float, status: str, note: str) -> None:
-    stages.append(
-        {
-            "stage": name,
-            "ms": round((time.perf_counter() - started) * 1000, 3),
-            "status": status,
-            "note": note,
-        }
-    )
-
-
-def _budget(fn: Callable[[], T], budget_ms: float) -> T | None:
-    """Run ``fn`` with a time budget; None when it did not finish in time."""
-    fut = _POOL.submit(fn)
-    try:
-        return fut.result(timeout=budget_ms / 1000.0)
-    except FutureTimeout:
-        return None
-
-
 def _copy(res: PipelineResult, stages: list[dict[str, Any]], t0: float) -> PipelineResult:
     return replace(
         res, stages=stages, took_ms=(time.perf_counter() - t0) * 1000, warnings=list(res.warnings)
     )
 
 
-def _drop_memory(kb: Any, ch: fusion.Channel, include_memory: bool) -> fusion.Channel:
-    repo = kb.repo
-    if (
-        include_memory
-        or not hasattr(repo, "has_path_prefix")
-        or not repo.has_path_prefix(_MEMORY_PREFIX)
-    ):
-        return ch
-    hidden = repo.chunk_ids_with_path_prefix(ch.ids.tolist(), _MEMORY_PREFIX)
-    keep = ~np.isin(ch.ids, np.fromiter(hidden, np.int64, len(hidden)))
-    return fusion.Channel(ch.ids[keep], ch.scores[keep])
-
-
-def _decisive(lex: fusion.Channel | None, margin: float) -> bool:
-    """Lexical is decisive when its top-1 beats the runner-up by ``margin`` (relative)."""
-    if margin <= 0 or lex is None or len(lex.scores) == 0:
-        return False
-    top = float(lex.scores[0])
-    second = float(lex.scores[1]) if len(lex.scores) > 1 else 0.0
-    return top > 0 and (top - second) / top >= margin
-
-
 def _dense_channel(
     r: Retriever, query: str, s: RetrievalSettings, allowed: np.ndarray | None
 ) -> fusion.Channel | None:
     index = r.dense_index()
+    index.warm()  # loading vectors, graph and model is start-up cost, not query time
+    r.embedder.warm()
     mkey = index.mkey
 
     def work() -> fusion.Channel:
@@ -342,131 +302,4 @@ def _dense_channel(
         ids, scores = index.search(q, s.candidates, allowed)
         return fusion.Channel(ids, scores)
 
-    return _budget(work, s.budget_dense_ms)
-
-
-def _fuse(kb: Any, channels: dict[str, fusion.Channel], s: RetrievalSettings) -> list[fusion.Fused]:
-    weights = {"lexical": s.w_lexical, "dense": s.w_dense}
-    if not channels:
-        return []
-    if len(channels) == 1 and not (s.fusion == "linear" and s.w_recency):
-        ((name, ch),) = channels.items()
-        return [
-            fusion.Fused(int(c), float(v), {name: {"rank": i, "raw": round(float(v), 6)}})
-            for i, (c, v) in enumerate(zip(ch.ids, ch.scores, strict=True), 1)
-        ]
-    if s.fusion == "rrf":
-        return fusion.rrf(channels, weights, s.rrf_k)
-    recency = None
-    if s.w_recency:
-        ids = sorted({int(i) for ch in channels.values() for i in ch.ids})
-        recency = _recency(kb, ids, s.half_life_days)
-    return fusion.linear(channels, weights, s.norm, recency, s.w_recency)
-
-
-def _recency(kb: Any, ids: list[int], half_life_days: float) -> dict[int, float]:
-    now = time.time()
-    out: dict[int, float] = {}
-    for i in range(0, len(ids), 900):
-        part = ids[i : i + 900]
-        q = (
-            "SELECT c.id, d.mtime_ns FROM chunks c JOIN documents d ON d.id = c.doc_id"
-            f" WHERE c.id IN ({','.join('?' * len(part))})"
-        )
-        for cid, mtime_ns in kb.conn.execute(q, part):
-            out[cid] = fusion.recency_score((mtime_ns or 0) / 1e9, now, half_life_days)
-    return out
-
-
-def _rerank(
-    r: Retriever,
-    query: str,
-    cands: list[Candidate],
-    s: RetrievalSettings,
-    stages: list[dict[str, Any]],
-) -> list[Candidate]:
-    from clawkb.retrieve.rerank import make_reranker
-
-    st = time.perf_counter()
-    head, tail = cands[: s.rerank_depth], cands[s.rerank_depth :]
-    reranker = make_reranker(
-        s.rerank, s.extra.get("rerank_options") or {}, r.embedder if s.rerank == "dense" else None
-    )
-    scores = _budget(lambda: reranker.score(query, [c.row.text for c in head]), s.budget_rerank_ms)
-    if scores is None:
-        _stage(
-            stages, "rerank", st, "timeout", f"over {s.budget_rerank_ms:.0f} ms; fused order kept"
-        )
-        return cands
-    order = np.argsort(-np.asarray(scores), kind="stable")
-    out = []
-    for i in order.tolist():
-        sc = float(scores[i])
-        if s.rerank_min_score is not None and sc < s.rerank_min_score:
-            continue
-        c = head[i]
-        if c.hit.explanation is not None:
-            c.hit.explanation["rerank"] = {
-                "model": reranker.name,
-                "score": round(sc, 6),
-                "fused_rank": i + 1,
-            }
-        out.append(Candidate(c.row, sc, c.hit))
-    dropped = len(head) - len(out)
-    _stage(stages, "rerank", st, "ok", f"{reranker.name}: {len(head)} re-scored, {dropped} dropped")
-    return out + [Candidate(c.row, min(-1e9, c.score), c.hit) for c in tail]
-
-
-def _hit(
-    row: ChunkRow,
-    f: fusion.Fused,
-    tokens: list[str],
-    mode: str,
-    channels: dict[str, fusion.Channel],
-    explain: bool,
-) -> Hit:
-    haystack = normalize(" ".join((row.title, *row.heading_path, row.text)))
-    uniq = tuple(dict.fromkeys(tokens))
-    matched = tuple(t for t in uniq if t in haystack)
-    snippet, spans = make_snippet(row.text, uniq)
-    exp = None
-    if explain:
-        exp = {"mode": mode, "channels": f.trace, "final": round(f.score, 6)}
-    return Hit(
-        rank=0,
-        score=f.score,
-        anchor=row.to_anchor(),
-        text=row.text,
-        title=row.title,
-        kind=row.kind,
-        matched_terms=matched,
-        snippet=snippet,
-        highlights=spans,
-        explanation=exp,
-    )
-
-
-# -- confidence ---------------------------------------------------------------
-#: Top-1 cosine of e5-small where a relevant passage becomes likely / near-certain
-#: (from bench/fusion_sweep.py on the shared sets; other models use the lexical part).
-E5_COS_LOW, E5_COS_HIGH = 0.80, 0.90
-
-
-def confidence(hits: list[Hit], tokens: list[str], channels: dict[str, fusion.Channel]) -> float:
-    """How sure the top hit answers the query, in [0, 1].
-
-    The larger of two signals: the share of distinct query terms the top hit
-    contains (lexical evidence) and the dense channel's top-1 cosine mapped
-    onto [0, 1] between :data:`E5_COS_LOW` and :data:`E5_COS_HIGH`.
-    """
-    if not hits:
-        return 0.0
-    uniq = set(tokens)
-    lex = len(set(hits[0].matched_terms) & uniq) / len(uniq) if uniq else 0.0
-    dense = 0.0
-    ch = channels.get("dense")
-    if ch is not None and len(ch.scores):
-        dense = float(
-            np.clip((float(ch.scores[0]) - E5_COS_LOW) / (E5_COS_HIGH - E5_COS_LOW), 0, 1)
-        )
-    return max(lex, dense)
+    return budget(work, s.budget_dense_ms)

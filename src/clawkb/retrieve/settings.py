@@ -21,20 +21,20 @@ FUSIONS = ("rrf", "linear")
 class RetrievalSettings:
     mode: str = "auto"  # auto = hybrid once vectors exist, else lexical
     fusion: str = "rrf"
-    rrf_k: int = 60
+    rrf_k: int = 20  # k=20 beat k=60 on the shared sets (bench/results/fusion-sweep.md)
     w_lexical: float = 1.0  # RRF weights and linear α
     w_dense: float = 1.0  # RRF weights and linear β
     w_recency: float = 0.0  # linear γ
     norm: str = "minmax"
     half_life_days: float = 180.0
     candidates: int = 100  # per channel, before fusion
-    early_return: float = 0.0  # lexical top-1 margin that skips dense; 0 = never
+    early_return: float = 0.5  # lexical top-1 relative margin that skips dense; 0 = never
     rerank: str = ""  # "" | dense | endpoint | onnx
     rerank_depth: int = 20
     rerank_min_score: float | None = None
     merge: bool = True
     merge_ratio: float = 0.8
-    min_confidence: float = 0.35
+    min_confidence: float = 0.75  # bench/calibrate_search_abstain.py (dense or hybrid only)
     budget_lexical_ms: float = 1000.0
     budget_dense_ms: float = 2000.0
     budget_rerank_ms: float = 3000.0

@@ -1,0 +1,201 @@
+"""The pipeline's stage functions: channel filtering, early return, fusion,
+rerank, hit building and the result-set confidence.
+
+Kept apart from :mod:`clawkb.retrieve.pipeline` (which orders the stages and
+applies budgets) so each stays small; all take plain values and return new ones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
+
+import numpy as np
+
+from clawkb.retrieve import fusion
+from clawkb.retrieve.merge import Candidate
+from clawkb.retrieve.settings import RetrievalSettings
+from clawkb.retrieve.snippet import make_snippet
+from clawkb.store.repo import ChunkRow
+from clawkb.text import normalize
+from clawkb.types import Hit
+
+_MEMORY_PREFIX = "memory://"
+#: A stage that overruns keeps its worker until it ends; spare workers keep the
+#: next queries from queueing behind it.
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="clawkb-stage")
+T = TypeVar("T")
+
+
+def stage(stages: list[dict[str, Any]], name: str, started: float, status: str, note: str) -> None:
+    stages.append(
+        {
+            "stage": name,
+            "ms": round((time.perf_counter() - started) * 1000, 3),
+            "status": status,
+            "note": note,
+        }
+    )
+
+
+def budget(fn: Callable[[], T], budget_ms: float) -> T | None:
+    """Run ``fn`` with a time budget; None when it did not finish in time."""
+    fut = _POOL.submit(fn)
+    try:
+        return fut.result(timeout=budget_ms / 1000.0)
+    except FutureTimeout:
+        return None
+
+
+def drop_memory(kb: Any, ch: fusion.Channel, include_memory: bool) -> fusion.Channel:
+    repo = kb.repo
+    if (
+        include_memory
+        or not hasattr(repo, "has_path_prefix")
+        or not repo.has_path_prefix(_MEMORY_PREFIX)
+    ):
+        return ch
+    hidden = repo.chunk_ids_with_path_prefix(ch.ids.tolist(), _MEMORY_PREFIX)
+    keep = ~np.isin(ch.ids, np.fromiter(hidden, np.int64, len(hidden)))
+    return fusion.Channel(ch.ids[keep], ch.scores[keep])
+
+
+def decisive(lex: fusion.Channel | None, margin: float) -> bool:
+    """Lexical is decisive when its top-1 beats the runner-up by ``margin`` (relative)."""
+    if margin <= 0 or lex is None or len(lex.scores) == 0:
+        return False
+    top = float(lex.scores[0])
+    second = float(lex.scores[1]) if len(lex.scores) > 1 else 0.0
+    return top > 0 and (top - second) / top >= margin
+
+
+def fuse(kb: Any, channels: dict[str, fusion.Channel], s: RetrievalSettings) -> list[fusion.Fused]:
+    weights = {"lexical": s.w_lexical, "dense": s.w_dense}
+    if not channels:
+        return []
+    if len(channels) == 1 and not (s.fusion == "linear" and s.w_recency):
+        ((name, ch),) = channels.items()
+        return [
+            fusion.Fused(int(c), float(v), {name: {"rank": i, "raw": round(float(v), 6)}})
+            for i, (c, v) in enumerate(zip(ch.ids, ch.scores, strict=True), 1)
+        ]
+    if s.fusion == "rrf":
+        return fusion.rrf(channels, weights, s.rrf_k)
+    recency = None
+    if s.w_recency:
+        ids = sorted({int(i) for ch in channels.values() for i in ch.ids})
+        recency = recency_by_chunk(kb, ids, s.half_life_days)
+    return fusion.linear(channels, weights, s.norm, recency, s.w_recency)
+
+
+def recency_by_chunk(kb: Any, ids: list[int], half_life_days: float) -> dict[int, float]:
+    now = time.time()
+    out: dict[int, float] = {}
+    for i in range(0, len(ids), 900):
+        part = ids[i : i + 900]
+        q = (
+            "SELECT c.id, d.mtime_ns FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            f" WHERE c.id IN ({','.join('?' * len(part))})"
+        )
+        for cid, mtime_ns in kb.conn.execute(q, part):
+            out[cid] = fusion.recency_score((mtime_ns or 0) / 1e9, now, half_life_days)
+    return out
+
+
+def rerank(
+    r: Any,
+    query: str,
+    cands: list[Candidate],
+    s: RetrievalSettings,
+    stages: list[dict[str, Any]],
+) -> list[Candidate]:
+    from clawkb.retrieve.rerank import make_reranker
+
+    st = time.perf_counter()
+    head, tail = cands[: s.rerank_depth], cands[s.rerank_depth :]
+    reranker = make_reranker(
+        s.rerank, s.extra.get("rerank_options") or {}, r.embedder if s.rerank == "dense" else None
+    )
+    scores = budget(lambda: reranker.score(query, [c.row.text for c in head]), s.budget_rerank_ms)
+    if scores is None:
+        stage(
+            stages, "rerank", st, "timeout", f"over {s.budget_rerank_ms:.0f} ms; fused order kept"
+        )
+        return cands
+    order = np.argsort(-np.asarray(scores), kind="stable")
+    out = []
+    for i in order.tolist():
+        sc = float(scores[i])
+        if s.rerank_min_score is not None and sc < s.rerank_min_score:
+            continue
+        c = head[i]
+        if c.hit.explanation is not None:
+            c.hit.explanation["rerank"] = {
+                "model": reranker.name,
+                "score": round(sc, 6),
+                "fused_rank": i + 1,
+            }
+        out.append(Candidate(c.row, sc, c.hit))
+    dropped = len(head) - len(out)
+    stage(stages, "rerank", st, "ok", f"{reranker.name}: {len(head)} re-scored, {dropped} dropped")
+    return out + [Candidate(c.row, min(-1e9, c.score), c.hit_, c.make) for c in tail]
+
+
+def hit(
+    row: ChunkRow,
+    f: fusion.Fused,
+    tokens: list[str],
+    mode: str,
+    channels: dict[str, fusion.Channel],
+    explain: bool,
+) -> Hit:
+    haystack = normalize(" ".join((row.title, *row.heading_path, row.text)))
+    uniq = tuple(dict.fromkeys(tokens))
+    matched = tuple(t for t in uniq if t in haystack)
+    snippet, spans = make_snippet(row.text, uniq)
+    exp = None
+    if explain:
+        exp = {"mode": mode, "channels": f.trace, "final": round(f.score, 6)}
+    return Hit(
+        rank=0,
+        score=f.score,
+        anchor=row.to_anchor(),
+        text=row.text,
+        title=row.title,
+        kind=row.kind,
+        matched_terms=matched,
+        snippet=snippet,
+        highlights=spans,
+        explanation=exp,
+    )
+
+
+# -- confidence ---------------------------------------------------------------
+#: Top-1 cosine of e5-small mapped to confidence 0 and 1. Its cosines are
+#: compressed: on the shared sets relevant top hits sit at 0.88-0.93 and
+#: queries from another collection mostly below 0.85
+#: (bench/results/search-abstain.json; calibrated in hybrid mode).
+E5_COS_LOW, E5_COS_HIGH = 0.80, 0.90
+
+
+def confidence(hits: list[Hit], tokens: list[str], channels: dict[str, fusion.Channel]) -> float:
+    """How sure the top hit answers the query, in [0, 1].
+
+    The larger of two signals: the share of distinct query terms the top hit
+    contains (lexical evidence) and the dense channel's top-1 cosine mapped
+    onto [0, 1] between :data:`E5_COS_LOW` and :data:`E5_COS_HIGH`.
+    """
+    if not hits:
+        return 0.0
+    uniq = set(tokens)
+    lex = len(set(hits[0].matched_terms) & uniq) / len(uniq) if uniq else 0.0
+    dense = 0.0
+    ch = channels.get("dense")
+    if ch is not None and len(ch.scores):
+        dense = float(
+            np.clip((float(ch.scores[0]) - E5_COS_LOW) / (E5_COS_HIGH - E5_COS_LOW), 0, 1)
+        )
+    return max(lex, dense)
