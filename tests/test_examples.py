@@ -18,7 +18,9 @@ def test_examples_golden_hit_at_3(tmp_path: Path) -> None:
     res = runner.invoke(cli, ["--kb", kb, "index", str(ROOT / "examples" / "notes")])
     assert res.exit_code == 0, res.output
     assert "failed 0" in res.output
-    res = runner.invoke(cli, ["--kb", kb, "check", str(ROOT / "examples" / "golden.yaml"), "--json"])
+    res = runner.invoke(
+        cli, ["--kb", kb, "check", str(ROOT / "examples" / "golden.yaml"), "--json"]
+    )
     assert res.exit_code == 0, res.output
     report = json.loads(res.output)
     assert report["hit_at_k"] >= 0.9

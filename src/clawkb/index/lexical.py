@@ -330,7 +330,14 @@ class LexicalIndex:
                 local, sc, m = self._score_pruned(seg, hashes, ranges, w, live, k, theta0)
             else:
                 local, sc, m = score_topk(
-                    seg.docs, seg.tfs, self._factor(seg), ranges, w, live, self.params.k1, k,
+                    seg.docs,
+                    seg.tfs,
+                    self._factor(seg),
+                    ranges,
+                    w,
+                    live,
+                    self.params.k1,
+                    k,
                     use_native=use_native,
                 )
             matched = -1 if m < 0 or matched < 0 else matched + m
