@@ -32,7 +32,7 @@ def make_snippet(
     pat = _patterns(tuple(terms))
     if pat is None:
         return _cut(flat, 0, width), ()
-    spans = [m.span() for m in pat.finditer(flat)]
+    spans = [m.span() for m in pat.finditer(flat) if _at_boundaries(flat, *m.span())]
     if not spans:
         return _cut(flat, 0, width), ()
     best_start, best_count = 0, -1
@@ -51,6 +51,23 @@ def make_snippet(
         if s >= start and e <= start + width:
             out.append((s - start + prefix, e - start + prefix))
     return snippet, tuple(out)
+
+
+def _boundary(text: str, i: int) -> bool:
+    """Could a token start or end at ``i``? (What the tokenizer splits on.)"""
+    if i <= 0 or i >= len(text):
+        return True
+    a, b = text[i - 1], text[i]
+    if not (a.isalnum() and b.isalnum()) or _CJK.match(a) or _CJK.match(b):
+        return True
+    if a.isdigit() != b.isdigit():
+        return True  # STM32|F401
+    return a.islower() and b.isupper()  # Write|Pin
+
+
+def _at_boundaries(text: str, start: int, end: int) -> bool:
+    """Highlight whole tokens and identifier parts, not letters inside words."""
+    return _boundary(text, start) and _boundary(text, end)
 
 
 def _cut(text: str, start: int, width: int) -> str:
