@@ -49,8 +49,14 @@ def peak_rss_mb() -> float:
 
 
 def children_peak_rss_mb() -> float:
-    """Largest peak of any finished child (clawkb's index workers); 0 for the peers."""
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    """Largest peak of clawkb's index workers (0 for the peers, which use none).
+
+    Workers report their own VmHWM: the kernel's ru_maxrss for children would
+    also count the parent memory a fork shares for an instant before exec.
+    """
+    if "clawkb.ingest.sync" not in sys.modules:
+        return 0.0
+    return sys.modules["clawkb.ingest.sync"].worker_peak_kb / 1024
 
 
 def load_corpus(folder: Path) -> tuple[list[str], list[dict[str, Any]]]:

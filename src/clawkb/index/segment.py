@@ -358,11 +358,13 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
     tfs = np.empty((int(offsets[-1]), N_FIELDS), np.uint8)
     fill = offsets[:-1].copy()
     base = 0
+    # int32 temporaries (terms, docs and positions all fit): merge memory is
+    # dominated by these per-posting arrays.
     for s, k in zip(segments, keep, strict=True):
-        remap = np.full(s.n_docs, -1, np.int64)
-        remap[k] = np.arange(len(k)) + base
+        remap = np.full(s.n_docs, -1, np.int32)
+        remap[k] = np.arange(base, base + len(k), dtype=np.int32)
         base += len(k)
-        tpos = np.searchsorted(terms, s.terms)
+        tpos = np.searchsorted(terms, s.terms).astype(np.int32)
         post_term = np.repeat(tpos, np.diff(s.offsets))
         new_doc = remap[s.docs]
         ok = new_doc >= 0
@@ -371,7 +373,9 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
         # postings of one term inside one segment are contiguous and ascending
         tcounts = np.bincount(post_term, minlength=len(terms))
         first = np.r_[0, np.cumsum(tcounts)[:-1]]
-        dest = fill[post_term] + (np.arange(len(post_term)) - first[post_term])
+        dest = fill[post_term]
+        dest -= first[post_term]
+        dest += np.arange(len(post_term))
         del first
         docs[dest] = new_doc
         tfs[dest] = s.tfs[ok] if not ok.all() else s.tfs

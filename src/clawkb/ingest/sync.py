@@ -23,8 +23,11 @@ from clawkb.index.segment import DocFields, build_arrays, write_segment
 from clawkb.store.repo import Repository
 from clawkb.text import tokenize
 
-#: Below this many new chunks a batch is inverted in-process (a pool costs ~50 ms).
+#: Below this many new chunks a batch is inverted in-process (workers cost ~0.2 s).
 PARALLEL_MIN_CHUNKS = 4000
+
+#: Largest peak RSS (KiB) any index worker of this process reported (benchmarks).
+worker_peak_kb = 0
 
 
 def doc_fields(chunk_id: int, title: str, heading_json: str, kind: str, text: str) -> DocFields:
@@ -117,16 +120,23 @@ def _apply_batch(
     procs = []
     for part, folder in zip(parts, folders, strict=True):
         cmd = [sys.executable, "-m", "clawkb.ingest.sync", db_file, str(folder)]
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         procs.append(proc)
         assert proc.stdin is not None
         proc.stdin.write(np.asarray(part, np.int64).tobytes())
         proc.stdin.close()
     failures = []
+    global worker_peak_kb
     for proc in procs:
-        assert proc.stderr is not None
+        assert proc.stderr is not None and proc.stdout is not None
+        with proc.stdout:
+            out = proc.stdout.read().decode("utf-8", "replace").split()
         with proc.stderr:
             err = proc.stderr.read().decode("utf-8", "replace")
+        if len(out) == 2 and out[0] == "peak_kb":
+            worker_peak_kb = max(worker_peak_kb, int(out[1]))
         if proc.wait() != 0:
             failures.append(err.strip().splitlines()[-1:] or [f"exit {proc.returncode}"])
     if failures:
@@ -144,6 +154,17 @@ def _worker_main(argv: list[str]) -> int:
     db_file, folder = argv
     ids = np.frombuffer(sys.stdin.buffer.read(), np.int64).tolist()
     _build_worker(db_file, ids, folder)
+    print("peak_kb", _own_peak_kb())
+    return 0
+
+
+def _own_peak_kb() -> int:
+    """Peak RSS of this process image (VmHWM; unlike ru_maxrss it excludes the
+    parent's memory that a fork briefly shared before exec)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
     return 0
 
 
