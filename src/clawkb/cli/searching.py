@@ -122,7 +122,8 @@ def search(
             print_pipeline_explain(res, hit.explanation)
         elif explain and hit.explanation:
             _print_explain(hit.explanation)
-    click.echo(f"({len(res.hits)} of {res.matched} matching chunks, {res.took_ms:.1f} ms)")
+    total = f" of {res.matched} matching chunks" if res.matched >= 0 else " hits"
+    click.echo(f"({len(res.hits)}{total}, {res.took_ms:.1f} ms)")
 
 
 def _print_explain(exp: dict[str, Any]) -> None:

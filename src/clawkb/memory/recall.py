@@ -25,9 +25,8 @@ import numpy as np
 from clawkb.errors import ConfigError
 from clawkb.memory import table
 from clawkb.memory.model import MemoryRecord, RecallHit, RecallResult, Weighting, memory_weight
-from clawkb.retrieve.snippet import make_snippet
-from clawkb.store.repo import ChunkRow
-from clawkb.text import normalize, tokenize
+from clawkb.retrieve.search import make_hit
+from clawkb.text import tokenize
 from clawkb.types import Hit
 
 if TYPE_CHECKING:
@@ -94,7 +93,7 @@ def _memory_hits(
         exp = None
         if explain:
             exp = _explain(kb, tokens, cid, score, w, rec, now, weighting)
-        hit = _hit(row, rank, final, tokens, exp)
+        hit = make_hit(row, rank, final, tokens, exp)
         out.append(RecallHit("memory", final, score, w, hit, rec))
     return out
 
@@ -136,24 +135,6 @@ def _blend(memories: list[RecallHit], documents: Sequence[Hit], limit: int) -> l
     for i, (fused, _, _, h) in enumerate(scored[:limit], start=1):
         out.append(replace(h, score=fused, hit=replace(h.hit, rank=i)))
     return out
-
-
-def _hit(row: ChunkRow, rank: int, score: float, tokens: list[str], exp: dict | None) -> Hit:
-    haystack = normalize(" ".join((row.title, *row.heading_path, row.text)))
-    matched = tuple(dict.fromkeys(t for t in tokens if t in haystack))
-    snippet, spans = make_snippet(row.text, tuple(dict.fromkeys(tokens)))
-    return Hit(
-        rank=rank,
-        score=float(score),
-        anchor=row.to_anchor(),
-        text=row.text,
-        title=row.title,
-        kind=row.kind,
-        matched_terms=matched,
-        snippet=snippet,
-        highlights=spans,
-        explanation=exp,
-    )
 
 
 def containing_all_terms(records: Sequence[MemoryRecord], query: str) -> list[MemoryRecord]:

@@ -21,6 +21,7 @@ class SearchResult:
     query_tokens: list[str]
     hits: list[Hit]
     took_ms: float
+    #: chunks that matched any term; -1 when pruning stopped before counting all
     matched: int = 0
     warnings: list[str] = field(default_factory=list)
 
@@ -100,21 +101,35 @@ def _top_ids(
         return lexical.search(tokens, k=limit, allowed=allowed)
     ids, scores, matched = lexical.search(tokens, k=limit + len(hidden), allowed=allowed)
     keep = ~np.isin(ids, np.asarray(hidden, np.int64))
-    return ids[keep][:limit], scores[keep][:limit], matched - int((~keep).sum())
+    hidden_n = int((~keep).sum())
+    return ids[keep][:limit], scores[keep][:limit], matched if matched < 0 else matched - hidden_n
 
 
 def _hit(
     row: ChunkRow, rank: int, score: float, tokens: list[str], lexical: LexicalIndex | None
 ) -> Hit:
-    # Substring test on the normalised text: cheap, and exact for every token
-    # the tokenizer cuts out of the text verbatim (joined forms like 0x40013000
-    # are the rare exception; --explain gives the exact per-term view).
-    haystack = normalize(" ".join((row.title, *row.heading_path, row.text)))
-    matched = tuple(dict.fromkeys(t for t in tokens if t in haystack))
-    snippet, spans = make_snippet(row.text, tuple(dict.fromkeys(tokens)))
     explanation = None
     if lexical is not None:
         explanation = {"lexical": lexical.explain(tokens, row.id), "final": round(score, 6)}
+    return make_hit(row, rank, score, tokens, explanation)
+
+
+def make_hit(
+    row: ChunkRow,
+    rank: int,
+    score: float,
+    tokens: list[str],
+    explanation: dict[str, Any] | None = None,
+) -> Hit:
+    """A Hit for a stored chunk: anchor, snippet, highlights and matched terms.
+
+    Matched terms use a substring test on the normalised text: cheap, and exact
+    for every token the tokenizer cuts out of the text verbatim (joined forms
+    like 0x40013000 are the rare exception; --explain gives the exact view).
+    """
+    uniq = tuple(dict.fromkeys(tokens))
+    haystack = normalize(" ".join((row.title, *row.heading_path, row.text)))
+    snippet, spans = make_snippet(row.text, uniq)
     return Hit(
         rank=rank,
         score=float(score),
@@ -122,7 +137,7 @@ def _hit(
         text=row.text,
         title=row.title,
         kind=row.kind,
-        matched_terms=matched,
+        matched_terms=tuple(t for t in uniq if t in haystack),
         snippet=snippet,
         highlights=spans,
         explanation=explanation,

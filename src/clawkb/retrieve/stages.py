@@ -17,10 +17,9 @@ import numpy as np
 
 from clawkb.retrieve import fusion
 from clawkb.retrieve.merge import Candidate
+from clawkb.retrieve.search import make_hit
 from clawkb.retrieve.settings import RetrievalSettings
-from clawkb.retrieve.snippet import make_snippet
 from clawkb.store.repo import ChunkRow
-from clawkb.text import normalize
 from clawkb.types import Hit
 
 _MEMORY_PREFIX = "memory://"
@@ -152,25 +151,10 @@ def hit(
     channels: dict[str, fusion.Channel],
     explain: bool,
 ) -> Hit:
-    haystack = normalize(" ".join((row.title, *row.heading_path, row.text)))
-    uniq = tuple(dict.fromkeys(tokens))
-    matched = tuple(t for t in uniq if t in haystack)
-    snippet, spans = make_snippet(row.text, uniq)
     exp = None
     if explain:
         exp = {"mode": mode, "channels": f.trace, "final": round(f.score, 6)}
-    return Hit(
-        rank=0,
-        score=f.score,
-        anchor=row.to_anchor(),
-        text=row.text,
-        title=row.title,
-        kind=row.kind,
-        matched_terms=matched,
-        snippet=snippet,
-        highlights=spans,
-        explanation=exp,
-    )
+    return make_hit(row, 0, f.score, tokens, exp)
 
 
 # -- confidence ---------------------------------------------------------------
