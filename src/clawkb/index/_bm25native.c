@@ -37,6 +37,59 @@ static void sift_down(Entry *h, Py_ssize_t n, Py_ssize_t i) {
     }
 }
 
+/* Add one term's BM25F contributions to acc; record newly touched docs.
+ * Returns the largest pseudo-frequency x met (the term's tightest bound). */
+static float scan_term(const uint32_t *docs, const uint8_t *tfs, const float *factor,
+                       int64_t s, int64_t e, Py_ssize_t n_docs, float w, float k1,
+                       float *acc, uint32_t *touched, Py_ssize_t *n_touched) {
+    float kp1 = k1 + 1.0f, mx = 0.0f;
+    for (int64_t p = s; p < e; p++) {
+        uint32_t d = docs[p];
+        if ((Py_ssize_t)d >= n_docs) continue;
+        const uint8_t *tf = tfs + 3 * p;
+        const float *f = factor + 3 * (size_t)d;
+        float x = tf[0] * f[0] + tf[1] * f[1] + tf[2] * f[2];
+        if (x <= 0.0f) continue;
+        if (x > mx) mx = x;
+        if (acc[d] == 0.0f) touched[(*n_touched)++] = d;
+        acc[d] += w * x * kp1 / (x + k1);
+    }
+    return mx;
+}
+
+/* Best k live docs among touched, written best first; returns how many. */
+static Py_ssize_t select_topk(const float *acc, const uint32_t *touched, Py_ssize_t n_touched,
+                              const uint8_t *live, Py_ssize_t k, Entry *heap,
+                              int64_t *out_docs, float *out_scores) {
+    Py_ssize_t n_heap = 0;
+    for (Py_ssize_t i = 0; i < n_touched && k > 0; i++) {
+        uint32_t d = touched[i];
+        if (live && !live[d]) continue;
+        Entry en = {acc[d], d};
+        if (n_heap < k) {
+            heap[n_heap++] = en;
+            Py_ssize_t c = n_heap - 1; /* sift up */
+            while (c > 0) {
+                Py_ssize_t par = (c - 1) / 2;
+                if (!entry_less(heap[c], heap[par])) break;
+                Entry tmp = heap[c]; heap[c] = heap[par]; heap[par] = tmp; c = par;
+            }
+        } else if (entry_less(heap[0], en)) {
+            heap[0] = en;
+            sift_down(heap, n_heap, 0);
+        }
+    }
+    Py_ssize_t n_out = n_heap;
+    while (n_heap > 0) { /* pop in ascending order, write descending */
+        Entry top = heap[0];
+        heap[0] = heap[--n_heap];
+        sift_down(heap, n_heap, 0);
+        out_docs[n_heap] = (int64_t)top.doc;
+        out_scores[n_heap] = top.score;
+    }
+    return n_out;
+}
+
 static int get_buf(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *name) {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
     if (itemsize && view->itemsize != itemsize && view->len % itemsize != 0) {
@@ -91,7 +144,7 @@ static PyObject *score_topk(PyObject *self, PyObject *args) {
     }
 
     Py_ssize_t n_touched = 0, n_heap = 0;
-    float kp1 = (float)(k1 + 1.0), fk1 = (float)k1;
+    float fk1 = (float)k1;
     Py_BEGIN_ALLOW_THREADS
     acc = (float *)calloc((size_t)(n_docs > 0 ? n_docs : 1), sizeof(float));
     touched = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)(n_docs > 0 ? n_docs : 1));
@@ -101,46 +154,9 @@ static PyObject *score_topk(PyObject *self, PyObject *args) {
             int64_t s = ranges[2 * t], e = ranges[2 * t + 1];
             if (s < 0) s = 0;
             if (e > n_post) e = n_post;
-            float w = weights[t];
-            for (int64_t p = s; p < e; p++) {
-                uint32_t d = docs[p];
-                if ((Py_ssize_t)d >= n_docs) continue;
-                const uint8_t *tf = tfs + 3 * p;
-                const float *f = factor + 3 * (size_t)d;
-                float x = tf[0] * f[0] + tf[1] * f[1] + tf[2] * f[2];
-                if (x <= 0.0f) continue;
-                if (acc[d] == 0.0f) touched[n_touched++] = d;
-                acc[d] += w * x * kp1 / (x + fk1);
-            }
+            scan_term(docs, tfs, factor, s, e, n_docs, weights[t], fk1, acc, touched, &n_touched);
         }
-        for (Py_ssize_t i = 0; i < n_touched && k > 0; i++) {
-            uint32_t d = touched[i];
-            if (live && !live[d]) continue;
-            Entry en = {acc[d], d};
-            if (n_heap < k) {
-                heap[n_heap++] = en;
-                /* sift up */
-                Py_ssize_t c = n_heap - 1;
-                while (c > 0) {
-                    Py_ssize_t par = (c - 1) / 2;
-                    if (!entry_less(heap[c], heap[par])) break;
-                    Entry tmp = heap[c]; heap[c] = heap[par]; heap[par] = tmp; c = par;
-                }
-            } else if (entry_less(heap[0], en)) {
-                heap[0] = en;
-                sift_down(heap, n_heap, 0);
-            }
-        }
-        /* pop in ascending order, write descending */
-        Py_ssize_t n_out = n_heap;
-        while (n_heap > 0) {
-            Entry top = heap[0];
-            heap[0] = heap[--n_heap];
-            sift_down(heap, n_heap, 0);
-            out_docs[n_heap] = (int64_t)top.doc;
-            out_scores[n_heap] = top.score;
-        }
-        n_heap = n_out;
+        n_heap = select_topk(acc, touched, n_touched, live, k, heap, out_docs, out_scores);
     }
     Py_END_ALLOW_THREADS
     if (!acc || !touched || !heap) {
@@ -262,18 +278,8 @@ static PyObject *score_topk_pruned(PyObject *self, PyObject *args) {
         int64_t s = ranges[2 * t], e = ranges[2 * t + 1];
         if (s < 0) s = 0;
         if (e > n_post) e = n_post;
-        float w = weights[t], mx = 0.0f;
-        for (int64_t p = s; p < e; p++) {
-            uint32_t d = docs[p];
-            if ((Py_ssize_t)d >= n_docs) continue;
-            const uint8_t *tf = tfs + 3 * p;
-            const float *f = factor + 3 * (size_t)d;
-            float x = tf[0] * f[0] + tf[1] * f[1] + tf[2] * f[2];
-            if (x <= 0.0f) continue;
-            if (x > mx) mx = x;
-            if (acc[d] == 0.0f) touched[n_touched++] = d;
-            acc[d] += w * x * kp1 / (x + fk1);
-        }
+        float mx = scan_term(docs, tfs, factor, s, e, n_docs, weights[t], fk1, acc, touched,
+                             &n_touched);
         out_maxx[t] = mx;
         rest -= ubs[t];
         if (rest < 0.0f) rest = 0.0f;
@@ -317,34 +323,7 @@ static PyObject *score_topk_pruned(PyObject *self, PyObject *args) {
         memcpy(touched, cand, (size_t)n_cand * sizeof(uint32_t));
         n_touched = n_cand;
     }
-    if (!oom) {
-        for (Py_ssize_t i = 0; i < n_touched && k > 0; i++) {
-            uint32_t d = touched[i];
-            if (live && !live[d]) continue;
-            Entry en = {acc[d], d};
-            if (n_heap < k) {
-                heap[n_heap++] = en;
-                Py_ssize_t c = n_heap - 1;
-                while (c > 0) {
-                    Py_ssize_t par = (c - 1) / 2;
-                    if (!entry_less(heap[c], heap[par])) break;
-                    Entry tmp = heap[c]; heap[c] = heap[par]; heap[par] = tmp; c = par;
-                }
-            } else if (entry_less(heap[0], en)) {
-                heap[0] = en;
-                sift_down(heap, n_heap, 0);
-            }
-        }
-        Py_ssize_t n_out = n_heap;
-        while (n_heap > 0) {
-            Entry top = heap[0];
-            heap[0] = heap[--n_heap];
-            sift_down(heap, n_heap, 0);
-            out_docs[n_heap] = (int64_t)top.doc;
-            out_scores[n_heap] = top.score;
-        }
-        n_heap = n_out;
-    }
+    if (!oom) n_heap = select_topk(acc, touched, n_touched, live, k, heap, out_docs, out_scores);
     Py_END_ALLOW_THREADS
     if (oom) { PyErr_NoMemory(); goto release; }
     result = Py_BuildValue("nnn", n_heap, n_touched, t);
