@@ -41,7 +41,7 @@ static void sift_down(Entry *h, Py_ssize_t n, Py_ssize_t i) {
  * Returns the largest pseudo-frequency x met (the term's tightest bound). */
 static float scan_term(const uint32_t *docs, const uint8_t *tfs, const float *factor,
                        int64_t s, int64_t e, Py_ssize_t n_docs, float w, float k1,
-                       float *acc, uint32_t *touched, Py_ssize_t *n_touched) {
+                       float *acc, uint32_t *touched, Py_ssize_t *n_touched, float *max_acc) {
     float kp1 = k1 + 1.0f, mx = 0.0f;
     for (int64_t p = s; p < e; p++) {
         uint32_t d = docs[p];
@@ -53,6 +53,7 @@ static float scan_term(const uint32_t *docs, const uint8_t *tfs, const float *fa
         if (x > mx) mx = x;
         if (acc[d] == 0.0f) touched[(*n_touched)++] = d;
         acc[d] += w * x * kp1 / (x + k1);
+        if (acc[d] > *max_acc) *max_acc = acc[d];
     }
     return mx;
 }
@@ -154,7 +155,9 @@ static PyObject *score_topk(PyObject *self, PyObject *args) {
             int64_t s = ranges[2 * t], e = ranges[2 * t + 1];
             if (s < 0) s = 0;
             if (e > n_post) e = n_post;
-            scan_term(docs, tfs, factor, s, e, n_docs, weights[t], fk1, acc, touched, &n_touched);
+            float unused = 0.0f;
+            scan_term(docs, tfs, factor, s, e, n_docs, weights[t], fk1, acc, touched, &n_touched,
+                      &unused);
         }
         n_heap = select_topk(acc, touched, n_touched, live, k, heap, out_docs, out_scores);
     }
@@ -271,7 +274,7 @@ static PyObject *score_topk_pruned(PyObject *self, PyObject *args) {
     float rest = 0.0f;
     for (Py_ssize_t u = 0; u < n_terms; u++) { rest += ubs[u]; out_maxx[u] = -1.0f; }
     /* theta0: the k-th best score already found elsewhere (other segments) */
-    float theta = theta0 > 0.0 ? (float)theta0 : -1.0f;
+    float theta = theta0 > 0.0 ? (float)theta0 : -1.0f, max_acc = 0.0f;
     while (!oom && t < n_terms) {
         /* stop scanning once unseen docs cannot reach theta */
         if (theta >= 0.0f && rest < theta) break;
@@ -279,12 +282,14 @@ static PyObject *score_topk_pruned(PyObject *self, PyObject *args) {
         if (s < 0) s = 0;
         if (e > n_post) e = n_post;
         float mx = scan_term(docs, tfs, factor, s, e, n_docs, weights[t], fk1, acc, touched,
-                             &n_touched);
+                             &n_touched, &max_acc);
         out_maxx[t] = mx;
         rest -= ubs[t];
         if (rest < 0.0f) rest = 0.0f;
         t++;
-        if (t < n_terms && k > 0) {
+        /* theta <= max_acc, so stopping needs rest < max_acc: skip the O(touched)
+           selection while that cannot hold */
+        if (t < n_terms && k > 0 && rest < max_acc) {
             float th = kth_largest(acc, touched, n_touched, live, k, scratch);
             if (th > theta) theta = th;
         }
@@ -304,6 +309,14 @@ static PyObject *score_topk_pruned(PyObject *self, PyObject *args) {
             if (e > n_post) e = n_post;
             if (e <= s) continue;
             float w = weights[u];
+            if ((int64_t)n_cand * 16 > e - s) {
+                /* many candidates: one sequential pass beats binary searches
+                   (it also adds to non-candidates, which no longer compete) */
+                float unused = 0.0f;
+                scan_term(docs, tfs, factor, s, e, n_docs, w, fk1, acc, touched + n_touched,
+                          &(Py_ssize_t){0}, &unused);
+                continue;
+            }
             for (Py_ssize_t i = 0; i < n_cand; i++) {
                 uint32_t d = cand[i];
                 int64_t lo = s, hi = e;
