@@ -278,3 +278,27 @@ def test_search_raises_no_deprecation_warning(kb: str) -> None:
         warnings.simplefilter("error", DeprecationWarning)
         res = CliRunner().invoke(cli, ["--kb", kb, "search", "consoleword"], catch_exceptions=False)
     assert res.exit_code == 0
+
+
+def test_show_names_the_page_of_a_pdf_chunk(tmp_path: Path) -> None:
+    pytest.importorskip("pypdfium2")
+    pytest.importorskip("reportlab")
+    from pdf_samples import text_pdf
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "manual.pdf").write_bytes(
+        text_pdf([["Intro page about nothing much."], ["Brownout reset threshold is 2.7 V."]])
+    )
+    kb = str(tmp_path / "kb")
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--kb", kb, "index", str(folder)]).exit_code == 0
+    res = runner.invoke(cli, ["--kb", kb, "search", "brownout threshold", "--json"])
+    hit = json.loads(res.output)["hits"][0]
+    assert hit["page"] == 2
+    shown = runner.invoke(cli, ["--kb", kb, "show", hit["anchor"]])
+    assert shown.exit_code == 0, shown.output
+    first = shown.output.splitlines()[0]
+    assert " p.2 " in first and first.endswith(hit["anchor"])
+    assert "Brownout reset threshold" in shown.output
+    assert "%PDF" not in shown.output  # never the raw file bytes

@@ -165,7 +165,12 @@ def show(ctx: click.Context, anchor: str, context_lines: int, as_json: bool) -> 
         row = kb.chunk(anchor)
         before, after = kb.neighbours(row)
     a = row.to_anchor()
-    lines = _file_lines(row.path, a.line_start - context_lines, a.line_end + context_lines)
+    # Paged sources (PDF) number lines within a page: show the chunk itself.
+    lines = (
+        _file_lines(row.path, a.line_start - context_lines, a.line_end + context_lines)
+        if a.page is None
+        else []
+    )
     if as_json:
         echo_json(
             {
@@ -182,7 +187,8 @@ def show(ctx: click.Context, anchor: str, context_lines: int, as_json: bool) -> 
             }
         )
         return
-    click.echo(f"{display_path(a.path)}:{a.line_start}-{a.line_end}  #{a.id}")
+    page = f" p.{a.page}" if a.page is not None else ""
+    click.echo(f"{display_path(a.path)}:{a.line_start}-{a.line_end}{page}  #{a.id}")
     if a.heading_path:
         click.echo(f"§ {' > '.join(a.heading_path)}")
     click.echo("")
@@ -206,9 +212,12 @@ def _file_lines(path: str, start: int, end: int) -> list[tuple[int, str]]:
     if not p.is_file():
         return []
     try:
-        from clawkb.ingest.decode import decode_text
+        from clawkb.ingest.decode import decode_text, looks_binary
 
-        text, _ = decode_text(p.read_bytes(), path)
+        data = p.read_bytes()
+        if looks_binary(data):
+            return []
+        text, _ = decode_text(data, path)
     except Exception:
         return []
     all_lines = text.split("\n")
