@@ -46,3 +46,20 @@ def open_kb(ctx: click.Context, *, create: bool = False) -> Iterator[Any]:
 
 def echo_json(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def print_result_or_stop(ctx: click.Context, res: Any, as_json: bool, empty: str) -> bool:
+    """Shared start of result output: warnings to stderr, then JSON, or an empty result.
+
+    Returns True when the caller should go on to print the hits as text.
+    An empty result prints ``empty`` and exits 1, as `grep` does.
+    """
+    for w in res.warnings:
+        click.echo(f"warning: {w}", err=True)
+    if as_json:
+        echo_json(res.to_dict())
+        return False
+    if not res.hits:
+        click.echo(empty)
+        ctx.exit(1)
+    return True

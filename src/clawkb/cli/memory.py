@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb
+from clawkb.cli.common import echo_json, handle_errors, open_kb, print_result_or_stop
 from clawkb.memory.model import MemoryRecord
 
 
@@ -85,14 +85,8 @@ def recall_cmd(
             include_documents=include_documents,
             explain=explain,
         )
-    for w in res.warnings:
-        click.echo(f"warning: {w}", err=True)
-    if as_json:
-        echo_json(res.to_dict())
+    if not print_result_or_stop(ctx, res, as_json, f"nothing recalled for {res.query!r}"):
         return
-    if not res.hits:
-        click.echo(f"nothing recalled for {res.query!r}")
-        ctx.exit(1)
     from clawkb.cli.searching import display_path
 
     for h in res.hits:

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb
+from clawkb.cli.common import echo_json, handle_errors, open_kb, print_result_or_stop
 from clawkb.cli.dense import (
     pipeline_kwargs,
     print_pipeline_explain,
@@ -86,14 +86,8 @@ def search(
             board_only=board_only,
             **pipeline_kwargs(retrieval),
         )
-    for w in res.warnings:
-        click.echo(f"warning: {w}", err=True)
-    if as_json:
-        echo_json(res.to_dict())
+    if not print_result_or_stop(ctx, res, as_json, res.message):
         return
-    if not res.hits:
-        click.echo(res.message)
-        ctx.exit(1)
     if getattr(res, "abstained", False):
         click.echo(res.message)
     if explain:
