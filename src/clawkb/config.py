@@ -45,6 +45,9 @@ class Config:
     field_weights: tuple[float, float, float] = (2.0, 1.0, 0.6)
     field_b: tuple[float, float, float] = (0.3, 0.75, 0.75)
     index_batch_chunks: int = 20000
+    #: symlinks met while indexing: "inside" (follow those whose target stays in
+    #: the indexed folder), "outside" (follow all), "never"
+    follow_symlinks: str = "inside"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -162,10 +162,14 @@ class KnowledgeBase:
         progress: Progress | None = None,
         wait: float = 30.0,
         on_wait: Callable[[str], None] | None = None,
+        include: Sequence[str] = (),
     ) -> IndexReport:
-        """Index files and folders incrementally (see :mod:`clawkb.ingest.pipeline`)."""
+        """Index files and folders incrementally (see :mod:`clawkb.ingest.pipeline`).
+
+        ``include`` globs index files that a default ignore would skip.
+        """
         with self.writer(wait, on_wait):
-            return self._ingestor().index_paths(paths, progress)
+            return self._ingestor().index_paths(paths, progress, include)
 
     def index_texts(
         self, records: Iterable[TextRecord], *, progress: Progress | None = None

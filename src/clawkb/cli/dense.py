@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb
+from clawkb.cli.common import echo, echo_json, emit, handle_errors, open_kb
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -28,7 +28,7 @@ class EmbedProgress:
             return
         fill = int(30 * done / total)
         rate = done / max(time.perf_counter() - self.started, 1e-9)
-        click.echo(
+        emit(
             f"\r[{'#' * fill}{'.' * (30 - fill)}] {done}/{total} chunks {rate:.1f}/s",
             err=True,
             nl=False,
@@ -37,7 +37,7 @@ class EmbedProgress:
 
     def close(self) -> None:
         if self.shown:
-            click.echo("", err=True)
+            echo("", err=True)
 
 
 def run_embed(ctx: click.Context, *, fresh: bool, as_json: bool, model: str | None) -> None:
@@ -57,7 +57,7 @@ def run_embed(ctx: click.Context, *, fresh: bool, as_json: bool, model: str | No
     if as_json:
         echo_json(report.to_dict())
         return
-    click.echo(
+    echo(
         f"{report.model}: embedded {report.embedded} · reused {report.reused} ·"
         f" {report.total} chunks with vectors ({report.seconds:.1f}s)"
     )
@@ -84,7 +84,7 @@ def embedders(as_json: bool) -> None:
     if as_json:
         echo_json(names)
     else:
-        click.echo("\n".join(names))
+        echo("\n".join(names))
 
 
 def retrieval_options(func: F) -> F:
@@ -151,16 +151,16 @@ def print_pipeline_explain(res: Any, exp: dict[str, Any]) -> None:
     """Per-channel rank, raw and normalised score and contribution of one hit."""
     for name, ch in (exp.get("channels") or {}).items():
         parts = [f"{k}={v}" for k, v in ch.items() if v is not None]
-        click.echo(f"      {name:<8} " + " ".join(parts))
+        echo(f"      {name:<8} " + " ".join(parts))
     if "rerank" in exp:
-        click.echo(f"      rerank   {exp['rerank']}")
+        echo(f"      rerank   {exp['rerank']}")
     if "merged" in exp:
-        click.echo(f"      merged   {' + '.join(exp['merged'])}")
+        echo(f"      merged   {' + '.join(exp['merged'])}")
 
 
 def print_stages(res: Any) -> None:
     if getattr(res, "stages", None):
-        click.echo(
+        echo(
             f"mode {res.mode} · confidence {res.confidence:.2f} · "
             + " → ".join(
                 f"{s['stage']} {s['ms']:.1f}ms"
@@ -169,7 +169,7 @@ def print_stages(res: Any) -> None:
             )
         )
     for rw in getattr(res, "rewrites", []) or []:
-        click.echo(f"rewrite: {rw['from']} → {rw['to']} (weight {rw['weight']})")
+        echo(f"rewrite: {rw['from']} → {rw['to']} (weight {rw['weight']})")
 
 
 def dense_status_line(d: dict[str, Any]) -> str:
@@ -196,7 +196,7 @@ def run_compare(
     if as_json:
         echo_json(result.to_dict())
     else:
-        click.echo(format_comparison(result))
+        echo(format_comparison(result))
 
 
 COMMANDS = [embed, embedders]

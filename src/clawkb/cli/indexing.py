@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb
+from clawkb.cli.common import EXIT_FAILURES, clean, echo, echo_json, emit, handle_errors, open_kb
 
 
 @click.command()
@@ -21,7 +21,7 @@ def init(ctx: click.Context, folder: str | None) -> None:
 
     home = Path(folder or ctx.obj.get("kb") or ".clawkb").resolve()
     KnowledgeBase.open(home, create=True).close()
-    click.echo(f"initialised knowledge base in {home}")
+    echo(f"initialised knowledge base in {home}")
 
 
 @click.command()
@@ -35,6 +35,12 @@ def init(ctx: click.Context, folder: str | None) -> None:
     metavar="DIR",
     help="A datasheet folder: one board per file (repeatable; default `datasheets:` in config).",
 )
+@click.option(
+    "--include",
+    multiple=True,
+    metavar="GLOB",
+    help="Index files a default ignore skips (minified, vendored, build output; repeatable).",
+)
 @click.pass_context
 @handle_errors
 def index(
@@ -44,8 +50,13 @@ def index(
     wait: float,
     quiet: bool,
     datasheets: tuple[str, ...],
+    include: tuple[str, ...],
 ) -> None:
-    """Index files and folders incrementally (only changed files are reparsed)."""
+    """Index files and folders incrementally (only changed files are reparsed).
+
+    Exit status: 0 done, 3 done but some files or folders failed (listed),
+    2 error (nothing indexed).
+    """
     bar = _ProgressBar(enabled=not as_json and not quiet and sys.stderr.isatty())
     with open_kb(ctx, create=True) as kb:
         if datasheets or not paths:
@@ -57,33 +68,37 @@ def index(
                 list(datasheets),
                 progress=bar.update,
                 wait=wait,
-                on_wait=lambda m: click.echo(m, err=True),
+                on_wait=lambda m: echo(m, err=True),
+                include=include,
             )
         else:
             report = kb.index(
                 list(paths),
                 progress=bar.update,
                 wait=wait,
-                on_wait=lambda m: click.echo(m, err=True),
+                on_wait=lambda m: echo(m, err=True),
+                include=include,
             )
     bar.close()
     if as_json:
         echo_json(report.to_dict())
-        return
+        ctx.exit(EXIT_FAILURES if report.errors else 0)
     if report.resumed:
-        click.echo("note: the previous indexing run was interrupted; resumed", err=True)
+        echo("note: the previous indexing run was interrupted; resumed", err=True)
     if not quiet:
         for path, reason in report.errors:
-            click.echo(f"failed: {path}: {reason}", err=True)
+            echo(f"failed: {path}: {reason}", err=True)
         for path, reason in report.skipped_files:
-            click.echo(f"skipped: {path}: {reason}", err=True)
+            echo(f"skipped: {path}: {reason}", err=True)
         for path, message in report.warnings:
-            click.echo(f"warning: {path}: {message}", err=True)
-    click.echo(
+            echo(f"warning: {path}: {message}", err=True)
+    echo(
         f"added {report.added} · updated {report.updated} · removed {report.removed} · "
         f"unchanged {report.unchanged} · failed {report.failed} · skipped {report.skipped} "
         f"({report.chunks_added} chunks added, {report.seconds:.2f}s)"
     )
+    if report.errors:
+        ctx.exit(EXIT_FAILURES)
 
 
 class _ProgressBar:
@@ -98,15 +113,15 @@ class _ProgressBar:
             return
         width = 30
         fill = int(width * done / total)
-        name = path[-40:]
-        click.echo(
+        name = clean(path[-40:])
+        emit(
             f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {name:<40}", err=True, nl=False
         )
         self.shown = True
 
     def close(self) -> None:
         if self.shown:
-            click.echo("", err=True)
+            echo("", err=True)
 
 
 @click.command()
@@ -119,7 +134,7 @@ def reindex(ctx: click.Context, vectors: bool) -> None:
     """Rebuild the lexical index from the store."""
     with open_kb(ctx) as kb:
         n = kb.reindex()
-    click.echo(f"reindexed {n} chunks")
+    echo(f"reindexed {n} chunks")
     if vectors:
         from clawkb.cli.dense import run_embed
 
@@ -138,25 +153,23 @@ def status(ctx: click.Context, as_json: bool) -> None:
         echo_json(st)
         return
     lex = st["lexical"]
-    click.echo(f"knowledge base  {st['home']}")
-    click.echo(
+    echo(f"knowledge base  {st['home']}")
+    echo(
         f"documents       {st['documents']} ({st['failed']} with errors, {st['tombstones']} removed)"
     )
-    click.echo(f"chunks          {st['chunks']}")
-    click.echo(
-        f"store           {st['store_bytes'] / 1048576:.2f} MB (schema {st['schema_version']})"
-    )
-    click.echo(
+    echo(f"chunks          {st['chunks']}")
+    echo(f"store           {st['store_bytes'] / 1048576:.2f} MB (schema {st['schema_version']})")
+    echo(
         f"lexical index   {lex['engine']} · {lex['segments']} segments · {lex['terms']} terms · "
         f"{lex['bytes'] / 1048576:.2f} MB · native kernel {'yes' if lex['native_kernel'] else 'no'}"
     )
-    click.echo(f"tokenizer       v{st['tokenizer_version']}")
+    echo(f"tokenizer       v{st['tokenizer_version']}")
     if st.get("dense"):
         from clawkb.cli.dense import dense_status_line
 
-        click.echo(dense_status_line(st["dense"]))
+        echo(dense_status_line(st["dense"]))
     if st["last_run"]:
-        click.echo(f"last run        {st['last_run']['status']}")
+        echo(f"last run        {st['last_run']['status']}")
 
 
 @click.command()
@@ -172,7 +185,7 @@ def parsers(as_json: bool) -> None:
         return
     for i in infos:
         d = _info_dict(i)
-        click.echo(
+        echo(
             f"{d['name']:<12} {' '.join(d['extensions']):<28} {' '.join(d['mime_types']):<30} {d['origin']}"
         )
 

@@ -8,7 +8,13 @@ from typing import Any
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb, print_result_or_stop
+from clawkb.cli.common import (
+    echo,
+    echo_json,
+    handle_errors,
+    open_kb,
+    print_result_or_stop,
+)
 from clawkb.memory.model import MemoryRecord
 
 
@@ -52,7 +58,7 @@ def store_cmd(
         echo_json(res.to_dict())
         return
     verb = "stored" if res.created else "updated (same text already stored)"
-    click.echo(f"{verb} {res.record.id} in {res.record.namespace}")
+    echo(f"{verb} {res.record.id} in {res.record.namespace}")
 
 
 @memory.command("recall")
@@ -92,18 +98,18 @@ def recall_cmd(
     for h in res.hits:
         where = h.memory.namespace if h.memory else display_path(h.hit.anchor.location)
         ident = h.memory.id if h.memory else "#" + h.hit.anchor.id
-        click.echo(f"{h.hit.rank:>2}. [{h.source}] {where}  {ident}  score {h.score:.4f}")
+        echo(f"{h.hit.rank:>2}. [{h.source}] {where}  {ident}  score {h.score:.4f}")
         if h.memory and h.memory.tags:
-            click.echo(f"    tags: {', '.join(h.memory.tags)}")
-        click.echo(f"    {h.hit.snippet}")
+            echo(f"    tags: {', '.join(h.memory.tags)}")
+        echo(f"    {h.hit.snippet}")
         mem = (h.hit.explanation or {}).get("memory")
         if explain and mem:
-            click.echo(
+            echo(
                 f"      relevance {mem['relevance']} × weight {mem['weight']}"
                 f" (importance {mem['importance']}, age {mem['age_days']} d,"
                 f" half-life {mem['half_life_days']} d, floor {mem['recency_floor']})"
             )
-    click.echo(f"({len(res.hits)} results, {res.took_ms:.1f} ms)")
+    echo(f"({len(res.hits)} results, {res.took_ms:.1f} ms)")
 
 
 @memory.command("forget")
@@ -131,9 +137,9 @@ def forget_cmd(
         echo_json(res.to_dict())
         return
     for rec in res.records:
-        click.echo(_line(rec))
+        echo(_line(rec))
     verb = "would forget" if dry_run else "forgot"
-    click.echo(f"{verb} {len(res.records)} memor{'y' if len(res.records) == 1 else 'ies'}")
+    echo(f"{verb} {len(res.records)} memor{'y' if len(res.records) == 1 else 'ies'}")
 
 
 @memory.command("list")
@@ -159,9 +165,9 @@ def list_cmd(
         echo_json(data)
         return
     for rec in records:
-        click.echo(_line(rec))
+        echo(_line(rec))
     summary = ", ".join(f"{ns}: {n}" for ns, n in counts.items()) or "none"
-    click.echo(f"({len(records)} shown; namespaces {summary})")
+    echo(f"({len(records)} shown; namespaces {summary})")
 
 
 def _line(rec: MemoryRecord) -> str:
