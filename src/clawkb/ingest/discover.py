@@ -73,7 +73,22 @@ _DEFAULT_SPECS = tuple(
 #: paragraph is a long line without spaces, and it is not junk). Only the
 #: first :data:`MINIFIED_SNIFF_BYTES` are read, on every run.
 MINIFIABLE_SUFFIXES = frozenset(
-    ".js .mjs .cjs .jsx .ts .mts .cts .tsx .css .scss .less .json .geojson .svg".split()
+    [
+        ".js",
+        ".mjs",
+        ".cjs",
+        ".jsx",
+        ".ts",
+        ".mts",
+        ".cts",
+        ".tsx",
+        ".css",
+        ".scss",
+        ".less",
+        ".json",
+        ".geojson",
+        ".svg",
+    ]
 )
 MINIFIED_SNIFF_BYTES = 65536
 #: A line at least this long whose blanks are under :data:`MINIFIED_BLANK_SHARE`
@@ -156,7 +171,9 @@ def minified_reason(head: bytes) -> str | None:
         if len(line) >= MINIFIED_LINE_CHARS:
             blanks = line.count(b" ") + line.count(b"\t")
             if blanks < len(line) * MINIFIED_BLANK_SHARE:
-                return f"minified or generated (a line of {len(line)}+ characters, almost no spaces)"
+                return (
+                    f"minified or generated (a line of {len(line)}+ characters, almost no spaces)"
+                )
     return None
 
 
@@ -190,7 +207,9 @@ class _Walker:
     def walk(self, folder: Path, specs: Specs, depth: int) -> Iterator[Found]:
         problems, skipped = self.opts.problems, self.opts.skipped
         if depth > MAX_DEPTH:
-            problems.append(Problem(str(folder), f"folder nesting deeper than {MAX_DEPTH}, skipped"))
+            problems.append(
+                Problem(str(folder), f"folder nesting deeper than {MAX_DEPTH}, skipped")
+            )
             return
         real = os.path.realpath(folder)
         if real in self.seen_real:
@@ -243,7 +262,9 @@ class _Walker:
         if policy == "outside":
             return True
         if policy == "never":
-            self.opts.skipped.append(Problem(str(path), "symlink, skipped (follow_symlinks: never)"))
+            self.opts.skipped.append(
+                Problem(str(path), "symlink, skipped (follow_symlinks: never)")
+            )
             return False
         target = os.path.realpath(path)
         if target == self.real_root or target.startswith(self.real_root.rstrip("/") + "/"):
@@ -276,7 +297,9 @@ class _Walker:
             return True
         # enter an ignored folder only when an include pattern names it
         name = rel.rstrip("/").rsplit("/", 1)[-1]
-        return is_dir and any(name in inc.replace("\\", "/").split("/") for inc in self.opts.include)
+        return is_dir and any(
+            name in inc.replace("\\", "/").split("/") for inc in self.opts.include
+        )
 
 
 def _load_spec(folder: Path) -> pathspec.PathSpec | None:
