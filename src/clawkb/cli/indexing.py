@@ -177,16 +177,22 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @handle_errors
 def parsers(as_json: bool) -> None:
     """List parsers with the extensions and MIME types they claim."""
-    from clawkb.parsers.registry import default_registry
+    from clawkb.parsers.registry import default_registry, install_hint
 
-    infos = default_registry().all()
-    if as_json:
-        echo_json([_info_dict(i) for i in infos])
-        return
-    for i in infos:
+    registry = default_registry()
+    rows = []
+    for i in registry.all():
         d = _info_dict(i)
+        d["missing"] = install_hint(registry.by_name(i.name)) if i.ok else None
+        rows.append(d)
+    if as_json:
+        echo_json(rows)
+        return
+    for d in rows:
+        note = d["missing"] or (f"error: {d['error']}" if d.get("error") else "")
         echo(
             f"{d['name']:<12} {' '.join(d['extensions']):<28} {' '.join(d['mime_types']):<30} {d['origin']}"
+            + (f"  ({note})" if note else "")
         )
 
 

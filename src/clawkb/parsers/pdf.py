@@ -62,6 +62,9 @@ class PdfParser:
     mime_types: ClassVar[tuple[str, ...]] = ("application/pdf",)
     #: Run in a worker process under the per-file time limit (C code can hang).
     isolate: ClassVar[bool] = True
+    #: Modules it needs and the extra that installs them (``clawkb parsers`` says so).
+    requires: ClassVar[tuple[str, ...]] = ("pypdfium2", "pdfplumber")
+    extra: ClassVar[str] = "pdf"
 
     def parse(self, data: bytes, path: str) -> ParsedDocument:
         pdfium = _require_pdfium()

@@ -19,6 +19,7 @@ the registry: it is listed with ``error`` set and otherwise ignored.
 from __future__ import annotations
 
 import functools
+import importlib.util
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -104,6 +105,25 @@ class ParserRegistry:
             self._infos.append(ParserInfo(ep.name, (), (), origin, f"{ep.value}: {problem}"))
             return
         self.register(parser, origin)
+
+
+def install_hint(parser: object) -> str | None:
+    """``"not installed: pip install 'clawkb[pdf]'"`` when a module ``parser`` requires is
+    missing (checked without importing it), else ``None``."""
+    missing = [m for m in getattr(parser, "requires", ()) if not _importable(m)]
+    if not missing:
+        return None
+    extra = getattr(parser, "extra", None)
+    if extra:
+        return f"not installed: pip install 'clawkb[{extra}]'"
+    return f"not installed: needs {', '.join(missing)}"
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 @functools.cache
