@@ -66,6 +66,14 @@ class PdfParser:
     requires: ClassVar[tuple[str, ...]] = ("pypdfium2", "pdfplumber")
     extra: ClassVar[str] = "pdf"
 
+    @property
+    def helpers(self) -> tuple[str, ...]:
+        """Helpers the sandboxed worker needs: ``tesseract`` when OCR is usable.
+
+        Read in the parent before the fork, which also caches Tesseract's
+        language list there (the worker may not start programs)."""
+        return ("tesseract",) if pdf_ocr.ocr_available() else ()
+
     def parse(self, data: bytes, path: str) -> ParsedDocument:
         pdfium = _require_pdfium()
         if b"%PDF-" not in data[:1024]:
