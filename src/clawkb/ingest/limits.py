@@ -132,7 +132,7 @@ def call_isolated(
     ``timeout_s`` (``<= 0``: no limit). ``seccomp=False`` keeps only the limits;
     ``helpers`` starts the broker for :func:`clawkb.ingest.sandbox.run_helper`."""
     if seccomp:
-        sandbox.sandbox_status()  # import pyseccomp here: it runs ldconfig, which the filter forbids
+        sandbox.prepare()  # here: importing pyseccomp runs ldconfig, which the filter forbids
     read_end, write_end = os.pipe()
     started = time.monotonic()
     deadline = started + timeout_s if timeout_s > 0 else None

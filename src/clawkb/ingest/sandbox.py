@@ -59,6 +59,8 @@ EXTRA_FILES = 64
 MAX_MESSAGE_BYTES = 256 << 20
 
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
 _WRITE_FLAGS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND)
 #: Syscalls that change the file system: refused with EACCES.
 _FS_CHANGES = [
@@ -205,7 +207,42 @@ def _address_space() -> int:
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
+def prepare() -> SandboxStatus:
+    """In the parent, before forking: check libseccomp and compile the filter once
+    (building it takes ~15 ms of library calls; loading compiled BPF, microseconds)."""
+    status = sandbox_status()
+    if status.seccomp:
+        _compiled_filter()
+    return status
+
+
+@functools.cache
+def _compiled_filter() -> bytes:
+    """The filter as classic BPF (``struct sock_filter`` array), built by libseccomp."""
+    import tempfile
+
+    filt = _build_filter()
+    with tempfile.TemporaryFile() as fh:
+        filt.export_bpf(fh)
+        fh.seek(0)
+        return fh.read()
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
 def _load_filter() -> None:
+    """Install the compiled filter on this process (after ``PR_SET_NO_NEW_PRIVS``)."""
+    bpf = _compiled_filter()
+    program = ctypes.create_string_buffer(bpf, len(bpf))
+    fprog = _SockFprog(len(bpf) // 8, ctypes.cast(program, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+
+
+def _build_filter() -> Any:
     import pyseccomp as sc
 
     filt = sc.SyscallFilter(sc.ALLOW)
@@ -225,7 +262,7 @@ def _load_filter() -> None:
         _add(filt, sc.ERRNO(errno.EPERM), name)
     for name in _NOT_IMPLEMENTED:
         _add(filt, sc.ERRNO(errno.ENOSYS), name)
-    filt.load()
+    return filt
 
 
 def _add(filt: Any, action: int, name: str) -> None:
