@@ -45,6 +45,7 @@ import resource
 import signal
 import socket
 import struct
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -130,7 +131,8 @@ class SandboxStatus:
 
 @functools.cache
 def sandbox_status() -> SandboxStatus:
-    """Whether the seccomp filter is available (imports pyseccomp once, in this process)."""
+    """Whether the seccomp filter is on: pyseccomp imports, the filter compiles, and a
+    throw-away child can load it (containers may forbid seccomp). Cached per process."""
     if not hasattr(os, "fork") or not os.path.isdir("/proc/self/fd"):
         return SandboxStatus(False, "not Linux: resource limits only", no_new_privs=False)
     try:
@@ -141,9 +143,40 @@ def sandbox_status() -> SandboxStatus:
         )
     except (OSError, RuntimeError) as exc:  # the libseccomp shared library is missing
         return SandboxStatus(False, f"libseccomp unavailable ({exc}): limits only")
+    try:
+        _compiled_filter()
+    except Exception as exc:
+        return SandboxStatus(False, f"cannot build the seccomp filter ({exc}): limits only")
+    problem = _probe()
+    if problem is not None:
+        return SandboxStatus(False, f"cannot load a seccomp filter here ({problem}): limits only")
     return SandboxStatus(
         True, f"seccomp filter via pyseccomp (libseccomp API {pyseccomp.get_api()})"
     )
+
+
+def _probe() -> str | None:
+    """Load the filter in a child that then exits; ``None`` when that worked."""
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the probe
+        try:
+            os.close(read_end)
+            _no_new_privs()
+            _load_filter()
+            os.write(write_end, b"ok")
+        except BaseException as exc:
+            with contextlib.suppress(BaseException):
+                os.write(write_end, str(exc).encode()[:300])
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as fh:
+        said = fh.read()
+    os.waitpid(pid, 0)
+    return None if said == b"ok" else (said.decode("utf-8", "replace") or "the probe died")
 
 
 def stopped_reason(signum: int) -> str | None:
@@ -210,10 +243,7 @@ def _address_space() -> int:
 def prepare() -> SandboxStatus:
     """In the parent, before forking: check libseccomp and compile the filter once
     (building it takes ~15 ms of library calls; loading compiled BPF, microseconds)."""
-    status = sandbox_status()
-    if status.seccomp:
-        _compiled_filter()
-    return status
+    return sandbox_status()
 
 
 @functools.cache
