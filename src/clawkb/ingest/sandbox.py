@@ -324,7 +324,10 @@ def run_helper(name: str, payload: bytes, *args: str) -> bytes:
     Raises ``OSError`` with the helper's message when it fails.
     """
     if _broker is None:
-        return _HELPERS[name](payload, tuple(args))
+        fn = _HELPERS.get(name)
+        if fn is None:
+            raise OSError(f"unknown helper {name!r}")
+        return fn(payload, tuple(args))
     _send(_broker, {"name": name, "args": list(args)}, payload)
     answer = _receive(_broker)
     if answer is None:
