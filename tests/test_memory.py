@@ -136,7 +136,7 @@ def test_weighting_read_from_config(tmp_path: Path) -> None:
     with KnowledgeBase.open(home, create=True) as kb:
         assert kb.memory.weighting == Weighting(7.0, 0.0)
     (home / "config.yaml").write_text("memory:\n  half_life: 7\n")
-    with pytest.raises(ConfigError, match="did you mean 'memory.half_life_days'"):
+    with pytest.raises(ConfigError, match=r"did you mean 'memory\.half_life_days'"):
         KnowledgeBase.open(home)  # the whole config.yaml is checked when the KB opens
 
 

@@ -161,6 +161,7 @@ class Config(Section):
     index_batch_chunks: int = Field(20000, ge=1)
     datasheets: tuple[str, ...] = ()  # folders, relative to the KB's parent folder
     board_boost: float = Field(1.5, gt=0)
+    progress_interval_s: float = Field(5.0, gt=0)  # status line period when output is piped
     retrieval: RetrievalSection = Field(default_factory=RetrievalSection)  # type: ignore[valid-type]
     embedding: EmbeddingSection = Field(default_factory=EmbeddingSection)
     llm: LLMSettings = Field(default_factory=LLMSettings)

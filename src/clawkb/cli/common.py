@@ -31,13 +31,20 @@ def handle_errors(func: F) -> F:
 
 
 @contextmanager
-def open_kb(ctx: click.Context, *, create: bool = False) -> Iterator[Any]:
-    """Open the knowledge base chosen by --kb / CLAWKB_HOME / discovery."""
+def open_kb(ctx: click.Context, *, create: bool = False, announce: bool = False) -> Iterator[Any]:
+    """Open the knowledge base chosen by --kb / CLAWKB_HOME / discovery.
+
+    ``announce``: commands that write say which KB they write to, on stderr
+    (``knowledge base: /path/.clawkb``), so a KB created in an unexpected place
+    is noticed at once.
+    """
     from clawkb.config import resolve_home
     from clawkb.kb import KnowledgeBase
 
     home = resolve_home(ctx.obj.get("kb") if ctx.obj else None)
     kb = KnowledgeBase.open(home, create=create)
+    if announce:
+        click.echo(f"knowledge base: {kb.home}", err=True)
     try:
         yield kb
     finally:

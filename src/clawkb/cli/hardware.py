@@ -55,7 +55,7 @@ def pins(ctx: click.Context, args: tuple[str, ...], as_json: bool) -> None:
     if args and args[0] == "set":
         if len(args) != 4:
             raise click.UsageError("usage: clawkb pins set BOARD ALIAS PIN")
-        with open_kb(ctx) as kb:
+        with open_kb(ctx, announce=True) as kb:
             edit = set_pin(kb, args[1], args[2], args[3])
         if as_json:
             echo_json(edit.to_dict())
@@ -72,15 +72,17 @@ def pins(ctx: click.Context, args: tuple[str, ...], as_json: bool) -> None:
         return
     if not listing["boards"]:
         click.echo("no pin aliases (add a `## Pin Aliases` section to a datasheet)")
+    from clawkb.cli.table import echo_table
+
     for board, aliases in listing["boards"].items():
         click.echo(board or "generic")
+        rows = []
         for a in aliases:
             anchor = f" #{a['anchor']}" if a["anchor"] else ""
             extra = ", ".join(f"{k}: {v}" for k, v in a["extra"].items())
-            click.echo(
-                f"  {a['alias']:<20} pin {a['pin']:<8} {a['path']}:{a['line']}{anchor}"
-                + (f"  ({extra})" if extra else "")
-            )
+            where = f"{a['path']}:{a['line']}{anchor}"
+            rows.append([a["alias"], f"pin {a['pin']}", where, f"({extra})" if extra else ""])
+        echo_table(rows, indent=2)
     for c in listing["conflicts"]:
         click.echo(f"conflict: {c}", err=True)
 

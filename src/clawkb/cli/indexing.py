@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -46,27 +45,35 @@ def index(
     datasheets: tuple[str, ...],
 ) -> None:
     """Index files and folders incrementally (only changed files are reparsed)."""
-    bar = _ProgressBar(enabled=not as_json and not quiet and sys.stderr.isatty())
-    with open_kb(ctx, create=True) as kb:
-        if datasheets or not paths:
-            from clawkb.hardware import index_datasheets
+    from clawkb.cli.progress import JobProgress
 
-            report = index_datasheets(
-                kb,
-                list(paths),
-                list(datasheets),
-                progress=bar.update,
-                wait=wait,
-                on_wait=lambda m: click.echo(m, err=True),
-            )
-        else:
-            report = kb.index(
-                list(paths),
-                progress=bar.update,
-                wait=wait,
-                on_wait=lambda m: click.echo(m, err=True),
-            )
-    bar.close()
+    with open_kb(ctx, create=True, announce=True) as kb:
+        bar = JobProgress(
+            "index",
+            "files",
+            enabled=not as_json and not quiet,
+            interval=kb.config.progress_interval_s,
+            min_total=50,
+        )
+        with bar:
+            if datasheets or not paths:
+                from clawkb.hardware import index_datasheets
+
+                report = index_datasheets(
+                    kb,
+                    list(paths),
+                    list(datasheets),
+                    progress=bar,
+                    wait=wait,
+                    on_wait=lambda m: click.echo(m, err=True),
+                )
+            else:
+                report = kb.index(
+                    list(paths),
+                    progress=bar,
+                    wait=wait,
+                    on_wait=lambda m: click.echo(m, err=True),
+                )
     if as_json:
         echo_json(report.to_dict())
         return
@@ -86,29 +93,6 @@ def index(
     )
 
 
-class _ProgressBar:
-    """A one-line progress bar on stderr for long runs (silent for short ones)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.shown = False
-
-    def update(self, done: int, total: int, path: str) -> None:
-        if not self.enabled or total < 50:
-            return
-        width = 30
-        fill = int(width * done / total)
-        name = path[-40:]
-        click.echo(
-            f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {name:<40}", err=True, nl=False
-        )
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            click.echo("", err=True)
-
-
 @click.command()
 @click.option(
     "--vectors", is_flag=True, help="Also drop all vectors and re-embed with the configured model."
@@ -117,7 +101,7 @@ class _ProgressBar:
 @handle_errors
 def reindex(ctx: click.Context, vectors: bool) -> None:
     """Rebuild the lexical index from the store."""
-    with open_kb(ctx) as kb:
+    with open_kb(ctx, announce=True) as kb:
         n = kb.reindex()
     click.echo(f"reindexed {n} chunks")
     if vectors:

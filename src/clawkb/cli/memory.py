@@ -46,7 +46,7 @@ def store_cmd(
 ) -> None:
     """Remember TEXT (`-` reads stdin). The same text again updates the same memory."""
     body = sys.stdin.read() if text == ("-",) else " ".join(text)
-    with open_kb(ctx, create=True) as kb:
+    with open_kb(ctx, create=True, announce=True) as kb:
         res = kb.memory.store(body, namespace=namespace, tags=tags, importance=importance, ttl=ttl)
     if as_json:
         echo_json(res.to_dict())
@@ -125,7 +125,7 @@ def forget_cmd(
     as_json: bool,
 ) -> None:
     """Forget memories by id (or unique prefix), --tag and/or --query (combined with AND)."""
-    with open_kb(ctx) as kb:
+    with open_kb(ctx, announce=not dry_run) as kb:
         res = kb.memory.forget(ids, tags=tags, query=query, namespace=namespace, dry_run=dry_run)
     if as_json:
         echo_json(res.to_dict())
