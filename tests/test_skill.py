@@ -70,3 +70,11 @@ def test_agents_md_snippet() -> None:
     assert (
         res.exit_code == 0 and "clawkb search" in res.output and "## Knowledge base" in res.output
     )
+
+
+def test_docs_carry_the_same_agents_md_snippet() -> None:
+    docs = (Path(__file__).parents[1] / "docs" / "mcp.md").read_text(encoding="utf-8")
+    assert shipped("AGENTS.md").strip() in docs
+    for agent in ("claude", "codex", "hermes"):
+        assert f"clawkb skill install --agent {agent}" in docs
+    assert "[mcp_servers.clawkb]" in docs and ".cursor/mcp.json" in docs

@@ -93,7 +93,7 @@ class LazyGroup(click.Group):
     "kb",
     envvar="CLAWKB_HOME",
     metavar="DIR",
-    help="Knowledge-base folder (default: ./.clawkb in this or a parent folder, else the user data dir).",
+    help="Knowledge-base folder (default: .clawkb in this or a parent folder, else ./.clawkb).",
 )
 @click.version_option(__version__, prog_name="clawkb")
 @click.pass_context
