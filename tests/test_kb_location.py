@@ -52,7 +52,6 @@ def test_read_with_no_kb_is_a_clear_error(bare: tuple[Path, dict[str, str]]) -> 
     res = clawkb(env, "search", "anything", cwd=work)
     assert res.returncode == 2
     assert res.stderr.strip() == (
-        f"error: no knowledge base at {work / '.clawkb'}"
-        " (run `clawkb init` or `clawkb index PATH`)"
+        f"error: no knowledge base at {work / '.clawkb'} (run `clawkb init` or `clawkb index PATH`)"
     )
     assert not (work / ".clawkb").exists()
