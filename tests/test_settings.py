@@ -163,3 +163,11 @@ def test_config_command_reports_a_bad_file(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["--kb", str(home), "config"])
     assert res.exit_code == 2
     assert "config.yaml: unknown key 'max_token' (did you mean 'max_tokens'?)" in res.output
+
+
+def test_docs_name_every_key() -> None:
+    from clawkb.config_load import effective
+
+    docs = (Path(__file__).parents[1] / "docs" / "config.md").read_text(encoding="utf-8")
+    for key, _value, _source in effective(Config()):
+        assert f"`{key.rpartition('.')[2]}`" in docs, key

@@ -26,8 +26,6 @@ MAX_TEXT_CHARS = 20_000
 MAX_TAG_CHARS = 64
 
 _NAMESPACE = re.compile(r"^\w[\w.\-]{0,63}$")
-_TTL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
-_TTL_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 DAY = 86400.0
 
 
@@ -205,17 +203,11 @@ def check_importance(importance: float) -> float:
 
 def parse_ttl(ttl: str | float | int | None) -> float | None:
     """Seconds from ``3600``, ``"90s"``, ``"30m"``, ``"12h"``, ``"7d"`` or ``"2w"``; None = forever."""
+    from clawkb.durations import parse_duration
+
     if ttl is None or ttl == "":
         return None
-    if isinstance(ttl, int | float) and not isinstance(ttl, bool):
-        seconds = float(ttl)
-    else:
-        m = _TTL.match(str(ttl))
-        if not m:
-            raise ConfigError(
-                f"ttl {ttl!r}: write a number of seconds or e.g. 90s, 30m, 12h, 7d, 2w"
-            )
-        seconds = float(m.group(1)) * _TTL_UNITS[m.group(2).lower()]
+    seconds = parse_duration(ttl if isinstance(ttl, int | float) else str(ttl), "ttl")
     if seconds <= 0:
         raise ConfigError(f"ttl {ttl!r} must be positive")
     return seconds
