@@ -84,7 +84,7 @@ class _RetrievalChecks(Section):
 
 
 #: ``retrieval:`` — every field of :class:`RetrievalSettings` plus the reranker's options.
-RetrievalSection: type[Section] = create_model(  # type: ignore[call-overload]
+RetrievalSection: Any = create_model(
     "RetrievalSection",
     __base__=_RetrievalChecks,
     rerank_options=(dict[str, Any], Field(default_factory=dict)),
@@ -162,11 +162,11 @@ class Config(Section):
     datasheets: tuple[str, ...] = ()  # folders, relative to the KB's parent folder
     board_boost: float = Field(1.5, gt=0)
     progress_interval_s: float = Field(5.0, gt=0)  # status line period when output is piped
-    retrieval: RetrievalSection = Field(default_factory=RetrievalSection)  # type: ignore[valid-type]
-    embedding: EmbeddingSection = Field(default_factory=EmbeddingSection)
-    llm: LLMSettings = Field(default_factory=LLMSettings)
-    answer: AnswerSection = Field(default_factory=AnswerSection)
-    memory: MemorySection = Field(default_factory=MemorySection)
+    retrieval: RetrievalSection = RetrievalSection()  # sections are frozen: sharing is safe
+    embedding: EmbeddingSection = EmbeddingSection()
+    llm: LLMSettings = LLMSettings()
+    answer: AnswerSection = AnswerSection()
+    memory: MemorySection = MemorySection()
 
     #: dotted key -> where its value came from ("config.yaml PATH" / "env CLAWKB_X")
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
