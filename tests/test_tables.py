@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from pathlib import Path
 
@@ -64,3 +65,22 @@ def test_pins_listing_aligns_chinese_aliases(tmp_path: Path) -> None:
     pin_cols = {width(ln[: ln.index(" pin ")]) for ln in rows}
     where_cols = {width(ln[: ln.index("devboard.md")]) for ln in rows}
     assert len(pin_cols) == 1 and len(where_cols) == 1, res.stdout
+
+
+def test_memory_list_pads_namespaces_and_clips_text_by_width(tmp_path: Path) -> None:
+    kb = str(tmp_path / "kb")
+    runner = CliRunner()
+    long_zh = "调试串口在J7排针上，波特率为115200，" * 10
+    for ns, text in [("bringup", "UART on J7"), ("硬件调试", long_zh), ("x", "short note")]:
+        res = runner.invoke(cli, ["--kb", kb, "memory", "store", "-N", ns, text])
+        assert res.exit_code == 0, res.output
+    res = runner.invoke(cli, ["--kb", kb, "memory", "list"])
+    lines = res.stdout.splitlines()
+    heads = [ln for ln in lines if not ln.startswith("    ") and not ln.startswith("(")]
+    assert len(heads) == 3
+    dates = [re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", ln) for ln in heads]
+    date_cols = {width(ln[: m.start()]) for ln, m in zip(heads, dates, strict=True) if m}
+    assert len(date_cols) == 1 and all(dates), res.stdout
+    texts = [ln[4:] for ln in lines if ln.startswith("    ")]
+    assert all(width(t) <= 80 for t in texts)
+    assert any(t.endswith("...") and width(t) >= 77 for t in texts)

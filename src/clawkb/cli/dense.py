@@ -19,10 +19,9 @@ def run_embed(ctx: click.Context, *, fresh: bool, as_json: bool, model: str | No
     from clawkb.cli.progress import JobProgress
     from clawkb.embed.base import get_embedder
     from clawkb.embed.run import embed_kb, reembed_kb
-    from clawkb.retrieve.settings import embedding_config
 
     with open_kb(ctx, announce=True) as kb:
-        name, options = embedding_config(kb.config.extra)
+        name, options = kb.config.embedding.model, kb.config.embedding.options
         embedder = get_embedder(model or name, options if not model or model == name else {})
         run = reembed_kb if fresh else embed_kb
         interval = kb.config.progress_interval_s

@@ -43,3 +43,24 @@ def echo_table(
 ) -> None:
     for line in format_table(rows, headers, indent):
         click.echo(line)
+
+
+def cells(text: str) -> int:
+    """Terminal columns ``text`` takes (two for each wide character)."""
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+def clip(text: str, width: int, tail: str = "...") -> str:
+    """``text`` cut to at most ``width`` terminal columns, marked with ``tail`` when cut."""
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(text) <= width:
+        return text
+    return set_cell_size(text, width - len(tail)).rstrip() + tail
+
+
+def pad(text: str, width: int) -> str:
+    """``text`` padded with spaces to ``width`` terminal columns."""
+    return text + " " * max(0, width - cells(text))

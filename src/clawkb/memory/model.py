@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,27 +117,6 @@ class Weighting:
 
     half_life_days: float = 30.0
     recency_floor: float = 0.25
-
-    @classmethod
-    def from_config(cls, extra: Mapping[str, Any]) -> Weighting:
-        """Read the optional ``memory:`` section of config.yaml."""
-        section = extra.get("memory") or {}
-        if not isinstance(section, Mapping):
-            raise ConfigError("config.yaml: `memory` must be a mapping")
-        unknown = set(section) - {"half_life_days", "recency_floor"}
-        if unknown:
-            raise ConfigError(
-                f"config.yaml: unknown memory setting(s): {', '.join(sorted(unknown))}"
-            )
-        try:
-            w = cls(**{k: float(v) for k, v in section.items()})
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"config.yaml: memory settings must be numbers ({exc})") from exc
-        if w.half_life_days <= 0 or not 0 <= w.recency_floor <= 1:
-            raise ConfigError(
-                "config.yaml: memory.half_life_days must be > 0 and recency_floor in [0, 1]"
-            )
-        return w
 
 
 def memory_weight(importance: float, age_seconds: float, w: Weighting) -> float:
