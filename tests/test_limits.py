@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import os
 import subprocess
 import time
@@ -151,7 +152,7 @@ def test_pipeline_applies_the_limit_and_goes_on(tmp_path: Path) -> None:
     registry.register(TextParser(), "test")
     registry.register(Sleeper(), "test")
     with KnowledgeBase.open(tmp_path / "kb", create=True) as kb, kb.writer():
-        config = kb.config.model_copy(update={"parse_timeout_s": 1.0})
+        config = dataclasses.replace(kb.config, parse_timeout_s=1.0)
         report = Ingestor(kb.repo, kb.lexical, config, registry).index_paths([docs])
     assert report.added == 1 and report.failed == 1
     ((path, reason),) = report.errors

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -128,7 +129,7 @@ def test_model_defaults_are_the_runtime_defaults() -> None:
     chunk = ChunkConfig()
     assert (cfg.max_tokens, cfg.overlap) == (chunk.max_tokens, chunk.overlap)
     runtime = RetrievalSettings()
-    for name in type(cfg.retrieval).model_fields:
+    for name in (f.name for f in dataclasses.fields(cfg.retrieval)):
         if name != "rerank_options":
             assert getattr(cfg.retrieval, name) == getattr(runtime, name), name
     assert (cfg.memory.half_life_days, cfg.memory.recency_floor) == (
@@ -171,3 +172,17 @@ def test_docs_name_every_key() -> None:
     docs = (Path(__file__).parents[1] / "docs" / "config.md").read_text(encoding="utf-8")
     for key, _value, _source in effective(Config()):
         assert f"`{key.rpartition('.')[2]}`" in docs, key
+
+
+def test_no_file_no_variables_needs_no_validation_library(tmp_path: Path) -> None:
+    """Opening a KB without config.yaml stays cheap: pydantic is not even imported."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from pathlib import Path; from clawkb.config import Config; "
+        f"c = Config.load(Path({str(tmp_path)!r}), env={{'CLAWKB_HOME': 'x'}}); "
+        "assert c == Config(); print('pydantic' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

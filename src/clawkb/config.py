@@ -15,21 +15,13 @@ effective values and where each came from.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import typing
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    create_model,
-    field_validator,
-    model_validator,
-)
+from annotated_types import Ge, Gt, Interval
 
 from clawkb.errors import ConfigError
 from clawkb.retrieve.settings import RetrievalSettings
@@ -55,68 +47,68 @@ def resolve_home(explicit: str | os.PathLike[str] | None = None, cwd: Path | Non
     return find_home(cwd) or (cwd or Path.cwd()).resolve() / LOCAL_DIR
 
 
-class Section(BaseModel):
-    """Base of every settings section: unknown keys are errors, values are frozen."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
-
-
-def _from_dataclass(cls: type, skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Field specs (type, default) of a runtime settings dataclass: one source of defaults."""
-    hints = typing.get_type_hints(cls)
-    return {
-        f.name: (hints[f.name], f.default)
-        for f in dataclasses.fields(cls)
-        if f.name not in skip and f.default is not dataclasses.MISSING
-    }
-
-
-class _RetrievalChecks(Section):
-    @model_validator(mode="after")
-    def _check(self) -> Any:
-        try:  # the runtime settings own the value rules (modes, fusions, ...)
-            fields = {k: getattr(self, k) for k in type(self).model_fields}
-            fields.pop("rerank_options", None)
-            RetrievalSettings(**fields)
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-        return self
-
-
-#: ``retrieval:`` — every field of :class:`RetrievalSettings` plus the reranker's options.
-RetrievalSection: Any = create_model(
-    "RetrievalSection",
-    __base__=_RetrievalChecks,
-    rerank_options=(dict[str, Any], Field(default_factory=dict)),
-    **_from_dataclass(RetrievalSettings, skip=("extra",)),
+ENV_PREFIX = "CLAWKB_"
+#: CLAWKB_* variables read elsewhere that are not settings (suffix after CLAWKB_).
+NOT_SETTINGS = frozenset(
+    {"HOME", "DATASETS", "FUZZ_EXAMPLES", "INDEX_WORKERS", "MODEL_CACHE", "NO_OCR"}
 )
 
+#: Read by pydantic when :mod:`clawkb.config_load` validates a file or the
+#: environment; this module never imports pydantic, so opening a KB with no
+#: ``config.yaml`` costs no validation library at all.
+STRICT = {"extra": "forbid"}
 
-class EmbeddingSection(Section):
+
+def _check_retrieval(self: Any) -> None:
+    values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "rerank_options"}
+    try:  # the runtime settings own the value rules (modes, fusions, rerankers, ...)
+        RetrievalSettings(**values)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _retrieval_section() -> type:
+    """``retrieval:`` — every field of :class:`RetrievalSettings` plus the reranker's options."""
+    hints = typing.get_type_hints(RetrievalSettings)
+    specs: list[Any] = [
+        (f.name, hints[f.name], field(default=f.default))
+        for f in fields(RetrievalSettings)
+        if f.name != "extra" and f.default is not MISSING
+    ]
+    specs.append(("rerank_options", dict[str, Any], field(default_factory=dict)))
+    namespace = {"__pydantic_config__": STRICT, "__post_init__": _check_retrieval}
+    cls = make_dataclass("RetrievalSection", specs, frozen=True, namespace=namespace)
+    cls.__module__ = __name__
+    return cls
+
+
+RetrievalSection = _retrieval_section()
+
+
+@dataclass(frozen=True)
+class EmbeddingSection:
     """``embedding: e5-small`` or ``embedding: {model: NAME, options: {...}}``."""
 
+    __pydantic_config__ = STRICT
     model: str = "e5-small"
-    options: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _bare_name(cls, data: Any) -> Any:
-        return {"model": data} if isinstance(data, str) else data
+    options: dict[str, Any] = field(default_factory=dict)
 
 
-class LLMSettings(Section):
+@dataclass(frozen=True)
+class LLMSettings:
     """``llm:`` — an OpenAI-compatible endpoint, an in-process GGUF, or a plugin client."""
 
+    __pydantic_config__ = STRICT
     client: str = ""  # "" = openai when base_url is set, llama-cpp when gguf is set
     base_url: str | None = None
     model: str | None = None
     api_key: str | None = None
     api_key_env: str | None = None
     gguf: str | None = None
-    timeout_s: float = 60.0
-    retries: int = Field(2, ge=0)
-    backoff_s: float = Field(0.5, ge=0)
-    max_retry_after_s: float = Field(30.0, ge=0)  # longest Retry-After honoured
+    timeout_s: Annotated[float, Gt(0)] = 60.0
+    retries: Annotated[int, Ge(0)] = 2
+    backoff_s: Annotated[float, Ge(0)] = 0.5
+    max_retry_after_s: Annotated[float, Ge(0)] = 30.0  # longest Retry-After honoured
     temperature: float = 0.1
     max_tokens: int = 512
     n_ctx: int = 4096
@@ -131,61 +123,64 @@ class LLMSettings(Section):
         return f"{self.model or 'default'} @ {self.base_url}" if self.base_url else "none"
 
 
-class AnswerSection(Section):
+@dataclass(frozen=True)
+class AnswerSection:
     """``answer:`` — defaults for ``ask`` (unset = the built-in role / calibrated threshold)."""
 
+    __pydantic_config__ = STRICT
     role: str | None = None
-    context_tokens: int = Field(1800, ge=100)
+    context_tokens: Annotated[int, Ge(100)] = 1800
     min_confidence: float | None = None
 
 
-class MemorySection(Section):
+@dataclass(frozen=True)
+class MemorySection:
     """``memory:`` — how recall weighs importance and age."""
 
-    half_life_days: float = Field(30.0, gt=0)
-    recency_floor: float = Field(0.25, ge=0, le=1)
+    __pydantic_config__ = STRICT
+    half_life_days: Annotated[float, Gt(0)] = 30.0
+    recency_floor: Annotated[float, Interval(ge=0, le=1)] = 0.25
 
 
-class Config(Section):
+@dataclass(frozen=True)
+class Config:
     """Knowledge-base settings: the whole of ``config.yaml``."""
 
-    max_tokens: int = Field(350, ge=1)
-    overlap: float = Field(0.15, ge=0, lt=0.5)
-    max_file_mb: float = Field(20.0, gt=0)
-    parse_timeout_s: float = Field(60.0, gt=0)
+    __pydantic_config__ = STRICT
+    max_tokens: Annotated[int, Ge(1)] = 350
+    overlap: Annotated[float, Interval(ge=0, lt=0.5)] = 0.15
+    max_file_mb: Annotated[float, Gt(0)] = 20.0
+    parse_timeout_s: Annotated[float, Gt(0)] = 60.0
     ignore: tuple[str, ...] = ()
     follow_symlinks: Literal["inside", "outside"] = "inside"
-    k1: float = Field(1.2, gt=0)
+    k1: Annotated[float, Gt(0)] = 1.2
     field_weights: tuple[float, float, float] = (2.0, 1.0, 0.6)
     field_b: tuple[float, float, float] = (0.3, 0.75, 0.75)
-    index_batch_chunks: int = Field(20000, ge=1)
+    index_batch_chunks: Annotated[int, Ge(1)] = 20000
     datasheets: tuple[str, ...] = ()  # folders, relative to the KB's parent folder
-    board_boost: float = Field(1.5, gt=0)
-    progress_interval_s: float = Field(5.0, gt=0)  # status line period when output is piped
-    retrieval: RetrievalSection = RetrievalSection()  # sections are frozen: sharing is safe
-    embedding: EmbeddingSection = EmbeddingSection()
-    llm: LLMSettings = LLMSettings()
-    answer: AnswerSection = AnswerSection()
-    memory: MemorySection = MemorySection()
-
-    #: dotted key -> where its value came from ("config.yaml PATH" / "env CLAWKB_X")
-    _sources: dict[str, str] = PrivateAttr(default_factory=dict)
-
-    @field_validator("datasheets", mode="before")
-    @classmethod
-    def _folders(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return [value]
-        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-            raise ValueError("must be a folder or a list of folders")
-        return value
+    board_boost: Annotated[float, Gt(0)] = 1.5
+    progress_interval_s: Annotated[float, Gt(0)] = 5.0  # status line period when piped
+    retrieval: RetrievalSection = field(default_factory=RetrievalSection)  # type: ignore[valid-type]
+    embedding: EmbeddingSection = field(default_factory=EmbeddingSection)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    answer: AnswerSection = field(default_factory=AnswerSection)
+    memory: MemorySection = field(default_factory=MemorySection)
 
     @classmethod
     def load(cls, home: Path, env: typing.Mapping[str, str] | None = None) -> Config:
-        """``<home>/config.yaml`` (optional) under ``CLAWKB_*`` variables (default os.environ)."""
+        """``<home>/config.yaml`` (optional) under ``CLAWKB_*`` variables (default os.environ).
+
+        With no file and no setting in the environment this is just ``Config()``.
+        """
+        env = os.environ if env is None else env
+        settings_env = any(
+            k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX) :] not in NOT_SETTINGS for k in env
+        )
+        if not settings_env and not (home / "config.yaml").exists():
+            return cls()
         from clawkb.config_load import load_config
 
-        return load_config(home, os.environ if env is None else env)
+        return load_config(home, env)
 
     @classmethod
     def from_dict(cls, data: Any, origin: str = "config") -> Config:
@@ -196,17 +191,26 @@ class Config(Section):
 
     def source(self, key: str) -> str:
         """Where the dotted ``key`` got its value: ``default``, a file or an env variable."""
-        return self._sources.get(key, "default")
+        sources: dict[str, str] = getattr(self, "_sources", {})
+        return sources.get(key, "default")
+
+    def _set(self, section: str) -> dict[str, Any]:
+        value = getattr(self, section)
+        return {
+            f.name: getattr(value, f.name)
+            for f in fields(value)
+            if self.source(f"{section}.{f.name}") != "default"
+        }
 
     @property
     def extra(self) -> dict[str, Any]:
         """The sections as plain dicts of the keys that were set (for older call sites)."""
         return {
-            "retrieval": self.retrieval.model_dump(exclude_unset=True),
-            "embedding": self.embedding.model_dump(),
-            "llm": self.llm.model_dump(exclude_unset=True),
-            "answer": self.answer.model_dump(exclude_unset=True),
-            "memory": self.memory.model_dump(exclude_unset=True),
+            "retrieval": self._set("retrieval"),
+            "embedding": {"model": self.embedding.model, "options": dict(self.embedding.options)},
+            "llm": self._set("llm"),
+            "answer": self._set("answer"),
+            "memory": self._set("memory"),
             "board_boost": self.board_boost,
             **({"datasheets": list(self.datasheets)} if self.datasheets else {}),
         }

@@ -16,22 +16,21 @@ The few ``CLAWKB_*`` variables that are not settings are listed in
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import functools
 import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import TypeAdapter, ValidationError
 
-from clawkb.config import Config
+from clawkb.config import ENV_PREFIX as PREFIX
+from clawkb.config import NOT_SETTINGS, Config
 from clawkb.errors import ConfigError
 
-PREFIX = "CLAWKB_"
-#: CLAWKB_* variables read elsewhere that are not settings (suffix after CLAWKB_).
-NOT_SETTINGS = frozenset(
-    {"HOME", "DATASETS", "FUZZ_EXAMPLES", "INDEX_WORKERS", "MODEL_CACHE", "NO_OCR"}
-)
+__all__ = ["NOT_SETTINGS", "build_config", "effective", "env_layer", "env_names", "load_config"]
 #: Older spellings kept working.
 ENV_ALIASES = {"LLM_TIMEOUT": "llm.timeout_s"}
 ENV_ORIGIN = "environment"
@@ -64,16 +63,17 @@ def build_config(files: Mapping[str, Any], env: Mapping[str, str] | None = None)
     for origin, data in files.items():
         if not isinstance(data, dict):
             raise ConfigError(f"{origin}: expected a mapping of settings, got {_kind(data)}")
+        data = _normalise(data, origin)
         _validate(data, origin)
         label = Path(origin).name if origin.endswith(".yaml") else origin
-        _merge(merged, sources, _normalise(data), label)
+        _merge(merged, sources, data, label)
     if env:
         data, env_sources = env_layer(env)
         _validate(data, ENV_ORIGIN)
-        _merge(merged, sources, _normalise(data), "")
+        _merge(merged, sources, _normalise(data, ENV_ORIGIN), "")
         sources.update(env_sources)
     config = _validate(merged, ENV_ORIGIN if env else next(iter(files), "config"))
-    config._sources.update(sources)
+    object.__setattr__(config, "_sources", sources)  # frozen: set once, here
     return config
 
 
@@ -100,12 +100,12 @@ def env_layer(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
 def env_names() -> dict[str, str]:
     """Every accepted ``CLAWKB_*`` variable → the dotted key it sets."""
     out: dict[str, str] = {}
-    for name, field in Config.model_fields.items():
-        sub = _model_of(field.annotation)
+    for name, annotation in _hints(Config).items():
+        sub = _model_of(annotation)
         if sub is None:
             out[PREFIX + name.upper()] = name
             continue
-        for leaf in sub.model_fields:
+        for leaf in _hints(sub):
             out[f"{PREFIX}{name.upper()}_{leaf.upper()}"] = f"{name}.{leaf}"
     out.update({PREFIX + alias: key for alias, key in ENV_ALIASES.items()})
     return out
@@ -114,10 +114,11 @@ def env_names() -> dict[str, str]:
 def effective(config: Config) -> list[tuple[str, Any, str]]:
     """(dotted key, value, source) for every setting, in model order."""
     rows: list[tuple[str, Any, str]] = []
-    for name in Config.model_fields:
+    for name in _hints(Config):
         value = getattr(config, name)
-        if isinstance(value, BaseModel):
-            for leaf in type(value).model_fields:
+        section = _model_of(type(value))
+        if section is not None:
+            for leaf in _hints(section):
                 key = f"{name}.{leaf}"
                 rows.append((key, _plain(getattr(value, leaf)), config.source(key)))
         else:
@@ -125,9 +126,21 @@ def effective(config: Config) -> list[tuple[str, Any, str]]:
     return rows
 
 
+@functools.cache
+def _adapter() -> TypeAdapter[Config]:
+    return TypeAdapter(Config)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """Field name → type (``Annotated`` stripped), in declaration order."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
 def _validate(data: dict[str, Any], origin: str) -> Config:
     try:
-        return Config.model_validate(data)
+        return _adapter().validate_python(data)
     except ValidationError as exc:
         raise ConfigError("; ".join(_explain(err, origin) for err in exc.errors())) from None
 
@@ -135,13 +148,13 @@ def _validate(data: dict[str, Any], origin: str) -> Config:
 def _explain(err: Any, origin: str) -> str:
     loc = [str(p) for p in err["loc"]]
     dotted = ".".join(loc)
-    if err["type"] == "extra_forbidden":
+    if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         known = _fields_at(loc[:-1])
         close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
         prefix = ".".join([*loc[:-1], ""]) if len(loc) > 1 else ""
         hint = f" (did you mean '{prefix}{close[0]}'?)" if close else ""
         return f"{origin}: unknown key '{dotted}'{hint}"
-    if err["type"] in ("model_type", "dict_type", "model_attributes_type"):
+    if err["type"] in ("model_type", "dict_type", "dataclass_type", "model_attributes_type"):
         return f"{origin}: '{dotted}' must be a mapping of settings, got {_kind(err['input'])}"
     msg = str(err["msg"]).removeprefix("Value error, ")
     where = f"'{dotted}'" if dotted else "settings"
@@ -154,24 +167,25 @@ def _explain(err: Any, origin: str) -> str:
 
 
 def _fields_at(loc: list[str]) -> list[str]:
-    model: type[BaseModel] | None = Config
+    model: type | None = Config
     for part in loc:
-        field = model.model_fields.get(part) if model else None
-        model = _model_of(field.annotation) if field else None
-    return list(model.model_fields) if model else []
+        annotation = _hints(model).get(part) if model else None
+        model = _model_of(annotation)
+    return list(_hints(model)) if model else []
 
 
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    return (
-        annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-    )
+def _model_of(annotation: Any) -> type | None:
+    """The section class when ``annotation`` is one (a dataclass), else None."""
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
+        return annotation
+    return None
 
 
 def _annotation(key: str) -> Any:
     section, _, leaf = key.rpartition(".")
-    model = _model_of(Config.model_fields[section].annotation) if section else Config
+    model = _model_of(_hints(Config)[section]) if section else Config
     assert model is not None
-    return model.model_fields[leaf].annotation
+    return _hints(model)[leaf]
 
 
 def _env_value(raw: str, annotation: Any) -> Any:
@@ -190,16 +204,26 @@ def _env_value(raw: str, annotation: Any) -> Any:
     return value
 
 
-def _normalise(data: dict[str, Any]) -> dict[str, Any]:
+def _normalise(data: dict[str, Any], origin: str) -> dict[str, Any]:
+    """The two shorthands: ``embedding: NAME`` and ``datasheets: DIR``."""
     out = dict(data)
     if isinstance(out.get("embedding"), str):
         out["embedding"] = {"model": out["embedding"]}
+    folders = out.get("datasheets")
+    if isinstance(folders, str):
+        out["datasheets"] = [folders]
+    elif folders is not None and (
+        not isinstance(folders, list | tuple) or not all(isinstance(v, str) for v in folders)
+    ):
+        raise ConfigError(
+            f"{origin}: 'datasheets' must be a folder or a list of folders (got {folders!r})"
+        )
     return out
 
 
 def _merge(into: dict[str, Any], sources: dict[str, str], data: dict[str, Any], label: str) -> None:
     for key, value in data.items():
-        sub = _model_of(Config.model_fields[key].annotation)
+        sub = _model_of(_hints(Config).get(key))
         if sub is not None and isinstance(value, dict):
             section = into.setdefault(key, {})
             section.update(value)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Protocol
 
 import httpx
@@ -89,21 +89,22 @@ def load_llm_settings(config: Config, env: Mapping[str, str] | None = None) -> L
     ``env`` defaults to ``os.environ`` (already applied by :meth:`Config.load`;
     applying it again changes nothing). ``api_key_env`` is resolved here.
     """
-    from clawkb.config_load import build_config
-
     env = os.environ if env is None else env
     llm_env = {k: v for k, v in env.items() if k.startswith("CLAWKB_LLM_")}
     settings = config.llm
     if llm_env:
-        over = build_config({}, llm_env).llm
-        settings = settings.model_copy(update=over.model_dump(exclude_unset=True))
+        from clawkb.config_load import build_config
+
+        over = build_config({}, llm_env)
+        keys = [f.name for f in fields(LLMSettings) if over.source(f"llm.{f.name}") != "default"]
+        settings = replace(settings, **{k: getattr(over.llm, k) for k in keys})
     if settings.api_key_env and not settings.api_key:
         key = env.get(settings.api_key_env)
         if not key:
             raise ConfigError(
                 f"llm.api_key_env names ${settings.api_key_env}, which is not set in the environment"
             )
-        settings = settings.model_copy(update={"api_key": key})
+        settings = replace(settings, api_key=key)
     if settings.base_url and not settings.base_url.startswith(("http://", "https://")):
         raise ConfigError(
             f"llm.base_url {settings.base_url!r} must start with http:// or https:// "
