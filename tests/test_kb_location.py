@@ -43,6 +43,11 @@ def test_every_write_command_names_its_kb(bare: tuple[Path, dict[str, str]]) -> 
     assert line in clawkb(env, "memory", "store", "boot pin is GPIO0", cwd=work).stderr
     assert line in clawkb(env, "reindex", cwd=work).stderr
     assert line in clawkb(env, "memory", "forget", "--query", "boot", cwd=work).stderr
+    (work / "ds").mkdir()
+    (work / "ds" / "uno.md").write_text("# Uno\n\n## Pin Aliases\nred_led: 9\n")
+    assert line in clawkb(env, "index", "--datasheets", "ds", cwd=work).stderr
+    pins = clawkb(env, "pins", "set", "uno", "red_led", "10", cwd=work)
+    assert pins.returncode == 0 and line in pins.stderr, pins.stderr
     # reads stay quiet about it
     assert "knowledge base:" not in clawkb(env, "search", "boot", cwd=work).stderr
 
@@ -55,3 +60,15 @@ def test_read_with_no_kb_is_a_clear_error(bare: tuple[Path, dict[str, str]]) -> 
         f"error: no knowledge base at {work / '.clawkb'} (run `clawkb init` or `clawkb index PATH`)"
     )
     assert not (work / ".clawkb").exists()
+
+
+def test_json_output_stays_one_document(bare: tuple[Path, dict[str, str]]) -> None:
+    import json
+
+    work, env = bare
+    res = clawkb(env, "index", "notes", "--json", cwd=work)
+    assert res.returncode == 0 and "knowledge base:" not in res.stderr
+    assert json.loads(res.stdout)["added"] == 1
+    res = clawkb(env, "memory", "store", "--json", "boot from SPI", cwd=work)
+    assert res.returncode == 0 and json.loads(res.stdout)["created"]
+    assert "knowledge base:" not in res.stderr

@@ -34,9 +34,8 @@ def handle_errors(func: F) -> F:
 def open_kb(ctx: click.Context, *, create: bool = False, announce: bool = False) -> Iterator[Any]:
     """Open the knowledge base chosen by --kb / CLAWKB_HOME / discovery.
 
-    ``announce``: commands that write say which KB they write to, on stderr
-    (``knowledge base: /path/.clawkb``), so a KB created in an unexpected place
-    is noticed at once.
+    ``announce``: long write jobs say which KB they write to before they start
+    (see :func:`announce_kb`).
     """
     from clawkb.config import resolve_home
     from clawkb.kb import KnowledgeBase
@@ -44,11 +43,18 @@ def open_kb(ctx: click.Context, *, create: bool = False, announce: bool = False)
     home = resolve_home(ctx.obj.get("kb") if ctx.obj else None)
     kb = KnowledgeBase.open(home, create=create)
     if announce:
-        click.echo(f"knowledge base: {kb.home}", err=True)
+        announce_kb(kb.home)
     try:
         yield kb
     finally:
         kb.close()
+
+
+def announce_kb(home: Any) -> None:
+    """``knowledge base: /path/.clawkb`` on stderr: every write command says where it wrote,
+    so a KB created in an unexpected place is noticed at once. Not with ``--json``
+    (machine output stays one JSON document)."""
+    click.echo(f"knowledge base: {home}", err=True)
 
 
 def echo_json(data: Any) -> None:

@@ -20,7 +20,7 @@ def run_embed(ctx: click.Context, *, fresh: bool, as_json: bool, model: str | No
     from clawkb.embed.base import get_embedder
     from clawkb.embed.run import embed_kb, reembed_kb
 
-    with open_kb(ctx, announce=True) as kb:
+    with open_kb(ctx, announce=not as_json) as kb:
         name, options = kb.config.embedding.model, kb.config.embedding.options
         embedder = get_embedder(model or name, options if not model or model == name else {})
         run = reembed_kb if fresh else embed_kb

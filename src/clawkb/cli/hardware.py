@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb
+from clawkb.cli.common import announce_kb, echo_json, handle_errors, open_kb
 
 
 @click.command()
@@ -55,13 +55,14 @@ def pins(ctx: click.Context, args: tuple[str, ...], as_json: bool) -> None:
     if args and args[0] == "set":
         if len(args) != 4:
             raise click.UsageError("usage: clawkb pins set BOARD ALIAS PIN")
-        with open_kb(ctx, announce=True) as kb:
+        with open_kb(ctx) as kb:
             edit = set_pin(kb, args[1], args[2], args[3])
         if as_json:
             echo_json(edit.to_dict())
             return
         was = f" (was pin {edit.previous})" if edit.previous else ""
         click.echo(f"{edit.board}: {edit.alias} = pin {edit.pin}{was}  -> {edit.path}:{edit.line}")
+        announce_kb(kb.home)
         return
     if len(args) > 1:
         raise click.UsageError("usage: clawkb pins [BOARD]  or  clawkb pins set BOARD ALIAS PIN")

@@ -47,7 +47,7 @@ def index(
     """Index files and folders incrementally (only changed files are reparsed)."""
     from clawkb.cli.progress import JobProgress
 
-    with open_kb(ctx, create=True, announce=True) as kb:
+    with open_kb(ctx, create=True, announce=not as_json) as kb:
         bar = JobProgress(
             "index",
             "files",

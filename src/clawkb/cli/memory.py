@@ -8,7 +8,13 @@ from typing import Any
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb, print_result_or_stop
+from clawkb.cli.common import (
+    announce_kb,
+    echo_json,
+    handle_errors,
+    open_kb,
+    print_result_or_stop,
+)
 from clawkb.memory.model import MemoryRecord
 
 
@@ -46,13 +52,14 @@ def store_cmd(
 ) -> None:
     """Remember TEXT (`-` reads stdin). The same text again updates the same memory."""
     body = sys.stdin.read() if text == ("-",) else " ".join(text)
-    with open_kb(ctx, create=True, announce=True) as kb:
+    with open_kb(ctx, create=True) as kb:
         res = kb.memory.store(body, namespace=namespace, tags=tags, importance=importance, ttl=ttl)
     if as_json:
         echo_json(res.to_dict())
         return
     verb = "stored" if res.created else "updated (same text already stored)"
     click.echo(f"{verb} {res.record.id} in {res.record.namespace}")
+    announce_kb(kb.home)
 
 
 @memory.command("recall")
@@ -125,7 +132,7 @@ def forget_cmd(
     as_json: bool,
 ) -> None:
     """Forget memories by id (or unique prefix), --tag and/or --query (combined with AND)."""
-    with open_kb(ctx, announce=not dry_run) as kb:
+    with open_kb(ctx) as kb:
         res = kb.memory.forget(ids, tags=tags, query=query, namespace=namespace, dry_run=dry_run)
     if as_json:
         echo_json(res.to_dict())
@@ -134,6 +141,8 @@ def forget_cmd(
         click.echo(_line(rec))
     verb = "would forget" if dry_run else "forgot"
     click.echo(f"{verb} {len(res.records)} memor{'y' if len(res.records) == 1 else 'ies'}")
+    if not dry_run:
+        announce_kb(kb.home)
 
 
 @memory.command("list")
