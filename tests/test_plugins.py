@@ -86,3 +86,52 @@ def test_plugin_embedder_is_used_by_embed(tmp_path: Path) -> None:
     report = json.loads(res.stdout)
     assert report["model"].startswith("slow-fake") and report["embedded"] == 1
     assert np.isfinite(report["seconds"])
+
+
+RERANKER = """
+import numpy as np
+
+
+class ByLength:
+    name = "by-length"
+
+    def score(self, query, texts):
+        return np.asarray([len(t) for t in texts], np.float32)  # longest first
+
+
+def factory(options, embedder):
+    return ByLength()
+"""
+
+
+def test_plugin_reranker_is_accepted_by_search(tmp_path: Path) -> None:
+    from plugin_helpers import install_dist
+
+    env = install_dist(
+        tmp_path / "site",
+        "lenrank",
+        "1.0",
+        {"lenrank": RERANKER},
+        "[clawkb.rerankers]\nby-length = lenrank:factory\n",
+    )
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "long.md").write_text(
+        "# Console\n\nThe console UART runs at 115200 baud " + "and more words " * 40 + "\n"
+    )
+    (docs / "short.md").write_text("# UART\n\nconsole UART 115200\n")
+    kb = str(tmp_path / "kb")
+    assert clawkb(env, "--kb", kb, "index", str(docs)).returncode == 0
+    plain = clawkb(env, "--kb", kb, "search", "console UART", "--json")
+    assert json.loads(plain.stdout)["hits"][0]["path"].endswith("short.md")
+    res = clawkb(env, "--kb", kb, "search", "console UART", "--rerank", "by-length", "--json")
+    assert res.returncode == 0, res.stderr
+    paths = [h["path"] for h in json.loads(res.stdout)["hits"]]
+    assert paths[0].endswith("long.md")  # the plugin's order, not BM25's
+    listed = {
+        (r["group"], r["name"]): r["origin"]
+        for r in json.loads(clawkb(env, "plugins", "--json").stdout)
+    }
+    assert listed[("clawkb.rerankers", "by-length")] == "lenrank 1.0"
+    bad = clawkb(env, "--kb", kb, "search", "console", "--rerank", "nope")
+    assert bad.returncode == 2 and "rerank must be one of by-length, dense" in bad.stderr

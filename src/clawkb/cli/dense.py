@@ -74,7 +74,12 @@ def retrieval_options(func: F) -> F:
         click.option("--w-dense", type=float, help="Dense weight (RRF weight / linear β)."),
         click.option("--w-recency", type=float, help="Linear fusion: recency weight γ."),
         click.option("--norm", type=click.Choice(["minmax", "zscore"]), help="Linear: score norm."),
-        click.option("--rerank", type=click.Choice(["dense", "endpoint", "onnx"]), help="Rerank."),
+        click.option(
+            "--rerank",
+            metavar="KIND",
+            help="Rerank with dense (works out of the box), endpoint, onnx or a plugin"
+            " (`clawkb plugins`).",
+        ),
         click.option(
             "--early-return", type=float, help="Lexical top-1 margin that skips dense (0 = never)."
         ),
