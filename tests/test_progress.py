@@ -92,3 +92,69 @@ def test_lines_only_after_an_interval_and_never_on_a_quiet_run(tmp_path: Path) -
     lines = out.read_text().splitlines()
     assert lines[0].startswith("index: 25/100 files (25%) · ") and "ETA " in lines[0]
     assert lines[-1].startswith("index: 100/100 files (100%)")
+
+
+SLOW_PARSER = """
+import time
+
+from clawkb.types import ParsedDocument, Slice
+
+
+class SlowNotes:
+    name = "slow-notes"
+    extensions = (".slow",)
+    mime_types = ("text/x-slow",)
+
+    def parse(self, data, path):
+        time.sleep(0.1)
+        return ParsedDocument(slices=(Slice(data.decode("utf-8"), 1, 1, ()),), title=path)
+"""
+
+
+def test_ctrl_c_during_index_says_how_far_it_got_and_resumes(tmp_path: Path) -> None:
+    from plugin_helpers import install_dist
+
+    env = install_dist(
+        tmp_path / "site",
+        "slownotes",
+        "0.1",
+        {"slownotes": SLOW_PARSER},
+        "[clawkb.parsers]\nslow-notes = slownotes:SlowNotes\n",
+    )
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(60):
+        (docs / f"n{i:03d}.slow").write_text(f"note {i}: relay K{i} closes at step {i}\n")
+    home = tmp_path / "kb"
+    home.mkdir()
+    (home / "config.yaml").write_text("progress_interval_s: 0.3\n", encoding="utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "clawkb.cli.main", "--kb", str(home), "index", str(docs)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    seen: list[str] = []
+    line = re.compile(r"^index: (\d+)/60 files \(\d+%\) · [\d.]+ files/s · ETA ")
+    while True:
+        text = proc.stderr.readline()
+        if not text:
+            break
+        seen.append(text.rstrip("\n"))
+        if line.match(seen[-1]):
+            proc.send_signal(signal.SIGINT)
+            break
+    _out, rest = proc.communicate(timeout=60)
+    err = "\n".join(seen) + "\n" + rest
+    assert proc.returncode == 130, err
+    stop = re.search(r"^index: stopped after (\d+) of 60 files; run again to resume$", err, re.M)
+    assert stop is not None and 0 < int(stop.group(1)) < 60, err
+    assert "Traceback" not in err
+
+    again = clawkb(env, "--kb", str(home), "index", str(docs))
+    assert again.returncode == 0, again.stderr
+    added = int(re.search(r"added (\d+)", again.stdout).group(1))  # type: ignore[union-attr]
+    unchanged = int(re.search(r"unchanged (\d+)", again.stdout).group(1))  # type: ignore[union-attr]
+    assert added + unchanged == 60 and added < 60
