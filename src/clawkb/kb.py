@@ -273,10 +273,17 @@ class KnowledgeBase:
         return [rows[i].path if i in rows else "" for i in ids]
 
     def chunk(self, anchor: str) -> ChunkRow:
-        row = self.repo.chunk_by_anchor(anchor)
+        """The chunk with this anchor or unique prefix (``#`` allowed); one-line errors."""
+        from clawkb.anchors import SHOW_CANDIDATES, ambiguous_message, parse_anchor
+
+        key = parse_anchor(anchor)
+        row = self.repo.chunk_by_anchor(key)
         if row is None:
+            candidates = self.repo.anchors_with_prefix(key, SHOW_CANDIDATES + 1)
+            if len(candidates) > 1:
+                raise NotFoundError(ambiguous_message(key, candidates))
             raise NotFoundError(
-                f"no chunk with anchor {anchor!r} (anchors change only when text changes)"
+                f"no chunk with anchor {key!r} (anchors change only when text changes)"
             )
         return row
 

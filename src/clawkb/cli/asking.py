@@ -132,8 +132,11 @@ def roles(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json([r.to_dict() for r in items])
         return
-    for r in items:
-        echo(f"{r.name:<12} {r.description}" + ("" if r.origin == "builtin" else f"  ({r.origin})"))
+    from clawkb.cli.table import echo_table
+
+    echo_table(
+        [[r.name, r.description, "" if r.origin == "builtin" else f"({r.origin})"] for r in items]
+    )
 
 
 COMMANDS = [ask, roles]

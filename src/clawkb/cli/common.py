@@ -52,9 +52,9 @@ def echo(message: object = "", *, err: bool = False, nl: bool = True, **style: A
     click.secho(clean(message), err=err, nl=nl, **style)
 
 
-def emit(line: str, *, err: bool = False, nl: bool = True) -> None:
+def emit(line: str, *, err: bool = False, nl: bool = True, file: Any = None) -> None:
     """Print a line the CLI styled itself; every untrusted piece went through :func:`clean`."""
-    click.echo(line, err=err, nl=nl)
+    click.echo(line, err=err, nl=nl, file=file)
 
 
 def handle_errors(func: F) -> F:
@@ -72,17 +72,30 @@ def handle_errors(func: F) -> F:
 
 
 @contextmanager
-def open_kb(ctx: click.Context, *, create: bool = False) -> Iterator[Any]:
-    """Open the knowledge base chosen by --kb / CLAWKB_HOME / discovery."""
+def open_kb(ctx: click.Context, *, create: bool = False, announce: bool = False) -> Iterator[Any]:
+    """Open the knowledge base chosen by --kb / CLAWKB_HOME / discovery.
+
+    ``announce``: long write jobs say which KB they write to before they start
+    (see :func:`announce_kb`).
+    """
     from clawkb.config import resolve_home
     from clawkb.kb import KnowledgeBase
 
     home = resolve_home(ctx.obj.get("kb") if ctx.obj else None)
     kb = KnowledgeBase.open(home, create=create)
+    if announce:
+        announce_kb(kb.home)
     try:
         yield kb
     finally:
         kb.close()
+
+
+def announce_kb(home: Any) -> None:
+    """``knowledge base: /path/.clawkb`` on stderr: every write command says where it wrote,
+    so a KB created in an unexpected place is noticed at once. Not with ``--json``
+    (machine output stays one JSON document)."""
+    click.echo(f"knowledge base: {home}", err=True)
 
 
 def echo_json(data: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from clawkb.cli.common import echo, echo_json, handle_errors, open_kb
+from clawkb.cli.common import announce_kb, echo, echo_json, handle_errors, open_kb
 
 
 @click.command()
@@ -62,6 +62,7 @@ def pins(ctx: click.Context, args: tuple[str, ...], as_json: bool) -> None:
             return
         was = f" (was pin {edit.previous})" if edit.previous else ""
         echo(f"{edit.board}: {edit.alias} = pin {edit.pin}{was}  -> {edit.path}:{edit.line}")
+        announce_kb(kb.home)
         return
     if len(args) > 1:
         raise click.UsageError("usage: clawkb pins [BOARD]  or  clawkb pins set BOARD ALIAS PIN")
@@ -72,15 +73,17 @@ def pins(ctx: click.Context, args: tuple[str, ...], as_json: bool) -> None:
         return
     if not listing["boards"]:
         echo("no pin aliases (add a `## Pin Aliases` section to a datasheet)")
+    from clawkb.cli.table import echo_table
+
     for board, aliases in listing["boards"].items():
         echo(board or "generic")
+        rows = []
         for a in aliases:
             anchor = f" #{a['anchor']}" if a["anchor"] else ""
             extra = ", ".join(f"{k}: {v}" for k, v in a["extra"].items())
-            echo(
-                f"  {a['alias']:<20} pin {a['pin']:<8} {a['path']}:{a['line']}{anchor}"
-                + (f"  ({extra})" if extra else "")
-            )
+            where = f"{a['path']}:{a['line']}{anchor}"
+            rows.append([a["alias"], f"pin {a['pin']}", where, f"({extra})" if extra else ""])
+        echo_table(rows, indent=2)
     for c in listing["conflicts"]:
         echo(f"conflict: {c}", err=True)
 

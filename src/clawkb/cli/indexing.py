@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from clawkb.cli.common import EXIT_FAILURES, clean, echo, echo_json, emit, handle_errors, open_kb
+from clawkb.cli.common import EXIT_FAILURES, echo, echo_json, handle_errors, open_kb
 
 
 @click.command()
@@ -57,29 +56,37 @@ def index(
     Exit status: 0 done, 3 done but some files or folders failed (listed),
     2 error (nothing indexed).
     """
-    bar = _ProgressBar(enabled=not as_json and not quiet and sys.stderr.isatty())
-    with open_kb(ctx, create=True) as kb:
-        if datasheets or not paths:
-            from clawkb.hardware import index_datasheets
+    from clawkb.cli.progress import JobProgress
 
-            report = index_datasheets(
-                kb,
-                list(paths),
-                list(datasheets),
-                progress=bar.update,
-                wait=wait,
-                on_wait=lambda m: echo(m, err=True),
-                include=include,
-            )
-        else:
-            report = kb.index(
-                list(paths),
-                progress=bar.update,
-                wait=wait,
-                on_wait=lambda m: echo(m, err=True),
-                include=include,
-            )
-    bar.close()
+    with open_kb(ctx, create=True, announce=not as_json) as kb:
+        bar = JobProgress(
+            "index",
+            "files",
+            enabled=not as_json and not quiet,
+            interval=kb.config.progress_interval_s,
+            min_total=50,
+        )
+        with bar:
+            if datasheets or not paths:
+                from clawkb.hardware import index_datasheets
+
+                report = index_datasheets(
+                    kb,
+                    list(paths),
+                    list(datasheets),
+                    progress=bar,
+                    wait=wait,
+                    on_wait=lambda m: echo(m, err=True),
+                    include=include,
+                )
+            else:
+                report = kb.index(
+                    list(paths),
+                    progress=bar,
+                    wait=wait,
+                    on_wait=lambda m: echo(m, err=True),
+                    include=include,
+                )
     if as_json:
         echo_json(report.to_dict())
         ctx.exit(EXIT_FAILURES if report.errors else 0)
@@ -101,29 +108,6 @@ def index(
         ctx.exit(EXIT_FAILURES)
 
 
-class _ProgressBar:
-    """A one-line progress bar on stderr for long runs (silent for short ones)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.shown = False
-
-    def update(self, done: int, total: int, path: str) -> None:
-        if not self.enabled or total < 50:
-            return
-        width = 30
-        fill = int(width * done / total)
-        name = clean(path[-40:])
-        emit(
-            f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {name:<40}", err=True, nl=False
-        )
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            echo("", err=True)
-
-
 @click.command()
 @click.option(
     "--vectors", is_flag=True, help="Also drop all vectors and re-embed with the configured model."
@@ -132,7 +116,7 @@ class _ProgressBar:
 @handle_errors
 def reindex(ctx: click.Context, vectors: bool) -> None:
     """Rebuild the lexical index from the store."""
-    with open_kb(ctx) as kb:
+    with open_kb(ctx, announce=True) as kb:
         n = kb.reindex()
     echo(f"reindexed {n} chunks")
     if vectors:

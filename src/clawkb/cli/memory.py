@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from clawkb.cli.common import (
+    announce_kb,
     echo,
     echo_json,
     handle_errors,
@@ -59,6 +60,7 @@ def store_cmd(
         return
     verb = "stored" if res.created else "updated (same text already stored)"
     echo(f"{verb} {res.record.id} in {res.record.namespace}")
+    announce_kb(kb.home)
 
 
 @memory.command("recall")
@@ -140,6 +142,8 @@ def forget_cmd(
         echo(_line(rec))
     verb = "would forget" if dry_run else "forgot"
     echo(f"{verb} {len(res.records)} memor{'y' if len(res.records) == 1 else 'ies'}")
+    if not dry_run:
+        announce_kb(kb.home)
 
 
 @memory.command("list")
@@ -164,21 +168,26 @@ def list_cmd(
         }
         echo_json(data)
         return
+    from clawkb.cli.table import cells
+
+    ns_width = max((cells(r.namespace) for r in records), default=0)
     for rec in records:
-        echo(_line(rec))
+        echo(_line(rec, ns_width))
     summary = ", ".join(f"{ns}: {n}" for ns, n in counts.items()) or "none"
     echo(f"({len(records)} shown; namespaces {summary})")
 
 
-def _line(rec: MemoryRecord) -> str:
+def _line(rec: MemoryRecord, ns_width: int = 0) -> str:
+    from clawkb.cli.table import clip, pad
+
     when = dt.datetime.fromtimestamp(rec.updated_at).strftime("%Y-%m-%d %H:%M")
     tags = f" [{', '.join(rec.tags)}]" if rec.tags else ""
     expiry = ""
     if rec.expires_at is not None:
         expiry = " expires " + dt.datetime.fromtimestamp(rec.expires_at).strftime("%Y-%m-%d %H:%M")
-    text = " ".join(rec.text.split())
-    text = text if len(text) <= 80 else text[:77] + "..."
-    return f"{rec.id}  {rec.namespace}  {when}  imp {rec.importance:g}{tags}{expiry}\n    {text}"
+    text = clip(" ".join(rec.text.split()), 80)  # 80 terminal columns, Chinese counts 2
+    namespace = pad(rec.namespace, ns_width)
+    return f"{rec.id}  {namespace}  {when}  imp {rec.importance:g}{tags}{expiry}\n    {text}"
 
 
 COMMANDS = [memory]

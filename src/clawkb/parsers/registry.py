@@ -26,10 +26,12 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import PurePath
 
 from clawkb.parsers.base import Parser
+from clawkb.plugins import BUILTIN_ORIGIN
+from clawkb.plugins import load_order as _load_order
+from clawkb.plugins import origin_of as _origin
 
 GROUP = "clawkb.parsers"
-BUILTIN_DISTRIBUTION = "clawkb"
-BUILTIN_ORIGIN = "built-in"
+__all__ = ["BUILTIN_ORIGIN", "GROUP", "ParserInfo", "ParserRegistry", "default_registry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,21 +132,6 @@ def _importable(module: str) -> bool:
 def default_registry() -> ParserRegistry:
     """The registry of installed parsers, built once per process."""
     return ParserRegistry()
-
-
-def _origin(ep: EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return "unknown"
-    name = dist.metadata["Name"] or "unknown"
-    if name.lower() == BUILTIN_DISTRIBUTION:
-        return BUILTIN_ORIGIN
-    return f"{name} {dist.version}"
-
-
-def _load_order(ep: EntryPoint) -> tuple[int, str, str]:
-    origin = _origin(ep)
-    return (0 if origin == BUILTIN_ORIGIN else 1, origin, ep.name)
 
 
 def _interface_problem(obj: object) -> str | None:
