@@ -207,6 +207,9 @@ class KnowledgeBase:
         if problem is not None:
             rebuild_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
             self.repairs.append(f"rebuilt the lexical index from the store ({problem})")
+        elif self.lexical.oldest_seq_in_use > 0:
+            with self.repo.transaction():  # rows only a finished reader still needed
+                self.repo.purge_retired(self.lexical.oldest_seq_in_use)
 
     @property
     def repairs(self) -> list[str]:
