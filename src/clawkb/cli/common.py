@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +26,12 @@ def handle_errors(func: F) -> F:
             return func(*args, **kwargs)
         except ClawkbError as exc:
             click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+        except sqlite3.DatabaseError as exc:  # damage found mid-query: one line, not a trace
+            click.echo(
+                f"error: the knowledge-base store is damaged ({exc}); run `clawkb doctor`",
+                err=True,
+            )
             sys.exit(2)
 
     return wrapper  # type: ignore[return-value]

@@ -78,7 +78,8 @@ def embed_text(title: str, heading_json: str, text: str) -> str:
     return f"{head}\n{text}" if head else text
 
 
-def _bump(conn: sqlite3.Connection) -> None:
+def bump_version(conn: sqlite3.Connection) -> None:
+    """Mark the vectors changed (dense search copies and caches reload)."""
     db.set_meta(conn, VERSION_KEY, str(data_version(conn) + 1))
 
 
@@ -88,7 +89,7 @@ def clear_vectors(conn: sqlite3.Connection) -> None:
         conn.execute("DELETE FROM chunk_vectors")
         conn.execute("DELETE FROM vectors")
         conn.execute("DELETE FROM meta WHERE key = ?", (SIGNATURE_KEY,))
-        _bump(conn)
+        bump_version(conn)
 
 
 def pending_chunk_ids(conn: sqlite3.Connection, mkey: str) -> list[int]:
@@ -129,7 +130,7 @@ def embed_pending(
             "DELETE FROM chunk_vectors WHERE model = ? AND chunk_id NOT IN (SELECT id FROM chunks)",
             (mkey,),
         )
-        _bump(conn)
+        bump_version(conn)
     todo = pending_chunk_ids(conn, mkey)
     embedded = reused = 0
     for start in range(0, len(todo), batch):
@@ -178,7 +179,7 @@ def _embed_batch(
             "INSERT OR REPLACE INTO chunk_vectors (model, chunk_id, key) VALUES (?,?,?)",
             ((mkey, cid, k) for cid, k in keys.items()),
         )
-        _bump(conn)
+        bump_version(conn)
     return len(new), len(keys) - sum(1 for k in keys.values() if k in new)
 
 
