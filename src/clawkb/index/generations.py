@@ -72,13 +72,32 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
         return None
     except OSError as exc:
         raise IndexCorruptError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise IndexCorruptError(f"{path}: not text ({exc.reason})") from exc
     try:
         data = json.loads(text)
     except ValueError as exc:
         raise IndexCorruptError(f"{path}: invalid JSON ({exc})") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("segments"), list):
+    if not _well_formed(data):
         raise IndexCorruptError(f"{path}: not an index manifest")
     return data
+
+
+def _well_formed(data: Any) -> bool:
+    if not isinstance(data, dict) or not isinstance(data.get("segments"), list):
+        return False
+    if not all(isinstance(s, str) and "/" not in s and ".." not in s for s in data["segments"]):
+        return False
+    files = data.get("files", {})
+    if not isinstance(files, dict):
+        return False
+    for rel, entry in files.items():
+        if ".." in rel or rel.startswith("/") or not isinstance(entry, list) or len(entry) != 2:
+            return False
+    ints = ("applied_seq", "next_segment", "generation")
+    return all(isinstance(data.get(k, 0), int) for k in ints) and isinstance(
+        data.get("live", {}), dict
+    )
 
 
 def manifest_stamp(folder: Path) -> tuple[int, int, int] | None:
@@ -179,7 +198,7 @@ def save_generation(folder: Path, data: dict[str, Any]) -> None:
 
 def retained_generations(folder: Path, current: int, held: set[int]) -> list[dict[str, Any]]:
     """Manifests of older generations still leased; the rest of the history is deleted."""
-    out = []
+    out: list[dict[str, Any]] = []
     gens = folder / GENERATIONS
     if not gens.is_dir():
         return out
