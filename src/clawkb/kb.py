@@ -299,13 +299,24 @@ class KnowledgeBase:
     def reindex(self) -> int:
         """Rebuild the lexical index from the store; returns the chunk count.
 
-        The new index is built beside the current one, which stays searchable
-        until the switch (and stays as it is if the store cannot be read).
+        The new index is built beside the current one without the write lock
+        (readers keep the old one, other writers keep writing), then switched
+        to under the lock in one short step (:mod:`clawkb.ingest.reindex`). If
+        the store cannot be read, the old index stays as it was.
         """
-        with self.writer():
-            from clawkb.ingest.sync import rebuild_lexical
+        from clawkb.ingest.reindex import adopt_build, build_detached, remove_stale_builds
 
-            return rebuild_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
+        root = self.home / "index"
+        with self.job_lock("reindex"):
+            remove_stale_builds(root)
+            build = build_detached(
+                self.repo, root, self.lexical.params, self.config.index_batch_chunks
+            )
+            try:
+                with self.writer():
+                    return adopt_build(self.repo, self.lexical, build)
+            finally:
+                build.close()
 
     def _ingestor(self) -> Ingestor:
         from clawkb.hardware.hook import DatasheetHook

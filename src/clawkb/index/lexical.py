@@ -373,6 +373,15 @@ class LexicalIndex:
         """Start building a whole new index beside the current one (readers keep it)."""
         self._staging = []
 
+    def stage(self, segments: Sequence[Segment]) -> None:
+        """Add finished segments (e.g. moved in from a private build) to the staged rebuild."""
+        assert self._staging is not None, "begin_rebuild() first"
+        for seg in segments:
+            self._staging.append(seg)
+            self._pending.add(seg.name)
+            if not seg.live.all():
+                self._dirty_live.add(seg.name)
+
     def finish_rebuild(self, applied_seq: int) -> None:
         """Publish the staged segments as the index, in one atomic switch."""
         staged, self._staging = self._staging or [], None
