@@ -229,6 +229,7 @@ def run(seconds: float, readers: int, stable: int, churn: int, work: Path) -> di
         "memory": results["memory"],
         "crashed": crashed,
         "doctor_healthy": doctor.healthy,
+        "doctor": [f.line() for f in doctor.findings],
         "final_documents": final["documents"],
         "final_chunks": final["chunks"],
     }
@@ -265,6 +266,7 @@ def report_md(r: dict[str, Any]) -> str:
         ("memory", m.get("first_error")),
     ]
     errs = [(k, v) for k, v in errs if v]
+    lines += ["", "`clawkb doctor` after the run:", "", "```", *r["doctor"], "```"]
     if errs:
         lines += ["", "First errors:", ""] + [f"- {k}: `{v}`" for k, v in errs]
     return "\n".join(lines) + "\n"

@@ -131,3 +131,27 @@ def test_eight_readers_a_writer_and_embed_at_once(tmp_path: Path) -> None:
     assert sum(r["done"] for r in results) >= 40, results
     assert sum(r["errors"] for r in results) == 0, results
     assert sum(r["empty"] for r in results) == 0, results
+
+
+def test_doctor_finds_and_repairs_vectors_that_disagree_with_chunks(tmp_path: Path) -> None:
+    from clawkb.maintenance.doctor import run_doctor
+
+    make_corpus(tmp_path / "notes", 6)
+    home = tmp_path / "kb"
+    home.mkdir()
+    (home / "config.yaml").write_text("embedding: static\n", "utf-8")
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([tmp_path / "notes"])
+    assert subprocess.run([CLAWKB, "--kb", str(home), "embed"], capture_output=True).returncode == 0
+    assert run_doctor(home).healthy
+    conn = sqlite3.connect(home / "clawkb.sqlite")
+    conn.execute("DELETE FROM vectors WHERE key IN (SELECT key FROM vectors LIMIT 2)")
+    conn.commit()
+    conn.close()
+    found = run_doctor(home)
+    assert not found.healthy
+    assert "missing vector" in next(f.message for f in found.findings if f.check == "vectors")
+    assert run_doctor(home, repair=True).healthy
+    out = subprocess.run([CLAWKB, "--kb", str(home), "embed", "--json"], capture_output=True)
+    assert out.returncode == 0
+    assert run_doctor(home).healthy

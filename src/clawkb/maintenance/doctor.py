@@ -190,12 +190,14 @@ def _check_vectors(
         " (SELECT key FROM chunk_vectors WHERE model = ?)"
     )
     pending = len(vectors.pending_chunk_ids(kb.conn, mkey))
-    bad = {"for deleted chunks": orphans, "without a vector": dangling, "unused": unused}
-    found = ", ".join(f"{n} {what}" for what, n in bad.items() if n)
     note = f"; {pending} chunks not embedded yet (`clawkb embed`)" if pending else ""
-    if not found:
-        add(Finding("vectors", True, f"{mkey}: store and vectors agree{note}"))
+    stale = orphans + unused
+    if stale:  # normal after edits: the next embed run sweeps them
+        note += f"; {stale} stale rows of deleted text (swept by the next `clawkb embed`)"
+    if not dangling and not (repair and stale):
+        add(Finding("vectors", True, f"{mkey}: chunks and vectors agree{note}"))
         return
+    found = f"{dangling} chunks point at a missing vector" if dangling else "stale rows"
     if not repair:
         add(Finding("vectors", False, f"{mkey}: {found}{note}; run `clawkb doctor --repair`"))
         return
@@ -211,4 +213,5 @@ def _check_vectors(
             (mkey, mkey),
         )
         vectors.bump_version(kb.conn)
-    add(Finding("vectors", False, f"{mkey}: {found}", repaired=f"dropped stray rows{note}"))
+    ok = not dangling
+    add(Finding("vectors", ok, f"{mkey}: {found}", repaired=f"dropped stray rows{note}"))
