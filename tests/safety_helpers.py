@@ -36,7 +36,9 @@ def make_corpus(root: Path, n: int, seed: int = 7) -> list[int]:
     return list(range(n))
 
 
-def search_loop(home: str, ids: list[int], seconds: float, stop_file: str | None = None) -> dict:
+def search_loop(
+    home: str, ids: list[int], seconds: float, stop_file: str | None = None, pause: float = 0.0
+) -> dict:
     """Search each file's unique word until time is up; count empties and errors."""
     from clawkb.kb import KnowledgeBase
 
@@ -57,9 +59,12 @@ def search_loop(home: str, ids: list[int], seconds: float, stop_file: str | None
             except Exception as exc:  # counted: the test asserts there are none
                 errors += 1
                 first_error = first_error or f"{type(exc).__name__}: {exc}"
+            if pause:
+                time.sleep(pause)  # leave the shared cores to the writers
     return {"done": done, "empty": empty, "errors": errors, "first_error": first_error}
 
 
-if __name__ == "__main__":  # a searcher process: home, seconds, ids (json), stop file
-    out = search_loop(sys.argv[1], json.loads(sys.argv[3]), float(sys.argv[2]), sys.argv[4])
+if __name__ == "__main__":  # a searcher process: home, seconds, ids (json), stop file[, pause]
+    pause = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
+    out = search_loop(sys.argv[1], json.loads(sys.argv[3]), float(sys.argv[2]), sys.argv[4], pause)
     print(json.dumps(out))

@@ -98,6 +98,7 @@ def test_eight_readers_a_writer_and_embed_at_once(tmp_path: Path) -> None:
                 "90",
                 json.dumps(ids),
                 str(stop),
+                "0.02",
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -106,20 +107,22 @@ def test_eight_readers_a_writer_and_embed_at_once(tmp_path: Path) -> None:
         for _ in range(8)
     ]
     rng = random.Random(9)
-    embeds = []
     try:
         with KnowledgeBase.open(home) as kb:
-            for round_ in range(1, 6):
+            for round_ in range(1, 3):
                 for i in rng.sample(ids, 6):
                     write_doc(notes, i, round_, rng)
-                kb.index([notes], wait=60)
-                embeds.append(
-                    subprocess.run(
-                        [CLAWKB, "--kb", str(home), "embed"], capture_output=True, text=True
-                    )
+                embed = subprocess.Popen(
+                    [CLAWKB, "--kb", str(home), "embed"],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
                 )
-                if round_ == 3:
+                kb.index([notes], wait=60)  # while embed runs
+                if round_ == 2:
                     kb.reindex()
+                _, err = embed.communicate(timeout=120)
+                assert embed.returncode == 0, err
     finally:
         stop.touch()
     results = []
@@ -127,8 +130,7 @@ def test_eight_readers_a_writer_and_embed_at_once(tmp_path: Path) -> None:
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, err
         results.append(json.loads(out))
-    assert all(e.returncode == 0 for e in embeds), [e.stderr for e in embeds]
-    assert sum(r["done"] for r in results) >= 40, results
+    assert sum(r["done"] for r in results) >= 16, results
     assert sum(r["errors"] for r in results) == 0, results
     assert sum(r["empty"] for r in results) == 0, results
 
