@@ -26,7 +26,7 @@ def _writer_loop(home: Path, corpus: Path, ids: list[int], seconds: float) -> di
     rounds = reindexes = 0
     end = time.monotonic() + seconds
     with KnowledgeBase.open(home) as kb:
-        while time.monotonic() < end:
+        while rounds < 4 or time.monotonic() < end:
             rounds += 1
             for i in rng.sample(ids, 8):
                 write_doc(corpus, i, rounds, rng)
@@ -56,7 +56,9 @@ def test_readers_see_old_version_until_new_one_is_published(tmp_path: Path) -> N
     ]
     results: list[dict] = []
     threads = [
-        threading.Thread(target=lambda: results.append(search_loop(str(home), ids, seconds)))
+        threading.Thread(
+            target=lambda: results.append(search_loop(str(home), ids, seconds + 30, str(stop)))
+        )
         for _ in range(3)
     ]
     for t in threads:

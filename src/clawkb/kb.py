@@ -256,12 +256,9 @@ class KnowledgeBase:
                 "the index was built with another tokenizer version: run `clawkb reindex`"
             )
         self._refresh_reader()
-        problem = index_problem(self.repo, self.lexical)
-        if (
-            problem is not None
-            or self.lexical.applied_seq < self.repo.max_seq()
-            or self.lexical.applied_seq < 0
-        ):
+        top = self.repo.max_seq()
+        problem = index_problem(self.repo, self.lexical, store_id=self.store_id, top=top)
+        if problem is not None or self.lexical.applied_seq < top or self.lexical.applied_seq < 0:
             try:
                 with self.writer(wait=0):
                     sync_lexical(self.repo, self.lexical, self.config.index_batch_chunks)

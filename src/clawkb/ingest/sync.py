@@ -81,14 +81,26 @@ def sync_lexical(
     return applied
 
 
-def index_problem(repo: Repository, lexical: LexicalIndex) -> str | None:
-    """Why the index cannot be brought up to date by replaying the log (or None)."""
+def index_problem(
+    repo: Repository, lexical: LexicalIndex, *, store_id: str | None = None, top: int | None = None
+) -> str | None:
+    """Why the index cannot be brought up to date by replaying the log (or None).
+
+    ``store_id`` and ``top`` (the store's latest change seq) may be passed
+    when the caller has them, to keep the per-search check to no queries.
+    """
     if lexical.damaged:
         return lexical.damaged
-    store_id = db.get_meta(repo.conn, "store_id")
-    if lexical.manifest.store_id and store_id and lexical.manifest.store_id != store_id:
-        return f"{lexical.folder}: the index was built from another store (id {lexical.manifest.store_id[:8]}, the store is {store_id[:8]})"
-    top = repo.max_seq()
+    if store_id is None:
+        store_id = db.get_meta(repo.conn, "store_id")
+    built_from = lexical.manifest.store_id
+    if built_from and store_id and built_from != store_id:
+        return (
+            f"{lexical.folder}: the index was built from another store"
+            f" (id {built_from[:8]}, the store is {store_id[:8]})"
+        )
+    if top is None:
+        top = repo.max_seq()
     if lexical.applied_seq > top:
         return (
             f"{lexical.folder}: the index is ahead of the store (change {lexical.applied_seq} >"
