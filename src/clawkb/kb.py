@@ -420,7 +420,10 @@ class KnowledgeBase:
     def status(self) -> dict[str, Any]:
         from clawkb.ingest.sync import index_problem
 
-        warnings = self._catch_up()
+        try:
+            warnings = self._catch_up()
+        except IndexError_ as exc:  # damaged while a writer runs: report, do not fail
+            warnings = [str(exc)]
         db_path = self.home / db.DB_NAME
         size = sum(p.stat().st_size for p in self.home.glob(db.DB_NAME + "*") if p.is_file())
         last = self.conn.execute(

@@ -159,17 +159,20 @@ class LexicalIndex:
             self.manifest = _Manifest.from_dict(data) if data else _Manifest()
             if data is not None and not self.writable:
                 try:
-                    lease = gens.Lease(self.folder, self.manifest.generation)
+                    lease: gens.Lease | None = gens.Lease(self.folder, self.manifest.generation)
                 except FileNotFoundError:
                     continue
-                try:
-                    again = gens.read_manifest(self.folder)
-                except gens.IndexCorruptError:
-                    again = None
-                if again is None or again.get("generation", 0) != self.manifest.generation:
-                    lease.release()  # a writer published meanwhile: take the newer one
-                    time.sleep(0.001 * attempt)
-                    continue
+                except OSError:  # a read-only KB folder: no writer can change it anyway
+                    lease = None
+                if lease is not None:
+                    try:
+                        again = gens.read_manifest(self.folder)
+                    except gens.IndexCorruptError:
+                        again = None
+                    if again is None or again.get("generation", 0) != self.manifest.generation:
+                        lease.release()  # a writer published meanwhile: take the newer one
+                        time.sleep(0.001 * attempt)
+                        continue
                 self.lease = lease
             if self.manifest.engine != ENGINE:
                 # Written by another engine version (e.g. other term hashes):
