@@ -242,7 +242,8 @@ def report_md(r: dict[str, Any]) -> str:
         "# Soak: readers + writer + embed + memory at once",
         "",
         f"Run {when}, `bench/soak.py --seconds {r['seconds']:g}` on {os.cpu_count()} cores;"
-        f" dense {'on (static embedder)' if r['dense'] else 'off'}.",
+        f" dense {'on (static embedder)' if r['dense'] else 'off'};"
+        f" 1-minute load average at the end {os.getloadavg()[0]:.1f}.",
         "",
         "| measure | value | target |",
         "|---|---|---|",

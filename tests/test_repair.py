@@ -9,7 +9,6 @@ reader repairs the index when the writer lock is free) or one error line, and
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import sqlite3
@@ -172,7 +171,7 @@ def test_a_damaged_store_gives_one_line_or_correct_results(
         rng = random.Random(5)
         for off in range(4096, len(data), 4096):
             pos = off + rng.randrange(0, 4000)
-            data[pos : pos + 64] = os.urandom(64)
+            data[pos : pos + 64] = rng.randbytes(64)
         store.write_bytes(bytes(data))
     else:
         _damage(store, how)
