@@ -289,3 +289,24 @@ def test_backup_while_a_writer_works_is_consistent(template: Path, tmp_path: Pat
     with KnowledgeBase.open(restored) as kb:
         assert kb.repo.counts()["documents"] == info["documents"]
         assert kb.search(unique(3)).hits
+
+
+def test_store_text_that_is_not_utf8_is_one_line_and_found_by_doctor(
+    template: Path, tmp_path: Path
+) -> None:
+    """Damage inside a row that SQLite's own checks cannot see."""
+    home = _copy(template, tmp_path)
+    conn = sqlite3.connect(home / "clawkb.sqlite")
+    conn.execute(
+        "UPDATE chunks SET text = CAST(x'e5ff41' AS TEXT) || text WHERE text LIKE ?",
+        (f"%{unique(3)}%",),
+    )
+    conn.commit()
+    conn.close()
+    out = subprocess.run(
+        [CLAWKB, "--kb", str(home), "search", unique(3)], capture_output=True, text=True
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "doctor" in out.stderr
+    report = run_doctor(home)
+    assert not report.healthy and "not UTF-8" in report.findings[0].message

@@ -33,6 +33,13 @@ def handle_errors(func: F) -> F:
                 err=True,
             )
             sys.exit(2)
+        except UnicodeDecodeError as exc:  # e.g. a damaged store row read mid-query
+            click.echo(
+                f"error: text that is not valid UTF-8 ({exc.reason} at byte {exc.start});"
+                " if it comes from the knowledge base, `clawkb doctor` checks the store",
+                err=True,
+            )
+            sys.exit(2)
 
     return wrapper  # type: ignore[return-value]
 

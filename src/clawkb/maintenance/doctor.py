@@ -103,6 +103,17 @@ def _check_store(kb: KnowledgeBase, add: Callable[[Finding], None]) -> bool:
             )
         )
         return False
+    bad = db.undecodable_rows(kb.home / db.DB_NAME)
+    if bad:
+        add(
+            Finding(
+                "store",
+                False,
+                f"{len(bad)} rows hold text that is not UTF-8 ({', '.join(bad[:3])}): the"
+                " store is damaged; restore a backup with `clawkb restore BACKUP`",
+            )
+        )
+        return False
     counts = kb.repo.counts()
     msg = f"integrity_check ok ({counts['documents']} documents, {counts['chunks']} chunks)"
     if fk:

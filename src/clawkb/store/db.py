@@ -194,16 +194,47 @@ def connect(home: Path, *, create: bool) -> sqlite3.Connection:
     home.mkdir(parents=True, exist_ok=True)
     try:
         conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: cannot open the store ({exc})") from exc
+    try:
         conn.execute("PRAGMA busy_timeout=30000")
         if exists:
             refuse_newer(conn, path)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
-    except sqlite3.DatabaseError as exc:
+        migrate(conn, path)
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        conn.close()
         raise StoreError(f"{path}: not a usable clawkb database ({exc})") from exc
-    migrate(conn, path)
+    except StoreError:
+        conn.close()
+        raise
     return conn
+
+
+def undecodable_rows(path: Path) -> list[str]:
+    """Store rows whose text is not valid UTF-8 (damage `integrity_check` cannot see)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.text_factory = bytes
+    bad: list[str] = []
+    queries = {
+        "chunks": "SELECT id, text, heading_path, anchor FROM chunks",
+        "documents": "SELECT id, path, title, metadata FROM documents",
+        "meta": "SELECT rowid, key, value FROM meta",
+    }
+    try:
+        for table, sql in queries.items():
+            for row in conn.execute(sql):
+                try:
+                    for value in row[1:]:
+                        if isinstance(value, bytes):
+                            value.decode("utf-8")
+                except UnicodeDecodeError:
+                    bad.append(f"{table} row {row[0]}")
+    finally:
+        conn.close()
+    return bad
 
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
