@@ -122,3 +122,29 @@ def writer_count(home: Path, sql: str) -> int:
         return int(conn.execute(sql).fetchone()[0])
     finally:
         conn.close()
+
+
+def test_filters_of_an_older_generation_see_its_retired_chunks(tmp_path: Path) -> None:
+    """Path filters and the memory filter apply to the chunks the reader's generation holds."""
+    from clawkb.retrieve.search import lexical_search
+
+    corpus = tmp_path / "notes"
+    make_corpus(corpus, 4)
+    home = tmp_path / "kb"
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([corpus])
+        kb.memory.store("needle002q lives in a memory too")
+    reader = KnowledgeBase.open(home)
+    try:
+        old = reader.lexical
+        with KnowledgeBase.open(home) as writer:
+            write_doc(corpus, 2, 1, random.Random(5))
+            writer.index([corpus])
+            # the memory's chunks are retired, the old generation still has them
+            writer.memory.forget([m.id for m in writer.memory.list()])
+        res = lexical_search(reader.repo, old, "needle002q", path_globs=("*doc002.md",))
+        assert [h.anchor.path.endswith("doc002.md") for h in res.hits] == [True]
+        plain = lexical_search(reader.repo, old, "needle002q memory")
+        assert plain.hits and not any(h.anchor.path.startswith("memory://") for h in plain.hits)
+    finally:
+        reader.close()

@@ -154,6 +154,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE TABLE retired_chunks (
             id INTEGER PRIMARY KEY,              -- the chunk id it had
             retired_seq INTEGER NOT NULL,        -- the change seq of its deletion
+            root TEXT NOT NULL DEFAULT '',       -- its document's root (path filters)
             doc_id INTEGER NOT NULL,
             path TEXT NOT NULL,
             title TEXT NOT NULL,
@@ -170,6 +171,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         CREATE INDEX retired_chunks_seq ON retired_chunks(retired_seq);
         CREATE INDEX retired_chunks_anchor ON retired_chunks(anchor);
+        CREATE INDEX retired_chunks_path ON retired_chunks(path);
         """,
     ),
 ]

@@ -194,8 +194,8 @@ class Repository:
             )
             seq = int(self.conn.execute("SELECT MAX(seq) FROM changes").fetchone()[0])
             self.conn.execute(
-                f"INSERT OR REPLACE INTO retired_chunks (retired_seq, {_RETIRED_COLS})"
-                f" SELECT ?, {_CHUNK_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                f"INSERT OR REPLACE INTO retired_chunks (retired_seq, root, {_RETIRED_COLS})"
+                f" SELECT ?, d.root, {_CHUNK_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id"
                 " WHERE c.doc_id = ?",
                 (seq, doc_id),
             )
@@ -284,21 +284,32 @@ class Repository:
         return [_chunk_row(r) for r in rows]
 
     def chunk_ids_matching(self, path_globs: Sequence[str]) -> list[int]:
-        """Chunk ids whose document path (absolute, or relative to its root) matches a glob."""
+        """Chunk ids whose document path (absolute, or relative to its root) matches a glob.
+
+        Retired chunks count too: a reader of an older index generation filters
+        the chunks that generation holds.
+        """
         clauses = []
         params: list[str] = []
         for g in path_globs:
-            clauses.append("d.path GLOB ? OR substr(d.path, length(d.root) + 2) GLOB ?")
+            clauses.append("{t}.path GLOB ? OR substr({t}.path, length({t}.root) + 2) GLOB ?")
             params += [g, g]
-        q = f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {' OR '.join(clauses)}"
-        return [r[0] for r in self.conn.execute(q, params)]
+        where = " OR ".join(clauses)
+        q = (
+            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            f" WHERE {where.format(t='d')}"
+            f" UNION ALL SELECT r.id FROM retired_chunks r WHERE {where.format(t='r')}"
+        )
+        return [r[0] for r in self.conn.execute(q, params + params)]
 
     def chunk_ids_under_path(self, prefix: str) -> list[int]:
-        """Ids of the chunks of documents whose path starts with ``prefix`` (an index range)."""
+        """Ids of the chunks (live or retired) whose document path starts with ``prefix``."""
+        end = _prefix_end(prefix)
         rows = self.conn.execute(
             "SELECT c.id FROM documents d JOIN chunks c ON c.doc_id = d.id"
-            " WHERE d.path >= ? AND d.path < ?",
-            (prefix, _prefix_end(prefix)),
+            " WHERE d.path >= ? AND d.path < ?"
+            " UNION ALL SELECT id FROM retired_chunks WHERE path >= ? AND path < ?",
+            (prefix, end, prefix, end),
         )
         return [r[0] for r in rows]
 
