@@ -25,6 +25,7 @@ MODULES = (
     "dense",
     "settings",
     "skill",
+    "maintenance",
 )
 
 #: Which module defines a command, so running one imports only that module
@@ -51,6 +52,9 @@ COMMAND_MODULES = {
     "config": "settings",
     "plugins": "settings",
     "skill": "skill",
+    "doctor": "maintenance",
+    "backup": "maintenance",
+    "restore": "maintenance",
 }
 
 
