@@ -112,27 +112,27 @@ def search(
             hit.snippet, hit.highlights, *(("\x1b[1;33m", "\x1b[0m") if color else ("[", "]"))
         )
         click.echo(f"    {snip}")
-        if explain and hit.explanation and "channels" in hit.explanation:
+        if explain and hit.explanation:
             print_pipeline_explain(res, hit.explanation)
-        elif explain and hit.explanation:
             _print_explain(hit.explanation)
     total = f" of {res.matched} matching chunks" if res.matched >= 0 else " hits"
     click.echo(f"({len(res.hits)}{total}, {res.took_ms:.1f} ms)")
 
 
 def _print_explain(exp: dict[str, Any]) -> None:
-    lex = exp.get("lexical", {})
+    lex = exp.get("lexical")
+    if "board" in exp:
+        b = exp["board"]
+        click.echo(
+            f"      board {b.get('board') or '-'}: x{b['boost']} ({b['before']} -> {exp['final']})"
+        )
+    if not lex:
+        return
     fields = ", ".join(
         f"{k} w={v['weight']} b={v['b']} avg={v['avg_len']}"
         for k, v in lex.get("fields", {}).items()
     )
     click.echo(f"      BM25F k1={lex.get('k1')} fields: {fields}; doc lens {lex.get('lens')}")
-    if "board" in exp:
-        b = exp["board"]
-        click.echo(
-            f"      board {b['board'] if b['board'] is not None else '-'}: x{b['boost']}"
-            f" (lexical {b['lexical_score']} -> {exp['final']})"
-        )
     for t in lex.get("terms", []):
         tf = " ".join(f"{k}={v}" for k, v in t["tf"].items() if v)
         click.echo(

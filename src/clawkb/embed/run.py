@@ -27,7 +27,7 @@ def embed_kb(
     r = retriever_for(kb)
     if embedder is not None:
         r.set_embedder(embedder)
-    kb._catch_up()  # the lexical side first, so chunk rows are current
+    kb.ensure_fresh()  # the lexical side first, so chunk rows are current
     with kb.writer():
         return vectors.embed_pending(kb.conn, r.embedder, batch=batch, progress=progress)
 

@@ -15,14 +15,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from clawkb.index.lexical import LexicalIndex
 from clawkb.retrieve import fusion
+from clawkb.retrieve.hits import make_hit
 from clawkb.retrieve.merge import Candidate
-from clawkb.retrieve.search import make_hit
 from clawkb.retrieve.settings import RetrievalSettings
 from clawkb.store.repo import ChunkRow
 from clawkb.types import Hit
 
-_MEMORY_PREFIX = "memory://"
 #: A stage that overruns keeps its worker until it ends; spare workers keep the
 #: next queries from queueing behind it.
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="clawkb-stage")
@@ -47,19 +47,6 @@ def budget(fn: Callable[[], T], budget_ms: float) -> T | None:
         return fut.result(timeout=budget_ms / 1000.0)
     except FutureTimeout:
         return None
-
-
-def drop_memory(kb: Any, ch: fusion.Channel, include_memory: bool) -> fusion.Channel:
-    repo = kb.repo
-    if (
-        include_memory
-        or not hasattr(repo, "has_path_prefix")
-        or not repo.has_path_prefix(_MEMORY_PREFIX)
-    ):
-        return ch
-    hidden = repo.chunk_ids_with_path_prefix(ch.ids.tolist(), _MEMORY_PREFIX)
-    keep = ~np.isin(ch.ids, np.fromiter(hidden, np.int64, len(hidden)))
-    return fusion.Channel(ch.ids[keep], ch.scores[keep])
 
 
 def decisive(lex: fusion.Channel | None, margin: float) -> bool:
@@ -92,16 +79,10 @@ def fuse(kb: Any, channels: dict[str, fusion.Channel], s: RetrievalSettings) -> 
 
 def recency_by_chunk(kb: Any, ids: list[int], half_life_days: float) -> dict[int, float]:
     now = time.time()
-    out: dict[int, float] = {}
-    for i in range(0, len(ids), 900):
-        part = ids[i : i + 900]
-        q = (
-            "SELECT c.id, d.mtime_ns FROM chunks c JOIN documents d ON d.id = c.doc_id"
-            f" WHERE c.id IN ({','.join('?' * len(part))})"
-        )
-        for cid, mtime_ns in kb.conn.execute(q, part):
-            out[cid] = fusion.recency_score((mtime_ns or 0) / 1e9, now, half_life_days)
-    return out
+    return {
+        cid: fusion.recency_score(mtime_s, now, half_life_days)
+        for cid, mtime_s in kb.repo.chunk_mtimes(ids).items()
+    }
 
 
 def rerank(
@@ -146,15 +127,27 @@ def rerank(
 def hit(
     row: ChunkRow,
     f: fusion.Fused,
+    *,
     tokens: list[str],
     mode: str,
-    channels: dict[str, fusion.Channel],
     explain: bool,
+    lexical: LexicalIndex | None,
+    snippets: bool,
+    labels: tuple[str, ...],
 ) -> Hit:
+    """The hit for a fused candidate; with ``explain``, its per-channel trace.
+
+    ``labels`` are the boosts applied after fusion (``board``, ``memory``):
+    their trace is shown beside the channels, not among them.
+    """
     exp = None
     if explain:
-        exp = {"mode": mode, "channels": f.trace, "final": round(f.score, 6)}
-    return make_hit(row, 0, f.score, tokens, exp)
+        channels = {k: v for k, v in f.trace.items() if k not in labels}
+        exp = {"mode": mode, "channels": channels, "final": round(f.score, 6)}
+        exp.update({k: f.trace[k] for k in labels if k in f.trace})
+        if lexical is not None and "lexical" in channels:
+            exp["lexical"] = lexical.explain(tokens, row.id)
+    return make_hit(row, 0, f.score, tokens, exp, snippet=snippets)
 
 
 # -- confidence ---------------------------------------------------------------
