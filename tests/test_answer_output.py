@@ -71,7 +71,9 @@ def test_stream_equals_final_text(step: int) -> None:
     for i in range(0, len(raw), step):
         stream.feed(raw[i : i + step])
     stream.close()
-    assert "".join(out) == final_text == "Pump 4 [1] uses K4. It is 120Ω [2]. See also [3]. Also [1]."
+    assert (
+        "".join(out) == final_text == "Pump 4 [1] uses K4. It is 120Ω [2]. See also [3]. Also [1]."
+    )
 
 
 def test_sources_numbered_in_reading_order_cited_first(kb: KnowledgeBase) -> None:

@@ -31,7 +31,10 @@ _TIDY = (
     (re.compile(rf"(?<=[\]】])\s*{_CONJ}\s*{_GONE}", re.I), ""),  # "[2] and [7]" -> "[2]"
     (re.compile(rf"[(（]\s*(?:{_FILLER}\s*)*{_GONE}\s*[)）]", re.I), ""),  # "(see [7])"
     # a sentence left with only filler words: "Also see [7]." goes entirely
-    (re.compile(rf"(^|(?<=[.!?。！？]))\s*(?:{_FILLER}[\s:：]*)*{_GONE}\s*[.!?。！？]", re.I), r"\1"),
+    (
+        re.compile(rf"(^|(?<=[.!?。！？]))\s*(?:{_FILLER}[\s:：]*)*{_GONE}\s*[.!?。！？]", re.I),
+        r"\1",
+    ),
     (re.compile(rf"[ \t]*{_GONE}"), ""),
     (re.compile(r"[ \t]+([.,;:!?。，；：！？])"), r"\1"),
     (re.compile(r"[ \t]{2,}"), " "),

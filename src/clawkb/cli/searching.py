@@ -16,6 +16,7 @@ from clawkb.cli.dense import (
     print_stages,
     retrieval_options,
 )
+from clawkb.retrieve.hits import anchor_dict
 
 
 def display_path(path: str) -> str:
@@ -168,12 +169,7 @@ def show(ctx: click.Context, anchor: str, context_lines: int, as_json: bool) -> 
     if as_json:
         echo_json(
             {
-                "anchor": a.id,
-                "path": a.path,
-                "line_start": a.line_start,
-                "line_end": a.line_end,
-                "page": a.page,
-                "heading_path": list(a.heading_path),
+                **anchor_dict(a),
                 "text": row.text,
                 "context": [{"line": n, "text": t} for n, t in lines],
                 "previous": before[0].anchor if before else None,

@@ -44,7 +44,7 @@ def hardware_context(
     conflicts = find_conflicts(a for a, _ in matched)
     # board_search runs the one pipeline (which makes the index current first)
     res = board_search(
-        kb, query, names, limit=limit, only=bool(names), datasheets_only=True, snippets=False
+        kb, query, names, only=True, datasheets_only=True, limit=limit, snippets=False
     )
     board_of = boards_of_anchors(kb.conn, [h.anchor.id for h in res.hits])
     passages = []

@@ -71,31 +71,19 @@ def board_search(
     query: str,
     boards: Sequence[str],
     *,
-    limit: int = 10,
     only: bool = False,
-    boost: float | None = None,
-    path_globs: tuple[str, ...] = (),
-    explain: bool = False,
-    include_memory: bool = False,
     datasheets_only: bool = False,
-    mode: str | None = None,
-    options: dict[str, Any] | None = None,
-    snippets: bool = True,
+    **search: Any,
 ) -> SearchResult:
-    """Search with the datasheets of ``boards`` boosted (see the module docstring)."""
-    fields = board_restriction(kb, boards, only=only, boost=boost, datasheets_only=datasheets_only)
-    q = Query.make(
-        query,
-        limit=limit,
-        mode=mode,
-        path_globs=path_globs,
-        options=options,
-        explain=explain,
-        include_memory=include_memory,
-        snippets=snippets,
-        **fields,
-    )
-    return name_boards(kb, kb.run_query(q))
+    """``kb.search`` with the datasheets of ``boards`` boosted (see the module docstring).
+
+    ``datasheets_only`` with no board keeps every datasheet and nothing else;
+    ``search`` takes the other ``kb.search`` keywords (limit, mode, filters, ...).
+    """
+    if boards or not datasheets_only:
+        return kb.search(query, boards=boards, board_only=only, **search)
+    q = Query.make(query, **search, **board_restriction(kb, (), datasheets_only=True))
+    return kb.run_query(q)
 
 
 def name_boards(kb: KnowledgeBase, res: SearchResult) -> SearchResult:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from clawkb.retrieve.snippet import make_snippet
+from clawkb.retrieve.snippet import prepare, window
 from clawkb.store.repo import ChunkRow
 from clawkb.text import normalize
 from clawkb.types import Anchor, Hit
@@ -32,8 +32,15 @@ def make_hit(
     like 0x40013000 are the rare exception; --explain gives the exact view).
     """
     uniq = tuple(dict.fromkeys(tokens))
-    haystack = normalize(" ".join((row.title, *row.heading_path, row.text)))
-    snip, spans = make_snippet(row.text, uniq) if snippet else ("", ())
+    snip: str = ""
+    spans: tuple[tuple[int, int], ...] = ()
+    if snippet:
+        view = prepare(row.text)
+        snip, spans = window(view, uniq)
+        body = view[1]  # the display text, normalised once for both uses
+    else:
+        body = normalize(row.text)
+    head = normalize(" ".join((row.title, *row.heading_path)))
     return Hit(
         rank=rank,
         score=float(score),
@@ -41,7 +48,7 @@ def make_hit(
         text=row.text,
         title=row.title,
         kind=row.kind,
-        matched_terms=tuple(t for t in uniq if t in haystack),
+        matched_terms=tuple(t for t in uniq if t in body or t in head),
         snippet=snip,
         highlights=spans,
         explanation=explanation,

@@ -83,6 +83,9 @@ def _normalised(text: str) -> tuple[str, list[int] | None]:
     """
     if text.isascii():
         return text.lower(), None
+    whole = unicodedata.normalize("NFKC", text).casefold()
+    if len(whole) == len(text):  # one character for one (CJK, full-width forms): the
+        return whole, None  # usual case; an expansion cancelled by a composition is not
     parts: list[str] = []
     back: list[int] = []
     pos, identity = 0, True
@@ -106,15 +109,25 @@ def _normalised(text: str) -> tuple[str, list[int] | None]:
     return "".join(parts), None if identity else back
 
 
-def make_snippet(
-    text: str, terms: Sequence[str], width: int = 240
-) -> tuple[str, tuple[tuple[int, int], ...]]:
-    """Return a window of ``text`` around the densest matches, and match spans."""
+def prepare(text: str) -> tuple[str, str, list[int] | None]:
+    """(display text, its normalised form, the offset map): what :func:`window` needs.
+
+    The normalised form also serves for the "matched terms" test, so a hit
+    normalises its text once.
+    """
     flat = display_text(text)
+    norm, back = _normalised(flat)
+    return flat, norm, back
+
+
+def window(
+    prepared: tuple[str, str, list[int] | None], terms: Sequence[str], width: int = 240
+) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """A window of the display text around the densest matches, and the match spans."""
+    flat, norm, back = prepared
     pat = _patterns(tuple(terms))
     if pat is None:
         return _cut(flat, 0, width), ()
-    norm, back = _normalised(flat)
     spans = [m.span() for m in pat.finditer(norm) if _at_boundaries(norm, *m.span())]
     if back is not None:
         spans = [(back[s], back[e - 1] + 1) for s, e in spans]
@@ -136,6 +149,13 @@ def make_snippet(
         if s >= start and e <= start + width:
             out.append((s - start + prefix, e - start + prefix))
     return snippet, tuple(out)
+
+
+def make_snippet(
+    text: str, terms: Sequence[str], width: int = 240
+) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """Return a window of ``text`` around the densest matches, and match spans."""
+    return window(prepare(text), terms, width)
 
 
 def _boundary(text: str, i: int) -> bool:

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -22,6 +22,10 @@ from clawkb.retrieve.merge import Candidate
 from clawkb.retrieve.settings import RetrievalSettings
 from clawkb.store.repo import ChunkRow
 from clawkb.types import Hit
+
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
+    from clawkb.retrieve.pipeline import Retriever
 
 #: A stage that overruns keeps its worker until it ends; spare workers keep the
 #: next queries from queueing behind it.
@@ -58,7 +62,9 @@ def decisive(lex: fusion.Channel | None, margin: float) -> bool:
     return top > 0 and (top - second) / top >= margin
 
 
-def fuse(kb: Any, channels: dict[str, fusion.Channel], s: RetrievalSettings) -> list[fusion.Fused]:
+def fuse(
+    kb: KnowledgeBase, channels: dict[str, fusion.Channel], s: RetrievalSettings
+) -> list[fusion.Fused]:
     weights = {"lexical": s.w_lexical, "dense": s.w_dense}
     if not channels:
         return []
@@ -77,7 +83,7 @@ def fuse(kb: Any, channels: dict[str, fusion.Channel], s: RetrievalSettings) -> 
     return fusion.linear(channels, weights, s.norm, recency, s.w_recency)
 
 
-def recency_by_chunk(kb: Any, ids: list[int], half_life_days: float) -> dict[int, float]:
+def recency_by_chunk(kb: KnowledgeBase, ids: list[int], half_life_days: float) -> dict[int, float]:
     now = time.time()
     return {
         cid: fusion.recency_score(mtime_s, now, half_life_days)
@@ -86,7 +92,7 @@ def recency_by_chunk(kb: Any, ids: list[int], half_life_days: float) -> dict[int
 
 
 def rerank(
-    r: Any,
+    r: Retriever,
     query: str,
     cands: list[Candidate],
     s: RetrievalSettings,
