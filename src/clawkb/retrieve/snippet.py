@@ -133,11 +133,13 @@ def window(
         spans = [(back[s], back[e - 1] + 1) for s, e in spans]
     if not spans:
         return _cut(flat, 0, width), ()
-    best_start, best_count = 0, -1
-    for i, (s, _) in enumerate(spans):
-        count = sum(1 for s2, _ in spans[i:] if s2 < s + width)
-        if count > best_count:
-            best_start, best_count = s, count
+    best_start, best_count, j = 0, -1, 0
+    for i, (s, _) in enumerate(spans):  # spans are in order: a sliding window
+        j = max(j, i)
+        while j < len(spans) and spans[j][0] < s + width:
+            j += 1
+        if j - i > best_count:
+            best_start, best_count = s, j - i
     start = max(0, best_start - width // 4)
     if start > 0:
         space = flat.rfind(" ", 0, start + 1)
