@@ -64,6 +64,98 @@ def build(kb_dir: Path, docs: int) -> None:
     print(f"built {docs:,} docs in {time.perf_counter() - t:.1f} s", file=sys.stderr)
 
 
+MEASURES = ("raw", "search", "search_nosnippets", "deep_300", "deep_300_nosnippets")
+
+
+def worker(kb_dir: Path, docs: int, n_queries: int, k: int) -> None:
+    """Answer ``<measure> <start> <end>`` lines on stdin with per-query ms (JSON) on stdout."""
+    import synth
+    from clawkb.kb import KnowledgeBase
+    from clawkb.text import tokenize
+
+    _, qs = synth.generate(docs, n_queries=n_queries, seed=13)
+    queries = [q.text for q in qs]
+    kb = KnowledgeBase.open(kb_dir)
+    # a tree without the option takes it as a retrieval setting and still builds snippets
+    probe = kb.search(queries[0], limit=k, snippets=False).hits
+    has_snippets_option = bool(probe) and probe[0].snippet == ""
+    fns: dict[str, Callable[[str], Any]] = {
+        "raw": lambda q: kb.lexical.search(tokenize(q), k=k),
+        "search": lambda q: kb.search(q, limit=k),
+        "deep_300": lambda q: kb.search(q, limit=300),
+    }
+    if has_snippets_option:
+        fns["search_nosnippets"] = lambda q: kb.search(q, limit=k, snippets=False)
+        fns["deep_300_nosnippets"] = lambda q: kb.search(q, limit=300, snippets=False)
+    for q in queries[:50]:
+        kb.search(q, limit=k)
+    print(
+        json.dumps({"ready": True, "source": str(Path(kb.__class__.__module__).name)}), flush=True
+    )
+    for line in sys.stdin:
+        what, a, b = line.split()
+        fn = fns.get(what)
+        out = _time(fn, queries[int(a) : int(b)], 1) if fn else None
+        print(json.dumps(out), flush=True)
+
+
+def compare(args: argparse.Namespace) -> dict[str, Any]:
+    """Two workers (this tree and ``--compare``), given the same batches in turn.
+
+    Alternating small batches puts both under the same machine load, so the
+    ratio holds even on a busy machine; each query's time is the best of the
+    rounds.
+    """
+    import os
+    import subprocess
+
+    here = str(Path(__file__).resolve().parents[1] / "src")
+    trees = {"branch": here, "reference": str(Path(args.compare).resolve())}
+    procs = {}
+    for name, src in trees.items():
+        env = {**os.environ, "PYTHONPATH": src}
+        cmd = [sys.executable, __file__, "--worker", "--kb", str(args.kb), "--docs",
+               str(args.docs), "--queries", str(args.queries), "--k", str(args.k)]  # fmt: skip
+        procs[name] = subprocess.Popen(
+            cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert procs[name].stdout is not None
+        procs[name].stdout.readline()
+    best: dict[str, dict[str, list[float]]] = {n: {} for n in trees}
+    batch = 25
+    for what in MEASURES:
+        total = args.queries if not what.startswith("deep") else max(50, args.queries // 5)
+        rounds = args.rounds if not what.startswith("deep") else 1
+        for _ in range(rounds):
+            for a in range(0, total, batch):
+                for name, p in procs.items():
+                    assert p.stdin is not None and p.stdout is not None
+                    p.stdin.write(f"{what} {a} {min(a + batch, total)}\n")
+                    p.stdin.flush()
+                    got = json.loads(p.stdout.readline())
+                    if got is None:
+                        continue
+                    cur = best[name].setdefault(what, [float("inf")] * total)
+                    for i, ms in enumerate(got):
+                        cur[a + i] = min(cur[a + i], ms)
+    for p in procs.values():
+        assert p.stdin is not None
+        p.stdin.close()
+        p.wait()
+    out: dict[str, Any] = {"trees": trees, "queries": args.queries, "rounds": args.rounds}
+    for name in trees:
+        out[name] = {w: _percentiles(v) for w, v in best[name].items()}
+        if "raw" in best[name] and "search" in best[name]:
+            over = [s - r for s, r in zip(best[name]["search"], best[name]["raw"], strict=True)]
+            out[name]["search_minus_raw"] = _percentiles(over)
+    ratios = {}
+    for w in MEASURES:
+        if w in out["branch"] and w in out["reference"]:
+            ratios[w] = round(out["branch"][w]["p50_ms"] / out["reference"][w]["p50_ms"], 3)
+    out["p50_ratio_branch_over_reference"] = ratios
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kb", type=Path, required=True, help="KB folder (built when missing)")
@@ -73,7 +165,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--label", default="")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--compare", help="another tree's src/ folder: A/B against it in one run")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.worker:
+        worker(args.kb, args.docs, args.queries, args.k)
+        return 0
+    if args.compare:
+        if not (args.kb / "clawkb.sqlite").exists():
+            build(args.kb, args.docs)
+        result = compare(args)
+        text = json.dumps(result, indent=2)
+        if args.out:
+            args.out.write_text(text + "\n", encoding="utf-8")
+        print(text)
+        return 0
 
     import clawkb
     import synth
@@ -90,17 +196,14 @@ def main(argv: list[str] | None = None) -> int:
             kb.search(q, limit=args.k)
         raw = _time(lambda q: kb.lexical.search(tokenize(q), k=args.k), queries, args.rounds)
         full = _time(lambda q: kb.search(q, limit=args.k), queries, args.rounds)
-        try:
-            kb.search(queries[0], limit=args.k, snippets=False)
-            nosnip = _time(lambda q: kb.search(q, limit=args.k, snippets=False), queries, 1)
-        except TypeError:  # a version without the option
-            nosnip = None
+        probe = kb.search(queries[0], limit=args.k, snippets=False).hits
+        light = bool(probe) and probe[0].snippet == ""  # False: a tree without the option
         few = queries[: max(20, len(queries) // 10)]
-        deep = _time(lambda q: kb.search(q, limit=300), few, 1)
-        try:
+        nosnip = deep_nosnip = None
+        if light:
+            nosnip = _time(lambda q: kb.search(q, limit=args.k, snippets=False), queries, 1)
             deep_nosnip = _time(lambda q: kb.search(q, limit=300, snippets=False), few, 1)
-        except TypeError:
-            deep_nosnip = None
+        deep = _time(lambda q: kb.search(q, limit=300), few, 1)
     over = [f - r for f, r in zip(full, raw, strict=True)]
     result = {
         "label": args.label,

@@ -29,7 +29,7 @@ class Candidate:
     row: ChunkRow
     score: float
     hit_: Hit | None = None
-    make: Callable[[], Hit] | None = field(default=None, repr=False)
+    make: Callable[..., Hit] | None = field(default=None, repr=False)
 
     @property
     def hit(self) -> Hit:
@@ -37,6 +37,12 @@ class Candidate:
             assert self.make is not None, "a candidate needs a hit or a way to make one"
             self.hit_ = self.make()
         return self.hit_
+
+    def final(self, rank: int) -> Hit:
+        """The hit at its final rank and score (built once, directly, when not built yet)."""
+        if self.hit_ is None and self.make is not None:
+            return self.make(rank=rank, score=self.score)
+        return replace(self.hit, rank=rank, score=self.score)
 
 
 def overlap(a: str, b: str) -> int:

@@ -205,7 +205,7 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
     if merge_on:
         cands = merge_adjacent(cands, s.merge_ratio)
     top = cands[: q.limit]
-    hits = [replace(c.hit, rank=i, score=c.score) for i, c in enumerate(top, 1)]
+    hits = [c.final(i) for i, c in enumerate(top, 1)]
     conf = confidence(hits, rw.tokens, channels)
     res = SearchResult(
         q.text,

@@ -71,8 +71,8 @@ def fuse(
     if len(channels) == 1 and not (s.fusion == "linear" and s.w_recency):
         ((name, ch),) = channels.items()
         return [
-            fusion.Fused(int(c), float(v), {name: {"rank": i, "raw": round(float(v), 6)}})
-            for i, (c, v) in enumerate(zip(ch.ids, ch.scores, strict=True), 1)
+            fusion.Fused(c, v, {name: {"rank": i, "raw": round(v, 6)}})
+            for i, (c, v) in enumerate(zip(ch.ids.tolist(), ch.scores.tolist(), strict=True), 1)
         ]
     if s.fusion == "rrf":
         return fusion.rrf(channels, weights, s.rrf_k)
@@ -140,6 +140,8 @@ def hit(
     lexical: LexicalIndex | None,
     snippets: bool,
     labels: tuple[str, ...],
+    rank: int = 0,
+    score: float | None = None,
 ) -> Hit:
     """The hit for a fused candidate; with ``explain``, its per-channel trace.
 
@@ -153,7 +155,7 @@ def hit(
         exp.update({k: f.trace[k] for k in labels if k in f.trace})
         if lexical is not None and "lexical" in channels:
             exp["lexical"] = lexical.explain(tokens, row.id)
-    return make_hit(row, 0, f.score, tokens, exp, snippet=snippets)
+    return make_hit(row, rank, f.score if score is None else score, tokens, exp, snippet=snippets)
 
 
 # -- confidence ---------------------------------------------------------------
