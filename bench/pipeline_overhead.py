@@ -104,7 +104,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
 
     Alternating small batches puts both under the same machine load, so the
     ratio holds even on a busy machine; each query's time is the best of the
-    rounds.
+    rounds (``first_run``: the first time each query ran, caches cold).
     """
     import os
     import subprocess
@@ -122,11 +122,12 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
         assert procs[name].stdout is not None
         procs[name].stdout.readline()
     best: dict[str, dict[str, list[float]]] = {n: {} for n in trees}
+    first: dict[str, dict[str, list[float]]] = {n: {} for n in trees}
     batch = 25
     for what in MEASURES:
         total = args.queries if not what.startswith("deep") else max(50, args.queries // 5)
         rounds = args.rounds if not what.startswith("deep") else 1
-        for _ in range(rounds):
+        for rnd in range(rounds):
             for a in range(0, total, batch):
                 for name, p in procs.items():
                     assert p.stdin is not None and p.stdout is not None
@@ -138,6 +139,8 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
                     cur = best[name].setdefault(what, [float("inf")] * total)
                     for i, ms in enumerate(got):
                         cur[a + i] = min(cur[a + i], ms)
+                    if rnd == 0:  # the first time each query runs (hit caches cold)
+                        first[name].setdefault(what, []).extend(got)
     for p in procs.values():
         assert p.stdin is not None
         p.stdin.close()
@@ -145,6 +148,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"trees": trees, "queries": args.queries, "rounds": args.rounds}
     for name in trees:
         out[name] = {w: _percentiles(v) for w, v in best[name].items()}
+        out[name]["first_run"] = {w: _percentiles(v) for w, v in first[name].items()}
         if "raw" in best[name] and "search" in best[name]:
             over = [s - r for s, r in zip(best[name]["search"], best[name]["raw"], strict=True)]
             out[name]["search_minus_raw"] = _percentiles(over)
@@ -152,6 +156,11 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
     for w in MEASURES:
         if w in out["branch"] and w in out["reference"]:
             ratios[w] = round(out["branch"][w]["p50_ms"] / out["reference"][w]["p50_ms"], 3)
+            ratios[w + "_first_run"] = round(
+                out["branch"]["first_run"][w]["p50_ms"]
+                / out["reference"]["first_run"][w]["p50_ms"],
+                3,
+            )
     out["p50_ratio_branch_over_reference"] = ratios
     return out
 

@@ -8,12 +8,38 @@ the CLI, MCP and HTTP outputs cannot drift apart (schema in docs/json.md).
 
 from __future__ import annotations
 
+import threading
+from functools import lru_cache
 from typing import Any
 
-from clawkb.retrieve.snippet import prepare, window
+import cachetools
+
+from clawkb.retrieve.snippet import Prepared, prepare, window
 from clawkb.store.repo import ChunkRow
 from clawkb.text import normalize
 from clawkb.types import Anchor, Hit
+
+#: Prepared chunk texts (display text, its normalised form, offset map) by anchor.
+#: An anchor id is derived from the chunk's content, so an entry never goes
+#: stale; NFKC of a long CJK chunk is the largest cost of building a hit, and a
+#: long-running process (server, MCP, `clawkb eval`) meets the same chunks often.
+_VIEWS: cachetools.LRUCache[str, Prepared] = cachetools.LRUCache(maxsize=2048)
+_VIEWS_LOCK = threading.Lock()
+
+
+def _view(row: ChunkRow) -> Prepared:
+    with _VIEWS_LOCK:
+        got = _VIEWS.get(row.anchor)
+    if got is None:
+        got = prepare(row.text)
+        with _VIEWS_LOCK:
+            _VIEWS[row.anchor] = got
+    return got
+
+
+@lru_cache(maxsize=1024)
+def _head(title: str, heading_path: tuple[str, ...]) -> str:
+    return normalize(" ".join((title, *heading_path)))
 
 
 def make_hit(
@@ -32,15 +58,9 @@ def make_hit(
     like 0x40013000 are the rare exception; --explain gives the exact view).
     """
     uniq = tuple(dict.fromkeys(tokens))
-    snip: str = ""
-    spans: tuple[tuple[int, int], ...] = ()
-    if snippet:
-        view = prepare(row.text)
-        snip, spans = window(view, uniq)
-        body = view[1]  # the display text, normalised once for both uses
-    else:
-        body = normalize(row.text)
-    head = normalize(" ".join((row.title, *row.heading_path)))
+    view = _view(row)
+    snip, spans = window(view, uniq) if snippet else ("", ())
+    body, head = view[1], _head(row.title, row.heading_path)
     return Hit(
         rank=rank,
         score=float(score),

@@ -109,7 +109,11 @@ def _normalised(text: str) -> tuple[str, list[int] | None]:
     return "".join(parts), None if identity else back
 
 
-def prepare(text: str) -> tuple[str, str, list[int] | None]:
+#: (display text, its normalised form, normalised offset -> display offset or None)
+Prepared = tuple[str, str, list[int] | None]
+
+
+def prepare(text: str) -> Prepared:
     """(display text, its normalised form, the offset map): what :func:`window` needs.
 
     The normalised form also serves for the "matched terms" test, so a hit
@@ -121,7 +125,7 @@ def prepare(text: str) -> tuple[str, str, list[int] | None]:
 
 
 def window(
-    prepared: tuple[str, str, list[int] | None], terms: Sequence[str], width: int = 240
+    prepared: Prepared, terms: Sequence[str], width: int = 240
 ) -> tuple[str, tuple[tuple[int, int], ...]]:
     """A window of the display text around the densest matches, and the match spans."""
     flat, norm, back = prepared
