@@ -142,7 +142,7 @@ class KnowledgeBase:
     def ensure_fresh(self) -> list[str]:
         """Make the index current before a read (see :meth:`_catch_up`); returns warnings.
 
-        Every read path (search, recall, context, status, embed) calls this one method.
+        Every read path (search, recall, context, embed) calls this one method.
         """
         return self._catch_up()
 
@@ -219,7 +219,8 @@ class KnowledgeBase:
         generic only. ``mode`` (lexical | dense | hybrid | auto), ``filters``
         (:class:`clawkb.retrieve.filters.Filters`) and ``retrieval`` overrides
         (fusion weights, rerank, ... — the ``retrieval:`` settings) apply with or
-        without boards; an unknown keyword raises ``ConfigError``.
+        without boards; an unknown keyword raises ``ConfigError``. ``snippets=False``
+        leaves snippets and highlights out (evaluation needs only the ranking).
         """
         from clawkb.retrieve.query import Query
 
@@ -282,7 +283,7 @@ class KnowledgeBase:
         return rows[max(0, i - before) : i], rows[i + 1 : i + 1 + after]
 
     def status(self) -> dict[str, Any]:
-        self.ensure_fresh()
+        self._catch_up()
         db_path = self.home / db.DB_NAME
         size = sum(p.stat().st_size for p in self.home.glob(db.DB_NAME + "*") if p.is_file())
         last = self.conn.execute(
