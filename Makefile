@@ -21,9 +21,11 @@ run: $(STAMP)
 # Debian packages for PDF OCR tests (Tesseract + Chinese/English data, a CJK font to
 # draw scanned test pages); installed only when missing, only as root.
 OCR_DEBS := tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim fonts-wqy-microhei fonts-dejavu-core
+# libseccomp2: the parser sandbox's seccomp filter (pyseccomp loads it; usually present).
+SANDBOX_DEBS := libseccomp2
 
 system-deps:
-	@missing=$$(for p in $(OCR_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(OCR_DEBS) $(SANDBOX_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; } \
 	    || echo "note: could not install $$missing; OCR tests will be skipped" >&2; \

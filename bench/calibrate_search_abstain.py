@@ -19,9 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+from shared_data import add_datasets_flag, datasets_dir
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent
-DATA = Path(os.environ.get("CLAWKB_DATASETS", "/work/shared/datasets"))
+DATA = datasets_dir()
 CACHE = ROOT / ".cache" / "dense"
 PAIRS = {
     "cranfield": "agentset-msmarco",
@@ -38,7 +40,10 @@ def confidences(kb, queries: list[str]) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--queries", type=int, default=150)
+    add_datasets_flag(ap)
     args = ap.parse_args()
+    global DATA
+    DATA = datasets_dir(args.datasets)
     from clawkb.embed.e5 import E5Small
     from clawkb.evaluate.beir import load_beir
     from clawkb.kb import KnowledgeBase

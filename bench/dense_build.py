@@ -17,9 +17,11 @@ import sys
 import time
 from pathlib import Path
 
+from shared_data import add_datasets_flag, datasets_dir
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent
-DATA = Path(os.environ.get("CLAWKB_DATASETS", "/work/shared/datasets"))
+DATA = datasets_dir()
 CACHE = ROOT / ".cache" / "dense"
 NAMES = ("cranfield", "agentset-msmarco", "cmrc2018-dev", "qbqtc-dev")
 
@@ -65,7 +67,15 @@ def build(name: str) -> dict[str, object]:
 
 
 def main(argv: list[str]) -> None:
-    names = argv or list(NAMES)
+    import argparse
+
+    global DATA
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help="dataset folders to build (default: all)")
+    add_datasets_flag(ap)
+    args = ap.parse_args(argv)
+    DATA = datasets_dir(args.datasets)
+    names = args.names or list(NAMES)
     results = [build(n) for n in names]
     out = ROOT / "results" / "dense-build.json"
     old = json.loads(out.read_text()) if out.exists() else {}

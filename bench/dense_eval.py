@@ -14,9 +14,11 @@ import json
 import os
 from pathlib import Path
 
+from shared_data import add_datasets_flag, datasets_dir
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent
-DATA = Path(os.environ.get("CLAWKB_DATASETS", "/work/shared/datasets"))
+DATA = datasets_dir()
 CACHE = ROOT / ".cache" / "dense"
 NAMES = ("cranfield", "agentset-msmarco", "cmrc2018-dev", "qbqtc-dev")
 
@@ -25,7 +27,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("names", nargs="*", default=list(NAMES))
     ap.add_argument("--queries", type=int, default=500)
+    add_datasets_flag(ap)
     args = ap.parse_args()
+    global DATA
+    DATA = datasets_dir(args.datasets)
     from clawkb.embed.e5 import E5Small
     from clawkb.evaluate.compare import compare_modes
 

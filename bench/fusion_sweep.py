@@ -22,9 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from shared_data import add_datasets_flag, datasets_dir
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent
-DATA = Path(os.environ.get("CLAWKB_DATASETS", "/work/shared/datasets"))
+DATA = datasets_dir()
 CACHE = ROOT / ".cache" / "dense"
 NAMES = ("cranfield", "agentset-msmarco", "cmrc2018-dev", "qbqtc-dev")
 DEPTH = 100
@@ -203,7 +205,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("names", nargs="*", default=list(NAMES))
     ap.add_argument("--queries", type=int, default=500, help="First N judged queries per set.")
+    add_datasets_flag(ap)
     args = ap.parse_args()
+    global DATA
+    DATA = datasets_dir(args.datasets)
     results = [sweep(n, args.queries) for n in args.names if (CACHE / n / "clawkb.sqlite").exists()]
     (ROOT / "results" / "fusion-sweep.json").write_text(
         json.dumps(results, indent=2, ensure_ascii=False) + "\n"

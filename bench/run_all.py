@@ -31,9 +31,10 @@ sys.path.insert(0, str(HERE))
 
 import report  # noqa: E402
 import synth  # noqa: E402
+from shared_data import add_datasets_flag, datasets_dir  # noqa: E402
 
 ENGINES = ["clawkb", "bm25s", "tantivy"]
-DATASETS = Path("/work/shared/datasets")
+DATASETS = datasets_dir()
 WARMUP = 20
 THREAD_ENV = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
@@ -167,11 +168,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--pdf", action="store_true", help="run only the PDF extraction benchmark (pdf_extract.py)"
     )
+    add_datasets_flag(ap)
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
+    global DATASETS
     args = parse_args(argv)
+    DATASETS = datasets_dir(args.datasets)
     if args.pdf:
         import pdf_extract
 

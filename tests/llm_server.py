@@ -14,7 +14,11 @@ The ``model`` name selects a behaviour:
 * ``flaky``: HTTP 503 for the first ``flaky_failures`` requests, then ``echo``;
 * ``slow``: sleeps ``slow_s`` seconds before answering;
 * ``garbage``: HTTP 200 with a body that is not a chat completion;
-* ``auth``: HTTP 401 unless the request carries ``Bearer sekrit``.
+* ``auth``: HTTP 401 unless the request carries ``Bearer sekrit``;
+* ``rate-limited``: HTTP 429 with ``Retry-After: retry_after`` for the first
+  ``flaky_failures`` requests, then ``echo``.
+
+Every request is recorded in ``requests`` with its arrival time (``at``).
 """
 
 from __future__ import annotations
@@ -123,12 +127,23 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") != "/v1/chat/completions":
             return self._json(404, {"error": {"message": f"no route {self.path}"}})
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-        self.server.requests.append({"headers": dict(self.headers), "body": body})
+        self.server.requests.append(
+            {"headers": dict(self.headers), "body": body, "at": time.monotonic()}
+        )
         model = body.get("model", "echo")
         if model == "fail-500":
             return self._json(500, {"error": {"message": "the model crashed"}})
         if model == "flaky" and self.server.count("flaky") <= self.server.flaky_failures:
             return self._json(503, {"error": {"message": "overloaded"}})
+        if model == "rate-limited" and self.server.count(model) <= self.server.flaky_failures:
+            data = json.dumps({"error": {"message": "slow down"}}).encode()
+            self.send_response(429)
+            self.send_header("Retry-After", self.server.retry_after)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return None
         if model == "auth" and self.headers.get("Authorization") != "Bearer sekrit":
             return self._json(401, {"error": {"message": "invalid api key"}})
         if model == "slow":
@@ -193,11 +208,14 @@ class _Handler(BaseHTTPRequestHandler):
 class LLMTestServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, flaky_failures: int = 2, slow_s: float = 2.0) -> None:
+    def __init__(
+        self, flaky_failures: int = 2, slow_s: float = 2.0, retry_after: str = "1"
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[dict[str, Any]] = []
         self.flaky_failures = flaky_failures
         self.slow_s = slow_s
+        self.retry_after = retry_after
         self._counts: dict[str, int] = {}
         self._lock = threading.Lock()
 

@@ -117,10 +117,10 @@ def test_settings_env_overrides_config() -> None:
     ("llm", "env", "message"),
     [
         ({"base_url": "localhost:11434"}, {}, "must start with http://"),
-        ({"modle": "x"}, {}, "unknown setting llm.modle"),
-        ({"retries": "many"}, {}, "llm.retries: expected a number"),
+        ({"modle": "x"}, {}, r"unknown key 'llm.modle' \(did you mean 'llm.model'\?\)"),
+        ({"retries": "many"}, {}, "'llm.retries': Input should be a valid integer"),
         ({"base_url": "http://h/v1", "api_key_env": "NOPE"}, {}, r"\$NOPE, which is not set"),
-        ("http://h/v1", {}, "`llm` must be a mapping"),
+        ("http://h/v1", {}, "'llm' must be a mapping"),
     ],
 )
 def test_bad_settings_are_clear_errors(llm: object, env: dict[str, str], message: str) -> None:

@@ -115,3 +115,30 @@ def test_empty_file(tmp_path: Path) -> None:
     data = roundtrip(tmp_path, b"")
     assert not looks_binary(data)
     assert decode_source(data, "empty.txt") == ("", "utf-8")
+
+
+DAMAGED = "温度传感器的校准步骤如下：先读取寄存器，再写入偏移量。\n第二行：引脚配置与时钟设置。\n"
+
+
+@pytest.mark.parametrize("codec", ["gbk", "utf-8"])
+@pytest.mark.parametrize("damage", ["stray 0xff", "stray 0x80", "cut character"])
+def test_a_few_damaged_bytes_do_not_turn_chinese_into_mojibake(
+    tmp_path: Path, codec: str, damage: str
+) -> None:
+    good = DAMAGED.encode(codec)
+    if damage == "cut character":  # the last byte of "。" on the first line is lost
+        cut = good.index("。".encode(codec)) + len("。".encode(codec)) - 1
+        data = good[:cut] + good[cut + 1 :]
+    else:
+        at = len(DAMAGED[:4].encode(codec))  # between two characters
+        data = good[:at] + bytes([0xFF if damage == "stray 0xff" else 0x80]) + good[at:]
+    text, encoding = decode_text(roundtrip(tmp_path, data), "f.txt")
+    assert encoding == ("gb18030" if codec == "gbk" else "utf-8")
+    assert text.count("\ufffd") == 1
+    assert text.replace("\ufffd", "") in (DAMAGED, DAMAGED.replace("。", "", 1))
+    assert "第二行：引脚配置与时钟设置。" in text
+
+
+def test_latin1_with_no_valid_multibyte_text_is_still_latin1(tmp_path: Path) -> None:
+    data = roundtrip(tmp_path, "Größe und Maße, crème brûlée.\n".encode("cp1252"))
+    assert decode_text(data, "f.txt")[1] == "cp1252"

@@ -46,6 +46,7 @@ class Sleeper(_Base):
 
     name: ClassVar[str] = "sleeper"
     pid_file: ClassVar[Path]
+    sandbox: ClassVar[bool] = False  # it must start a program and write its pid
 
     def parse(self, data: bytes, path: str) -> ParsedDocument:
         helper = subprocess.Popen(["sleep", "60"])

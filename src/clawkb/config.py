@@ -1,20 +1,41 @@
-"""Where the knowledge base lives and the settings it keeps.
+"""Where the knowledge base lives and the one settings model it keeps.
 
 Home resolution, in order: ``--kb DIR``, ``$CLAWKB_HOME``, a ``.clawkb`` folder
-in the current directory or any parent, else the user data dir. Settings come
-from ``<home>/config.yaml`` (all optional) over the defaults below.
+in the current directory or any parent, else ``./.clawkb`` in the current
+directory (created by the first write command, never a hidden user-data
+folder).
+
+Settings: :class:`Config` is the only schema. Every key of ``<home>/config.yaml``
+and every ``CLAWKB_*`` environment variable is validated against it
+(:mod:`clawkb.config_load`): an unknown key fails with the file and the closest
+valid name, a bad value with the key and what was expected. Precedence:
+defaults < ``config.yaml`` < environment. ``clawkb config`` prints the
+effective values and where each came from.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields, replace
+import typing
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from annotated_types import Ge, Gt, Interval
 
 from clawkb.errors import ConfigError
+from clawkb.retrieve.settings import RetrievalSettings
 
 LOCAL_DIR = ".clawkb"
+
+
+def find_home(cwd: Path | None = None) -> Path | None:
+    """The nearest existing ``.clawkb`` folder from ``cwd`` upwards, or None."""
+    here = (cwd or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / LOCAL_DIR).is_dir():
+            return folder / LOCAL_DIR
+    return None
 
 
 def resolve_home(explicit: str | os.PathLike[str] | None = None, cwd: Path | None = None) -> Path:
@@ -23,60 +44,173 @@ def resolve_home(explicit: str | os.PathLike[str] | None = None, cwd: Path | Non
     env = os.environ.get("CLAWKB_HOME")
     if env:
         return Path(env).expanduser().resolve()
-    here = (cwd or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / LOCAL_DIR).is_dir():
-            return folder / LOCAL_DIR
-    from platformdirs import user_data_dir
+    return find_home(cwd) or (cwd or Path.cwd()).resolve() / LOCAL_DIR
 
-    return Path(user_data_dir("clawkb", appauthor=False))
+
+ENV_PREFIX = "CLAWKB_"
+#: CLAWKB_* variables read elsewhere that are not settings (suffix after CLAWKB_).
+NOT_SETTINGS = frozenset(
+    {"HOME", "DATASETS", "FUZZ_EXAMPLES", "INDEX_WORKERS", "MODEL_CACHE", "NO_OCR"}
+)
+
+#: Read by pydantic when :mod:`clawkb.config_load` validates a file or the
+#: environment; this module never imports pydantic, so opening a KB with no
+#: ``config.yaml`` costs no validation library at all.
+STRICT = {"extra": "forbid"}
+
+
+def _check_retrieval(self: Any) -> None:
+    values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "rerank_options"}
+    try:  # the runtime settings own the value rules (modes, fusions, rerankers, ...)
+        RetrievalSettings(**values)
+    except ConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _retrieval_section() -> type:
+    """``retrieval:`` — every field of :class:`RetrievalSettings` plus the reranker's options."""
+    hints = typing.get_type_hints(RetrievalSettings)
+    specs: list[Any] = [
+        (f.name, hints[f.name], field(default=f.default))
+        for f in fields(RetrievalSettings)
+        if f.name != "extra" and f.default is not MISSING
+    ]
+    specs.append(("rerank_options", dict[str, Any], field(default_factory=dict)))
+    namespace = {"__pydantic_config__": STRICT, "__post_init__": _check_retrieval}
+    cls = make_dataclass("RetrievalSection", specs, frozen=True, namespace=namespace)
+    cls.__module__ = __name__
+    return cls
+
+
+RetrievalSection = _retrieval_section()
+
+
+@dataclass(frozen=True)
+class EmbeddingSection:
+    """``embedding: e5-small`` or ``embedding: {model: NAME, options: {...}}``."""
+
+    __pydantic_config__ = STRICT
+    model: str = "e5-small"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """``llm:`` — an OpenAI-compatible endpoint, an in-process GGUF, or a plugin client."""
+
+    __pydantic_config__ = STRICT
+    client: str = ""  # "" = openai when base_url is set, llama-cpp when gguf is set
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    api_key_env: str | None = None
+    gguf: str | None = None
+    timeout_s: Annotated[float, Gt(0)] = 60.0
+    retries: Annotated[int, Ge(0)] = 2
+    backoff_s: Annotated[float, Ge(0)] = 0.5
+    max_retry_after_s: Annotated[float, Ge(0)] = 30.0  # longest Retry-After honoured
+    temperature: float = 0.1
+    max_tokens: int = 512
+    n_ctx: int = 4096
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url or self.gguf or self.client)
+
+    def describe(self) -> str:
+        if self.gguf:
+            return f"llama-cpp {self.gguf}"
+        return f"{self.model or 'default'} @ {self.base_url}" if self.base_url else "none"
+
+
+@dataclass(frozen=True)
+class AnswerSection:
+    """``answer:`` — defaults for ``ask`` (unset = the built-in role / calibrated threshold)."""
+
+    __pydantic_config__ = STRICT
+    role: str | None = None
+    context_tokens: Annotated[int, Ge(100)] = 1800
+    min_confidence: float | None = None
+
+
+@dataclass(frozen=True)
+class MemorySection:
+    """``memory:`` — how recall weighs importance and age."""
+
+    __pydantic_config__ = STRICT
+    half_life_days: Annotated[float, Gt(0)] = 30.0
+    recency_floor: Annotated[float, Interval(ge=0, le=1)] = 0.25
 
 
 @dataclass(frozen=True)
 class Config:
-    """Knowledge-base settings; every field can be set in ``config.yaml``."""
+    """Knowledge-base settings: the whole of ``config.yaml``."""
 
-    max_tokens: int = 350
-    overlap: float = 0.15
-    max_file_mb: float = 20.0
-    parse_timeout_s: float = 60.0
+    __pydantic_config__ = STRICT
+    max_tokens: Annotated[int, Ge(1)] = 350
+    overlap: Annotated[float, Interval(ge=0, lt=0.5)] = 0.15
+    max_file_mb: Annotated[float, Gt(0)] = 20.0
+    parse_timeout_s: Annotated[float, Gt(0)] = 60.0
     ignore: tuple[str, ...] = ()
-    k1: float = 1.2
+    follow_symlinks: Literal["inside", "outside", "never"] = "inside"
+    k1: Annotated[float, Gt(0)] = 1.2
     field_weights: tuple[float, float, float] = (2.0, 1.0, 0.6)
     field_b: tuple[float, float, float] = (0.3, 0.75, 0.75)
-    index_batch_chunks: int = 20000
-    extra: dict[str, Any] = field(default_factory=dict)
+    index_batch_chunks: Annotated[int, Ge(1)] = 20000
+    datasheets: tuple[str, ...] = ()  # folders, relative to the KB's parent folder
+    board_boost: Annotated[float, Gt(0)] = 1.5
+    progress_interval_s: Annotated[float, Gt(0)] = 5.0  # status line period when piped
+    retrieval: RetrievalSection = field(default_factory=RetrievalSection)  # type: ignore[valid-type]
+    embedding: EmbeddingSection = field(default_factory=EmbeddingSection)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+    answer: AnswerSection = field(default_factory=AnswerSection)
+    memory: MemorySection = field(default_factory=MemorySection)
 
     @classmethod
-    def load(cls, home: Path) -> Config:
-        path = home / "config.yaml"
-        if not path.exists():
+    def load(cls, home: Path, env: typing.Mapping[str, str] | None = None) -> Config:
+        """``<home>/config.yaml`` (optional) under ``CLAWKB_*`` variables (default os.environ).
+
+        With no file and no setting in the environment this is just ``Config()``.
+        """
+        env = os.environ if env is None else env
+        settings_env = any(
+            k.startswith(ENV_PREFIX) and k[len(ENV_PREFIX) :] not in NOT_SETTINGS for k in env
+        )
+        if not settings_env and not (home / "config.yaml").exists():
             return cls()
-        import yaml
+        from clawkb.config_load import load_config
 
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: invalid YAML ({exc})") from exc
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping of settings")
-        return cls.from_dict(data, str(path))
+        return load_config(home, env)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], origin: str = "config") -> Config:
-        known = {f.name: f for f in fields(cls) if f.name != "extra"}
-        kwargs: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, value in data.items():
-            if key not in known:
-                extra[key] = value
-                continue
-            default = getattr(cls(), key)
-            try:
-                if isinstance(default, tuple):
-                    kwargs[key] = tuple(type(default[0])(v) if default else v for v in value)
-                else:
-                    kwargs[key] = type(default)(value)
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"{origin}: setting {key!r} has a bad value {value!r}") from exc
-        return replace(cls(), **kwargs, extra=extra)
+    def from_dict(cls, data: Any, origin: str = "config") -> Config:
+        """Validate ``data`` as if it were the content of the file ``origin``."""
+        from clawkb.config_load import build_config
+
+        return build_config({origin: data})
+
+    def source(self, key: str) -> str:
+        """Where the dotted ``key`` got its value: ``default``, a file or an env variable."""
+        sources: dict[str, str] = getattr(self, "_sources", {})
+        return sources.get(key, "default")
+
+    def _set(self, section: str) -> dict[str, Any]:
+        value = getattr(self, section)
+        return {
+            f.name: getattr(value, f.name)
+            for f in fields(value)
+            if self.source(f"{section}.{f.name}") != "default"
+        }
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """The sections as plain dicts of the keys that were set (for older call sites)."""
+        return {
+            "retrieval": self._set("retrieval"),
+            "embedding": {"model": self.embedding.model, "options": dict(self.embedding.options)},
+            "llm": self._set("llm"),
+            "answer": self._set("answer"),
+            "memory": self._set("memory"),
+            "board_boost": self.board_boost,
+            **({"datasheets": list(self.datasheets)} if self.datasheets else {}),
+        }

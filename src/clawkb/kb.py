@@ -171,10 +171,14 @@ class KnowledgeBase:
         progress: Progress | None = None,
         wait: float = 30.0,
         on_wait: Callable[[str], None] | None = None,
+        include: Sequence[str] = (),
     ) -> IndexReport:
-        """Index files and folders incrementally (see :mod:`clawkb.ingest.pipeline`)."""
+        """Index files and folders incrementally (see :mod:`clawkb.ingest.pipeline`).
+
+        ``include`` globs index files that a default ignore would skip.
+        """
         with self.writer(wait, on_wait):
-            return self._ingestor().index_paths(paths, progress)
+            return self._ingestor().index_paths(paths, progress, include)
 
     def index_texts(
         self, records: Iterable[TextRecord], *, progress: Progress | None = None
@@ -268,10 +272,17 @@ class KnowledgeBase:
         return [rows[i].path if i in rows else "" for i in ids]
 
     def chunk(self, anchor: str) -> ChunkRow:
-        row = self.repo.chunk_by_anchor(anchor)
+        """The chunk with this anchor or unique prefix (``#`` allowed); one-line errors."""
+        from clawkb.anchors import SHOW_CANDIDATES, ambiguous_message, parse_anchor
+
+        key = parse_anchor(anchor)
+        row = self.repo.chunk_by_anchor(key)
         if row is None:
+            candidates = self.repo.anchors_with_prefix(key, SHOW_CANDIDATES + 1)
+            if len(candidates) > 1:
+                raise NotFoundError(ambiguous_message(key, candidates))
             raise NotFoundError(
-                f"no chunk with anchor {anchor!r} (anchors change only when text changes)"
+                f"no chunk with anchor {key!r} (anchors change only when text changes)"
             )
         return row
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb
+from clawkb.cli.common import echo, echo_json, handle_errors, open_kb
 from clawkb.cli.searching import display_path
 
 
@@ -43,7 +43,7 @@ def ask(
 
     def on_token(piece: str) -> None:
         streamed.append(piece)
-        click.echo(piece, nl=False)
+        echo(piece, nl=False)
 
     with open_kb(ctx) as kb:
         res = answer(
@@ -59,11 +59,11 @@ def ask(
         echo_json(res.to_dict())
         return
     if streamed:  # streamed once, already renumbered; what changed is in the warnings
-        click.echo()
+        echo()
     else:
-        click.echo(res.text)
+        echo(res.text)
     for w in res.warnings:
-        click.echo(f"warning: {w}", err=True)
+        echo(f"warning: {w}", err=True)
     _print_sources(res)
     if explain:
         _print_explain(res)
@@ -75,7 +75,7 @@ def _print_sources(res: Any) -> None:
     shown = res.passages if res.abstained else res.citations
     if not shown:
         return
-    click.echo("\nnearest passages:" if res.abstained else "\nsources:")
+    echo("\nnearest passages:" if res.abstained else "\nsources:")
     for p in shown:
         a = p.anchor
         loc = f"{display_path(a.path)}:{a.line_start}-{a.line_end}" + (
@@ -84,11 +84,11 @@ def _print_sources(res: Any) -> None:
         line = f"  [{p.n}] {loc}  #{a.id}"
         if p.section:
             line += f"  § {p.section}"
-        click.echo(line)
+        echo(line)
         if p.flags:
-            click.echo(f"      ⚠ possible prompt injection: {', '.join(p.flags)}")
+            echo(f"      ⚠ possible prompt injection: {', '.join(p.flags)}")
         if res.abstained:
-            click.echo(f"      {_first_line(p.text)}")
+            echo(f"      {_first_line(p.text)}")
 
 
 def _first_line(text: str, width: int = 110) -> str:
@@ -98,20 +98,20 @@ def _first_line(text: str, width: int = 110) -> str:
 
 def _print_explain(res: Any) -> None:
     c = res.confidence
-    click.echo("\nexplain:")
-    click.echo(
+    echo("\nexplain:")
+    echo(
         f"  mode={res.mode} role={res.role} model={res.model or '-'}"
         f" confidence={c.value:.3f} threshold={c.threshold:.3f}"
         f" → {'abstain' if c.abstain else 'answer'}"
     )
-    click.echo(
+    echo(
         "  confidence = IDF-weighted share of the question's content terms found in the best "
         "of the top 3 passages"
     )
-    click.echo(f"  matched: {', '.join(c.matched) or '-'}")
-    click.echo(f"  missing: {', '.join(c.missing) or '-'}")
+    echo(f"  matched: {', '.join(c.matched) or '-'}")
+    echo(f"  missing: {', '.join(c.missing) or '-'}")
     t = res.timings
-    click.echo(
+    echo(
         f"  timings: search {t['search']:.1f} ms, context {t['context']:.1f} ms,"
         f" llm {t['llm']:.1f} ms, total {t['total']:.1f} ms"
     )
@@ -130,10 +130,11 @@ def roles(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json([r.to_dict() for r in items])
         return
-    for r in items:
-        click.echo(
-            f"{r.name:<12} {r.description}" + ("" if r.origin == "builtin" else f"  ({r.origin})")
-        )
+    from clawkb.cli.table import echo_table
+
+    echo_table(
+        [[r.name, r.description, "" if r.origin == "builtin" else f"({r.origin})"] for r in items]
+    )
 
 
 COMMANDS = [ask, roles]

@@ -1,4 +1,12 @@
-"""Helpers shared by the CLI command modules: opening the KB, errors, output."""
+"""Helpers shared by the CLI command modules: opening the KB, errors, output.
+
+Human output goes through :func:`echo` (or :func:`emit` for lines the CLI
+styles itself, built from :func:`clean` pieces): file names, file contents,
+model answers and error messages can carry terminal control sequences (OSC 52
+clipboard writes, title changes, clear-screen), so every control character is
+shown as a visible symbol instead of reaching the terminal. JSON output is
+left to ``json.dumps``, which escapes C0 controls.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +23,39 @@ from clawkb.errors import ClawkbError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: Exit statuses (docs/cli.md): 0 done; 1 nothing found (search, recall, ask abstained);
+#: 2 error or bad usage; 3 done, but some files or folders failed (``index``).
+EXIT_ERROR = 2
+EXIT_FAILURES = 3
+
+
+def _control_table() -> dict[int, str]:
+    """C0 controls (but tab and newline) -> U+2400 pictures, DEL -> U+2421, C1 and
+    bidi overrides -> U+FFFD. One character for one, so text offsets stay valid."""
+    table = {c: chr(0x2400 + c) for c in range(0x20) if c not in (0x09, 0x0A)}
+    table[0x7F] = "\u2421"
+    for c in [*range(0x80, 0xA0), 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]:
+        table[c] = "\ufffd"
+    return table
+
+
+_CONTROLS = _control_table()
+
+
+def clean(text: object) -> str:
+    """``text`` safe for a terminal: control characters become visible symbols."""
+    return str(text).translate(_CONTROLS)
+
+
+def echo(message: object = "", *, err: bool = False, nl: bool = True, **style: Any) -> None:
+    """Print one line of human output (cleaned; ``style`` as in ``click.style``)."""
+    click.secho(clean(message), err=err, nl=nl, **style)
+
+
+def emit(line: str, *, err: bool = False, nl: bool = True, file: Any = None) -> None:
+    """Print a line the CLI styled itself; every untrusted piece went through :func:`clean`."""
+    click.echo(line, err=err, nl=nl, file=file)
+
 
 def handle_errors(func: F) -> F:
     """Turn a domain error into a one-line message and exit code 2."""
@@ -24,24 +65,37 @@ def handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except ClawkbError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
+            echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_ERROR)
 
     return wrapper  # type: ignore[return-value]
 
 
 @contextmanager
-def open_kb(ctx: click.Context, *, create: bool = False) -> Iterator[Any]:
-    """Open the knowledge base chosen by --kb / CLAWKB_HOME / discovery."""
+def open_kb(ctx: click.Context, *, create: bool = False, announce: bool = False) -> Iterator[Any]:
+    """Open the knowledge base chosen by --kb / CLAWKB_HOME / discovery.
+
+    ``announce``: long write jobs say which KB they write to before they start
+    (see :func:`announce_kb`).
+    """
     from clawkb.config import resolve_home
     from clawkb.kb import KnowledgeBase
 
     home = resolve_home(ctx.obj.get("kb") if ctx.obj else None)
     kb = KnowledgeBase.open(home, create=create)
+    if announce:
+        announce_kb(kb.home)
     try:
         yield kb
     finally:
         kb.close()
+
+
+def announce_kb(home: Any) -> None:
+    """``knowledge base: /path/.clawkb`` on stderr: every write command says where it wrote,
+    so a KB created in an unexpected place is noticed at once. Not with ``--json``
+    (machine output stays one JSON document)."""
+    click.echo(f"knowledge base: {home}", err=True)
 
 
 def echo_json(data: Any) -> None:
@@ -55,11 +109,11 @@ def print_result_or_stop(ctx: click.Context, res: Any, as_json: bool, empty: str
     An empty result prints ``empty`` and exits 1, as `grep` does.
     """
     for w in res.warnings:
-        click.echo(f"warning: {w}", err=True)
+        echo(f"warning: {w}", err=True)
     if as_json:
         echo_json(res.to_dict())
         return False
     if not res.hits:
-        click.echo(empty)
+        echo(empty)
         ctx.exit(1)
     return True

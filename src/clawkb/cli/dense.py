@@ -5,59 +5,32 @@ Thin: parse, call :mod:`clawkb.embed.run` / the pipeline, format.
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb
+from clawkb.cli.common import echo, echo_json, handle_errors, open_kb
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class EmbedProgress:
-    """``[####....] done/total  rate/s`` on stderr while a run embeds."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled, self.shown, self.started = enabled, False, time.perf_counter()
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or not total:
-            return
-        fill = int(30 * done / total)
-        rate = done / max(time.perf_counter() - self.started, 1e-9)
-        click.echo(
-            f"\r[{'#' * fill}{'.' * (30 - fill)}] {done}/{total} chunks {rate:.1f}/s",
-            err=True,
-            nl=False,
-        )
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            click.echo("", err=True)
-
-
 def run_embed(ctx: click.Context, *, fresh: bool, as_json: bool, model: str | None) -> None:
+    from clawkb.cli.progress import JobProgress
     from clawkb.embed.base import get_embedder
     from clawkb.embed.run import embed_kb, reembed_kb
-    from clawkb.retrieve.settings import embedding_config
 
-    bar = EmbedProgress(enabled=not as_json and sys.stderr.isatty())
-    with open_kb(ctx) as kb:
-        name, options = embedding_config(kb.config.extra)
+    with open_kb(ctx, announce=not as_json) as kb:
+        name, options = kb.config.embedding.model, kb.config.embedding.options
         embedder = get_embedder(model or name, options if not model or model == name else {})
         run = reembed_kb if fresh else embed_kb
-        try:
+        interval = kb.config.progress_interval_s
+        with JobProgress("embed", "chunks", enabled=not as_json, interval=interval) as bar:
             report = run(kb, embedder=embedder, progress=bar)
-        finally:
-            bar.close()
     if as_json:
         echo_json(report.to_dict())
         return
-    click.echo(
+    echo(
         f"{report.model}: embedded {report.embedded} · reused {report.reused} ·"
         f" {report.total} chunks with vectors ({report.seconds:.1f}s)"
     )
@@ -84,7 +57,7 @@ def embedders(as_json: bool) -> None:
     if as_json:
         echo_json(names)
     else:
-        click.echo("\n".join(names))
+        echo("\n".join(names))
 
 
 def retrieval_options(func: F) -> F:
@@ -101,7 +74,12 @@ def retrieval_options(func: F) -> F:
         click.option("--w-dense", type=float, help="Dense weight (RRF weight / linear β)."),
         click.option("--w-recency", type=float, help="Linear fusion: recency weight γ."),
         click.option("--norm", type=click.Choice(["minmax", "zscore"]), help="Linear: score norm."),
-        click.option("--rerank", type=click.Choice(["dense", "endpoint", "onnx"]), help="Rerank."),
+        click.option(
+            "--rerank",
+            metavar="KIND",
+            help="Rerank with dense (works out of the box), endpoint, onnx or a plugin"
+            " (`clawkb plugins`).",
+        ),
         click.option(
             "--early-return", type=float, help="Lexical top-1 margin that skips dense (0 = never)."
         ),
@@ -151,16 +129,16 @@ def print_pipeline_explain(res: Any, exp: dict[str, Any]) -> None:
     """Per-channel rank, raw and normalised score and contribution of one hit."""
     for name, ch in (exp.get("channels") or {}).items():
         parts = [f"{k}={v}" for k, v in ch.items() if v is not None]
-        click.echo(f"      {name:<8} " + " ".join(parts))
+        echo(f"      {name:<8} " + " ".join(parts))
     if "rerank" in exp:
-        click.echo(f"      rerank   {exp['rerank']}")
+        echo(f"      rerank   {exp['rerank']}")
     if "merged" in exp:
-        click.echo(f"      merged   {' + '.join(exp['merged'])}")
+        echo(f"      merged   {' + '.join(exp['merged'])}")
 
 
 def print_stages(res: Any) -> None:
     if getattr(res, "stages", None):
-        click.echo(
+        echo(
             f"mode {res.mode} · confidence {res.confidence:.2f} · "
             + " → ".join(
                 f"{s['stage']} {s['ms']:.1f}ms"
@@ -169,7 +147,7 @@ def print_stages(res: Any) -> None:
             )
         )
     for rw in getattr(res, "rewrites", []) or []:
-        click.echo(f"rewrite: {rw['from']} → {rw['to']} (weight {rw['weight']})")
+        echo(f"rewrite: {rw['from']} → {rw['to']} (weight {rw['weight']})")
 
 
 def dense_status_line(d: dict[str, Any]) -> str:
@@ -196,7 +174,7 @@ def run_compare(
     if as_json:
         echo_json(result.to_dict())
     else:
-        click.echo(format_comparison(result))
+        echo(format_comparison(result))
 
 
 COMMANDS = [embed, embedders]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb
+from clawkb.cli.common import echo, echo_json, handle_errors, open_kb
 from clawkb.evaluate.golden import GoldenReport, check_golden
 from clawkb.evaluate.runner import EvalReport, evaluate_dataset
 
@@ -51,7 +51,7 @@ def eval_cmd(
     if as_json:
         echo_json(report.to_dict())
     else:
-        click.echo(format_eval(report))
+        echo(format_eval(report))
 
 
 def format_eval(report: EvalReport) -> str:
@@ -90,7 +90,7 @@ def check_cmd(
     if as_json:
         echo_json(report.to_dict())
     else:
-        click.echo(format_check(report))
+        echo(format_check(report))
     if not report.passed:
         sys.exit(1)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb
+from clawkb.cli.common import announce_kb, echo, echo_json, handle_errors, open_kb
 
 
 @click.command()
@@ -27,15 +27,15 @@ def context(
     with open_kb(ctx) as kb:
         result = hardware_context(kb, " ".join(query), boards, limit)
     for w in result["warnings"]:
-        click.echo(f"warning: {w}", err=True)
+        echo(f"warning: {w}", err=True)
     if as_json:
         echo_json(result)
         return
     text = format_context(result)
     if not text:
-        click.echo(f"no pin alias or datasheet passage for {' '.join(query)!r}")
+        echo(f"no pin alias or datasheet passage for {' '.join(query)!r}")
         ctx.exit(1)
-    click.echo(text, nl=False)
+    echo(text, nl=False)
 
 
 @click.command()
@@ -61,7 +61,8 @@ def pins(ctx: click.Context, args: tuple[str, ...], as_json: bool) -> None:
             echo_json(edit.to_dict())
             return
         was = f" (was pin {edit.previous})" if edit.previous else ""
-        click.echo(f"{edit.board}: {edit.alias} = pin {edit.pin}{was}  -> {edit.path}:{edit.line}")
+        echo(f"{edit.board}: {edit.alias} = pin {edit.pin}{was}  -> {edit.path}:{edit.line}")
+        announce_kb(kb.home)
         return
     if len(args) > 1:
         raise click.UsageError("usage: clawkb pins [BOARD]  or  clawkb pins set BOARD ALIAS PIN")
@@ -71,18 +72,20 @@ def pins(ctx: click.Context, args: tuple[str, ...], as_json: bool) -> None:
         echo_json(listing)
         return
     if not listing["boards"]:
-        click.echo("no pin aliases (add a `## Pin Aliases` section to a datasheet)")
+        echo("no pin aliases (add a `## Pin Aliases` section to a datasheet)")
+    from clawkb.cli.table import echo_table
+
     for board, aliases in listing["boards"].items():
-        click.echo(board or "generic")
+        echo(board or "generic")
+        rows = []
         for a in aliases:
             anchor = f" #{a['anchor']}" if a["anchor"] else ""
             extra = ", ".join(f"{k}: {v}" for k, v in a["extra"].items())
-            click.echo(
-                f"  {a['alias']:<20} pin {a['pin']:<8} {a['path']}:{a['line']}{anchor}"
-                + (f"  ({extra})" if extra else "")
-            )
+            where = f"{a['path']}:{a['line']}{anchor}"
+            rows.append([a["alias"], f"pin {a['pin']}", where, f"({extra})" if extra else ""])
+        echo_table(rows, indent=2)
     for c in listing["conflicts"]:
-        click.echo(f"conflict: {c}", err=True)
+        echo(f"conflict: {c}", err=True)
 
 
 COMMANDS = [context, pins]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb
+from clawkb.cli.common import EXIT_FAILURES, echo, echo_json, handle_errors, open_kb
 
 
 @click.command()
@@ -21,7 +20,7 @@ def init(ctx: click.Context, folder: str | None) -> None:
 
     home = Path(folder or ctx.obj.get("kb") or ".clawkb").resolve()
     KnowledgeBase.open(home, create=True).close()
-    click.echo(f"initialised knowledge base in {home}")
+    echo(f"initialised knowledge base in {home}")
 
 
 @click.command()
@@ -35,6 +34,12 @@ def init(ctx: click.Context, folder: str | None) -> None:
     metavar="DIR",
     help="A datasheet folder: one board per file (repeatable; default `datasheets:` in config).",
 )
+@click.option(
+    "--include",
+    multiple=True,
+    metavar="GLOB",
+    help="Index files a default ignore skips (minified, vendored, build output; repeatable).",
+)
 @click.pass_context
 @handle_errors
 def index(
@@ -44,69 +49,63 @@ def index(
     wait: float,
     quiet: bool,
     datasheets: tuple[str, ...],
+    include: tuple[str, ...],
 ) -> None:
-    """Index files and folders incrementally (only changed files are reparsed)."""
-    bar = _ProgressBar(enabled=not as_json and not quiet and sys.stderr.isatty())
-    with open_kb(ctx, create=True) as kb:
-        if datasheets or not paths:
-            from clawkb.hardware import index_datasheets
+    """Index files and folders incrementally (only changed files are reparsed).
 
-            report = index_datasheets(
-                kb,
-                list(paths),
-                list(datasheets),
-                progress=bar.update,
-                wait=wait,
-                on_wait=lambda m: click.echo(m, err=True),
-            )
-        else:
-            report = kb.index(
-                list(paths),
-                progress=bar.update,
-                wait=wait,
-                on_wait=lambda m: click.echo(m, err=True),
-            )
-    bar.close()
+    Exit status: 0 done, 3 done but some files or folders failed (listed),
+    2 error (nothing indexed).
+    """
+    from clawkb.cli.progress import JobProgress
+
+    with open_kb(ctx, create=True, announce=not as_json) as kb:
+        bar = JobProgress(
+            "index",
+            "files",
+            enabled=not as_json and not quiet,
+            interval=kb.config.progress_interval_s,
+            min_total=50,
+        )
+        with bar:
+            if datasheets or not paths:
+                from clawkb.hardware import index_datasheets
+
+                report = index_datasheets(
+                    kb,
+                    list(paths),
+                    list(datasheets),
+                    progress=bar,
+                    wait=wait,
+                    on_wait=lambda m: echo(m, err=True),
+                    include=include,
+                )
+            else:
+                report = kb.index(
+                    list(paths),
+                    progress=bar,
+                    wait=wait,
+                    on_wait=lambda m: echo(m, err=True),
+                    include=include,
+                )
     if as_json:
         echo_json(report.to_dict())
-        return
+        ctx.exit(EXIT_FAILURES if report.errors else 0)
     if report.resumed:
-        click.echo("note: the previous indexing run was interrupted; resumed", err=True)
+        echo("note: the previous indexing run was interrupted; resumed", err=True)
     if not quiet:
         for path, reason in report.errors:
-            click.echo(f"failed: {path}: {reason}", err=True)
+            echo(f"failed: {path}: {reason}", err=True)
         for path, reason in report.skipped_files:
-            click.echo(f"skipped: {path}: {reason}", err=True)
+            echo(f"skipped: {path}: {reason}", err=True)
         for path, message in report.warnings:
-            click.echo(f"warning: {path}: {message}", err=True)
-    click.echo(
+            echo(f"warning: {path}: {message}", err=True)
+    echo(
         f"added {report.added} · updated {report.updated} · removed {report.removed} · "
         f"unchanged {report.unchanged} · failed {report.failed} · skipped {report.skipped} "
         f"({report.chunks_added} chunks added, {report.seconds:.2f}s)"
     )
-
-
-class _ProgressBar:
-    """A one-line progress bar on stderr for long runs (silent for short ones)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.shown = False
-
-    def update(self, done: int, total: int, path: str) -> None:
-        if not self.enabled or total < 50:
-            return
-        width = 30
-        fill = int(width * done / total)
-        name = path[-40:]
-        click.echo(
-            f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} {name:<40}", err=True, nl=False
-        )
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            click.echo("", err=True)
+    if report.errors:
+        ctx.exit(EXIT_FAILURES)
 
 
 @click.command()
@@ -117,9 +116,9 @@ class _ProgressBar:
 @handle_errors
 def reindex(ctx: click.Context, vectors: bool) -> None:
     """Rebuild the lexical index from the store."""
-    with open_kb(ctx) as kb:
+    with open_kb(ctx, announce=True) as kb:
         n = kb.reindex()
-    click.echo(f"reindexed {n} chunks")
+    echo(f"reindexed {n} chunks")
     if vectors:
         from clawkb.cli.dense import run_embed
 
@@ -138,25 +137,23 @@ def status(ctx: click.Context, as_json: bool) -> None:
         echo_json(st)
         return
     lex = st["lexical"]
-    click.echo(f"knowledge base  {st['home']}")
-    click.echo(
+    echo(f"knowledge base  {st['home']}")
+    echo(
         f"documents       {st['documents']} ({st['failed']} with errors, {st['tombstones']} removed)"
     )
-    click.echo(f"chunks          {st['chunks']}")
-    click.echo(
-        f"store           {st['store_bytes'] / 1048576:.2f} MB (schema {st['schema_version']})"
-    )
-    click.echo(
+    echo(f"chunks          {st['chunks']}")
+    echo(f"store           {st['store_bytes'] / 1048576:.2f} MB (schema {st['schema_version']})")
+    echo(
         f"lexical index   {lex['engine']} · {lex['segments']} segments · {lex['terms']} terms · "
         f"{lex['bytes'] / 1048576:.2f} MB · native kernel {'yes' if lex['native_kernel'] else 'no'}"
     )
-    click.echo(f"tokenizer       v{st['tokenizer_version']}")
+    echo(f"tokenizer       v{st['tokenizer_version']}")
     if st.get("dense"):
         from clawkb.cli.dense import dense_status_line
 
-        click.echo(dense_status_line(st["dense"]))
+        echo(dense_status_line(st["dense"]))
     if st["last_run"]:
-        click.echo(f"last run        {st['last_run']['status']}")
+        echo(f"last run        {st['last_run']['status']}")
 
 
 @click.command()
@@ -164,16 +161,22 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @handle_errors
 def parsers(as_json: bool) -> None:
     """List parsers with the extensions and MIME types they claim."""
-    from clawkb.parsers.registry import default_registry
+    from clawkb.parsers.registry import default_registry, install_hint
 
-    infos = default_registry().all()
-    if as_json:
-        echo_json([_info_dict(i) for i in infos])
-        return
-    for i in infos:
+    registry = default_registry()
+    rows = []
+    for i in registry.all():
         d = _info_dict(i)
-        click.echo(
+        d["missing"] = install_hint(registry.by_name(i.name)) if i.ok else None
+        rows.append(d)
+    if as_json:
+        echo_json(rows)
+        return
+    for d in rows:
+        note = d["missing"] or (f"error: {d['error']}" if d.get("error") else "")
+        echo(
             f"{d['name']:<12} {' '.join(d['extensions']):<28} {' '.join(d['mime_types']):<30} {d['origin']}"
+            + (f"  ({note})" if note else "")
         )
 
 

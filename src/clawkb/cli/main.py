@@ -14,7 +14,18 @@ import click
 from clawkb import __version__
 
 #: Command modules under clawkb.cli; each exposes ``COMMANDS``.
-MODULES = ("indexing", "searching", "evaluate", "asking", "memory", "hardware", "mcp", "dense")
+MODULES = (
+    "indexing",
+    "searching",
+    "evaluate",
+    "asking",
+    "memory",
+    "hardware",
+    "mcp",
+    "dense",
+    "settings",
+    "skill",
+)
 
 #: Which module defines a command, so running one imports only that module
 #: (start-up time matters: `clawkb search` should answer in well under a second).
@@ -37,6 +48,9 @@ COMMAND_MODULES = {
     "mcp": "mcp",
     "embed": "dense",
     "embedders": "dense",
+    "config": "settings",
+    "plugins": "settings",
+    "skill": "skill",
 }
 
 
@@ -79,7 +93,7 @@ class LazyGroup(click.Group):
     "kb",
     envvar="CLAWKB_HOME",
     metavar="DIR",
-    help="Knowledge-base folder (default: ./.clawkb in this or a parent folder, else the user data dir).",
+    help="Knowledge-base folder (default: .clawkb in this or a parent folder, else ./.clawkb).",
 )
 @click.version_option(__version__, prog_name="clawkb")
 @click.pass_context

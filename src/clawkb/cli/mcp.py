@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from clawkb.cli.common import handle_errors
+from clawkb.cli.common import echo, handle_errors
 
 
 @click.command("mcp")
@@ -25,7 +25,7 @@ def mcp_cmd(ctx: click.Context, use_http: bool, host: str, port: int) -> None:
 
     home = resolve_home(ctx.obj.get("kb") if ctx.obj else None)
     if use_http and host not in ("127.0.0.1", "localhost", "::1"):
-        click.echo(
+        echo(
             f"warning: serving {home} on {host}:{port} without authentication;"
             " anyone who can reach it can read and write this knowledge base",
             err=True,

@@ -8,7 +8,14 @@ from typing import Any
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb, print_result_or_stop
+from clawkb.cli.common import (
+    announce_kb,
+    echo,
+    echo_json,
+    handle_errors,
+    open_kb,
+    print_result_or_stop,
+)
 from clawkb.memory.model import MemoryRecord
 
 
@@ -52,7 +59,8 @@ def store_cmd(
         echo_json(res.to_dict())
         return
     verb = "stored" if res.created else "updated (same text already stored)"
-    click.echo(f"{verb} {res.record.id} in {res.record.namespace}")
+    echo(f"{verb} {res.record.id} in {res.record.namespace}")
+    announce_kb(kb.home)
 
 
 @memory.command("recall")
@@ -92,18 +100,18 @@ def recall_cmd(
     for h in res.hits:
         where = h.memory.namespace if h.memory else display_path(h.hit.anchor.location)
         ident = h.memory.id if h.memory else "#" + h.hit.anchor.id
-        click.echo(f"{h.hit.rank:>2}. [{h.source}] {where}  {ident}  score {h.score:.4f}")
+        echo(f"{h.hit.rank:>2}. [{h.source}] {where}  {ident}  score {h.score:.4f}")
         if h.memory and h.memory.tags:
-            click.echo(f"    tags: {', '.join(h.memory.tags)}")
-        click.echo(f"    {h.hit.snippet}")
+            echo(f"    tags: {', '.join(h.memory.tags)}")
+        echo(f"    {h.hit.snippet}")
         mem = (h.hit.explanation or {}).get("memory")
         if explain and mem:
-            click.echo(
+            echo(
                 f"      relevance {mem['relevance']} × weight {mem['weight']}"
                 f" (importance {mem['importance']}, age {mem['age_days']} d,"
                 f" half-life {mem['half_life_days']} d, floor {mem['recency_floor']})"
             )
-    click.echo(f"({len(res.hits)} results, {res.took_ms:.1f} ms)")
+    echo(f"({len(res.hits)} results, {res.took_ms:.1f} ms)")
 
 
 @memory.command("forget")
@@ -131,9 +139,11 @@ def forget_cmd(
         echo_json(res.to_dict())
         return
     for rec in res.records:
-        click.echo(_line(rec))
+        echo(_line(rec))
     verb = "would forget" if dry_run else "forgot"
-    click.echo(f"{verb} {len(res.records)} memor{'y' if len(res.records) == 1 else 'ies'}")
+    echo(f"{verb} {len(res.records)} memor{'y' if len(res.records) == 1 else 'ies'}")
+    if not dry_run:
+        announce_kb(kb.home)
 
 
 @memory.command("list")
@@ -158,21 +168,26 @@ def list_cmd(
         }
         echo_json(data)
         return
+    from clawkb.cli.table import cells
+
+    ns_width = max((cells(r.namespace) for r in records), default=0)
     for rec in records:
-        click.echo(_line(rec))
+        echo(_line(rec, ns_width))
     summary = ", ".join(f"{ns}: {n}" for ns, n in counts.items()) or "none"
-    click.echo(f"({len(records)} shown; namespaces {summary})")
+    echo(f"({len(records)} shown; namespaces {summary})")
 
 
-def _line(rec: MemoryRecord) -> str:
+def _line(rec: MemoryRecord, ns_width: int = 0) -> str:
+    from clawkb.cli.table import clip, pad
+
     when = dt.datetime.fromtimestamp(rec.updated_at).strftime("%Y-%m-%d %H:%M")
     tags = f" [{', '.join(rec.tags)}]" if rec.tags else ""
     expiry = ""
     if rec.expires_at is not None:
         expiry = " expires " + dt.datetime.fromtimestamp(rec.expires_at).strftime("%Y-%m-%d %H:%M")
-    text = " ".join(rec.text.split())
-    text = text if len(text) <= 80 else text[:77] + "..."
-    return f"{rec.id}  {rec.namespace}  {when}  imp {rec.importance:g}{tags}{expiry}\n    {text}"
+    text = clip(" ".join(rec.text.split()), 80)  # 80 terminal columns, Chinese counts 2
+    namespace = pad(rec.namespace, ns_width)
+    return f"{rec.id}  {namespace}  {when}  imp {rec.importance:g}{tags}{expiry}\n    {text}"
 
 
 COMMANDS = [memory]

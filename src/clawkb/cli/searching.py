@@ -9,7 +9,15 @@ from typing import Any
 
 import click
 
-from clawkb.cli.common import echo_json, handle_errors, open_kb, print_result_or_stop
+from clawkb.cli.common import (
+    clean,
+    echo,
+    echo_json,
+    emit,
+    handle_errors,
+    open_kb,
+    print_result_or_stop,
+)
 from clawkb.cli.dense import (
     pipeline_kwargs,
     print_pipeline_explain,
@@ -90,7 +98,7 @@ def search(
     if not print_result_or_stop(ctx, res, as_json, res.message):
         return
     if getattr(res, "abstained", False):
-        click.echo(res.message)
+        echo(res.message)
     if explain:
         print_stages(res)
     color = sys.stdout.isatty()
@@ -102,29 +110,31 @@ def search(
             f" p.{a.page}" if a.page else ""
         )
         head = " > ".join(a.heading_path) or hit.title
-        click.echo(
+        emit(
             click.style(f"{hit.rank:>2}. ", bold=True)
-            + click.style(loc, fg="cyan" if color else None)
-            + f"  [{hit.score:.3f}]  #{a.id}"
+            + click.style(clean(loc), fg="cyan" if color else None)
+            + clean(f"  [{hit.score:.3f}]  #{a.id}")
         )
         if head:
-            click.echo(f"    § {head}")
+            echo(f"    § {head}")
         snip = highlight(
-            hit.snippet, hit.highlights, *(("\x1b[1;33m", "\x1b[0m") if color else ("[", "]"))
+            clean(hit.snippet),
+            hit.highlights,
+            *(("\x1b[1;33m", "\x1b[0m") if color else ("[", "]")),
         )
-        click.echo(f"    {snip}")
+        emit(f"    {snip}")
         if explain and hit.explanation:
             print_pipeline_explain(res, hit.explanation)
             _print_explain(hit.explanation)
     total = f" of {res.matched} matching chunks" if res.matched >= 0 else " hits"
-    click.echo(f"({len(res.hits)}{total}, {res.took_ms:.1f} ms)")
+    echo(f"({len(res.hits)}{total}, {res.took_ms:.1f} ms)")
 
 
 def _print_explain(exp: dict[str, Any]) -> None:
     lex = exp.get("lexical")
     if "board" in exp:
         b = exp["board"]
-        click.echo(
+        echo(
             f"      board {b.get('board') or '-'}: x{b['boost']} ({b['before']} -> {exp['final']})"
         )
     if not lex:
@@ -133,10 +143,10 @@ def _print_explain(exp: dict[str, Any]) -> None:
         f"{k} w={v['weight']} b={v['b']} avg={v['avg_len']}"
         for k, v in lex.get("fields", {}).items()
     )
-    click.echo(f"      BM25F k1={lex.get('k1')} fields: {fields}; doc lens {lex.get('lens')}")
+    echo(f"      BM25F k1={lex.get('k1')} fields: {fields}; doc lens {lex.get('lens')}")
     for t in lex.get("terms", []):
         tf = " ".join(f"{k}={v}" for k, v in t["tf"].items() if v)
-        click.echo(
+        echo(
             f"      {t['term']!r:>16}  +{t['score']:.4f}  idf={t['idf']:.3f} df={t['df']} tf[{tf}]"
         )
 
@@ -178,22 +188,22 @@ def show(ctx: click.Context, anchor: str, context_lines: int, as_json: bool) -> 
         )
         return
     page = f" p.{a.page}" if a.page is not None else ""
-    click.echo(f"{display_path(a.path)}:{a.line_start}-{a.line_end}{page}  #{a.id}")
+    echo(f"{display_path(a.path)}:{a.line_start}-{a.line_end}{page}  #{a.id}")
     if a.heading_path:
-        click.echo(f"§ {' > '.join(a.heading_path)}")
-    click.echo("")
+        echo(f"§ {' > '.join(a.heading_path)}")
+    echo("")
     if lines:
         for n, t in lines:
             mark = "│" if a.line_start <= n <= a.line_end else " "
-            click.echo(f"{n:>6} {mark} {t}")
+            echo(f"{n:>6} {mark} {t}")
     else:
-        click.echo(row.text)
+        echo(row.text)
     nav = [
         f"previous #{before[0].anchor}" if before else "",
         f"next #{after[0].anchor}" if after else "",
     ]
     if any(nav):
-        click.echo("\n" + "   ".join(n for n in nav if n))
+        echo("\n" + "   ".join(n for n in nav if n))
 
 
 def _file_lines(path: str, start: int, end: int) -> list[tuple[int, str]]:

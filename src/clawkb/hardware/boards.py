@@ -61,15 +61,9 @@ def infer_board(path: str, root: str, metadata: Mapping[str, Any] | None = None)
 
 def configured_roots(config: Config, home: Path) -> list[str]:
     """Datasheet folders from ``config.yaml`` (``datasheets: [DIR, ...]``)."""
-    value = config.extra.get("datasheets")
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise ConfigError(
-            f"{home / 'config.yaml'}: 'datasheets' must be a folder or a list of folders"
-        )
+    value = config.datasheets  # validated by the settings model (a folder or a list)
+    if not all(v.strip() for v in value):
+        raise ConfigError(f"{home / 'config.yaml'}: 'datasheets' must not name an empty folder")
     base = home.parent
     return [(base / Path(v).expanduser()).resolve().as_posix() for v in value]
 

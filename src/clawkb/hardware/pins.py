@@ -10,6 +10,7 @@ another Markdown datasheet of the board that has an alias section, or a new
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
 
 _HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
 _MD_SUFFIXES = (".md", ".markdown")
+#: Longest board or alias name ``pins set`` accepts.
+MAX_NAME = 64
+_BOARD_NAME = re.compile(r"[^\W_][\w.+\-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,19 +77,45 @@ def set_pin(kb: KnowledgeBase, board: str, alias: str, pin: str) -> PinEdit:
     if created:
         lines = [f"# {name}", ""]
     lines, line, previous = _write_alias(lines, key, pin)
+    _check_inside(path, all_roots(kb.conn, kb.config, kb.home))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines), encoding="utf-8")
     kb.index([path])
     return PinEdit(name, key, pin, path.as_posix(), line, previous, created)
 
 
-def _validate(board: str, alias: str, pin: str) -> tuple[str, str, str]:
+def check_board_name(board: str) -> str:
+    """The normalised board name, safe as a file name; :class:`ConfigError` otherwise.
+
+    A board name becomes ``<datasheet folder>/<board>.md``, so it must be one
+    plain file name: letters, digits, ``-``, ``_``, ``.``, ``+``, at most
+    :data:`MAX_NAME` characters, no path separator and no leading dot.
+    """
     name = normalize_board(board)
     if not name:
-        raise ConfigError(f"board {board!r}: give a board name (generic files hold no aliases)")
+        raise ConfigError(
+            f"board {_shown(board)}: give a board name (generic files hold no aliases)"
+        )
+    if len(name) > MAX_NAME or not _BOARD_NAME.fullmatch(name):
+        raise ConfigError(
+            f"board {_shown(board)}: use 1-{MAX_NAME} letters, digits, '-', '_', '.' or '+'"
+            " (no '/', no leading '.')"
+        )
+    return name
+
+
+def _shown(value: str) -> str:
+    """A user value quoted for an error message, shortened when very long."""
+    return repr(value if len(value) <= 40 else value[:37] + "...")
+
+
+def _validate(board: str, alias: str, pin: str) -> tuple[str, str, str]:
+    name = check_board_name(board)
     key = normalize_alias(alias)
-    if not key or any(c in key for c in "|:=\n#"):
-        raise ConfigError(f"alias {alias!r}: must be non-empty without | : = #")
+    if not key or len(key) > MAX_NAME or not key.isprintable() or any(c in key for c in "|:=#"):
+        raise ConfigError(
+            f"alias {_shown(alias)}: use 1-{MAX_NAME} printable characters without | : = #"
+        )
     pin = clean_pin(pin)
     if not is_pin(pin):
         raise ConfigError(
@@ -117,6 +147,16 @@ def _devices_file(kb: KnowledgeBase, board: str) -> tuple[Path, bool]:
     root = root_of(docs[0], roots) if docs else None
     path = Path(root or roots[0]) / f"{board}.md"
     return path, not path.exists()
+
+
+def _check_inside(path: Path, roots: list[str]) -> None:
+    """Refuse to write anywhere but inside a datasheet folder (symlinks resolved)."""
+    real = os.path.realpath(path)
+    for root in roots:
+        top = os.path.realpath(root)
+        if real.startswith(top.rstrip("/") + "/"):
+            return
+    raise ConfigError(f"{path}: resolves to {real}, outside the datasheet folders; not written")
 
 
 def _section_at(lines: list[str]) -> tuple[int, int] | tuple[()]:

@@ -29,6 +29,7 @@ def index_datasheets(
     progress: Progress | None = None,
     wait: float = 30.0,
     on_wait: Callable[[str], None] | None = None,
+    include: Sequence[str] = (),
 ) -> IndexReport:
     """Index ``paths`` plus datasheet folders (``datasheets``, else those in config.yaml)."""
     folders = [Path(d).expanduser().resolve() for d in datasheets]
@@ -45,7 +46,9 @@ def index_datasheets(
         raise ConfigError(f"datasheet folder not found: {missing[0]} (from config.yaml)")
     register_roots(kb.conn, roots)
     _mark_stale(kb, roots)
-    return kb.index([*paths, *roots], progress=progress, wait=wait, on_wait=on_wait)
+    return kb.index(
+        [*paths, *roots], progress=progress, wait=wait, on_wait=on_wait, include=include
+    )
 
 
 def _mark_stale(kb: KnowledgeBase, roots: Sequence[str]) -> None:

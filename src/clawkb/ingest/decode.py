@@ -12,6 +12,8 @@ so the cheap, certain answers come first:
    characters — Latin-1 text often *decodes* as GB18030 ("für" is a valid
    two-byte sequence) yet yields rare characters, so decodability alone is
    not evidence,
+3b. UTF-8 or GB18030 with a few damaged bytes, decoded with U+FFFD for them
+   (a truncated or stray byte must not turn a Chinese file into mojibake),
 4. CP1252 when the text reads like accented Western-European prose,
 5. charset-normalizer's best guess (slow, so only as a fallback),
 6. otherwise :class:`~clawkb.errors.DecodeError`.
@@ -47,6 +49,8 @@ _MAX_CONTROL_SHARE = 0.10
 _MIN_GB_SHARE = 0.9
 #: Share of non-ASCII characters that must sit next to another one.
 _MIN_RUN_SHARE = 0.5
+#: Most undecodable characters, per well-decoded non-ASCII one, in a damaged file.
+_MAX_DAMAGE_SHARE = 0.02
 #: Most accented letters per letter a Western-European text plausibly has.
 _MAX_ACCENT_SHARE = 0.4
 _WESTERN_SYMBOLS = frozenset("\u00a0“”‘’–—…•·°±×÷©®™€£¥§¶µ«»¿¡¢¼½¾²³¹ºª¨´¸¯¦¬")
@@ -115,6 +119,9 @@ def _decode(data: bytes, path: str) -> tuple[str, str]:
     gb_text = _try_gb18030(data)
     if gb_text is not None:
         return gb_text, "gb18030"
+    damaged = _try_damaged(data)
+    if damaged is not None:
+        return damaged
     western = _try_western(data)
     if western is not None:
         return western, "cp1252"
@@ -139,6 +146,26 @@ def _try_gb18030(data: bytes) -> str | None:
     except UnicodeDecodeError:
         return None
     return text if _looks_chinese(text[:_SAMPLE_CHARS]) else None
+
+
+def _try_damaged(data: bytes) -> tuple[str, str] | None:
+    """UTF-8 or GB18030 text with a few bad bytes (a cut-off character, a stray byte).
+
+    Decoded leniently (bad bytes become U+FFFD) when the damage is a small
+    share of the non-ASCII characters and the rest reads as that encoding:
+    otherwise detection would pick a code page that decodes every byte and
+    turn the whole file into mojibake (Thai, Cyrillic, UTF-16).
+    """
+    for encoding in ("utf-8", "gb18030"):
+        text = data.decode(encoding, errors="replace")
+        sample = text[:_SAMPLE_CHARS]
+        bad = sample.count("\ufffd")
+        good = sum(1 for ch in sample if ord(ch) > 0x7F) - bad
+        if good < 1 or bad > max(1, good * _MAX_DAMAGE_SHARE):
+            continue
+        if encoding == "utf-8" or _looks_chinese(sample.replace("\ufffd", "")):
+            return text, encoding
+    return None
 
 
 def _looks_chinese(text: str) -> bool:

@@ -2,12 +2,17 @@
 
 Two ways to stop a parser that runs too long, chosen per parser:
 
-* **Isolated** (parsers with ``isolate = True``, e.g. PDF): the parse runs in
-  a forked worker process in its own process group; on time-out the whole
-  group is killed (so are helpers it started, such as ``tesseract``). This
-  also stops C code that never returns to Python, and a worker that crashes
-  (a segfault in a C library) fails only its file. The result comes back
-  pickled over a pipe. Cost: one ``fork`` per file, a few milliseconds.
+* **Isolated** (parsers with ``isolate = True``: PDF, DOCX, XLSX, HTML): the
+  parse runs in a forked worker process in its own process group, confined
+  by :mod:`clawkb.ingest.sandbox` (no new privileges, resource limits, a
+  seccomp filter against sockets, ``exec`` and file writes; ``sandbox =
+  False`` on a parser keeps the limits but drops the filter); on time-out
+  the whole group is killed (so is its helper broker and what that started,
+  such as ``tesseract``). This also stops C code that never returns to
+  Python, and a worker that crashes (a segfault in a C library) or is
+  stopped by the filter fails only its file. The result comes back pickled
+  over a pipe. Cost: one ``fork`` per file, a few milliseconds. Isolated
+  parsers run isolated even without a time limit.
 * **In-process** (everything else, e.g. Markdown, where a fork per file would
   cost more than the parse): ``SIGALRM`` interrupts the parse at the next
   Python bytecode. It needs the main thread and a free interval timer;
@@ -32,6 +37,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from clawkb.errors import ClawkbError, ParseError
+from clawkb.ingest import sandbox
 from clawkb.parsers.base import Parser
 from clawkb.types import ParsedDocument
 
@@ -52,10 +58,18 @@ def time_left() -> float | None:
 
 def parse_with_limit(parser: Parser, data: bytes, path: str, timeout_s: float) -> ParsedDocument:
     """``parser.parse(data, path)`` under the time limit (``<= 0`` means none)."""
+    if getattr(parser, "isolate", False) and hasattr(os, "fork"):
+        return call_isolated(
+            parser.parse,
+            (data, path),
+            timeout_s,
+            path,
+            parser.name,
+            seccomp=getattr(parser, "sandbox", True),
+            helpers=bool(getattr(parser, "helpers", ())),
+        )
     if timeout_s <= 0:
         return parser.parse(data, path)
-    if getattr(parser, "isolate", False) and hasattr(os, "fork"):
-        return call_isolated(parser.parse, (data, path), timeout_s, path, parser.name)
     return call_with_alarm(parser.parse, (data, path), timeout_s, path)
 
 
@@ -105,25 +119,37 @@ def call_with_alarm(fn: Callable[..., T], args: tuple[Any, ...], timeout_s: floa
 
 
 def call_isolated(
-    fn: Callable[..., T], args: tuple[Any, ...], timeout_s: float, path: str, name: str = "parser"
+    fn: Callable[..., T],
+    args: tuple[Any, ...],
+    timeout_s: float,
+    path: str,
+    name: str = "parser",
+    *,
+    seccomp: bool = True,
+    helpers: bool = False,
 ) -> T:
-    """Run ``fn(*args)`` in a forked worker; kill its process group after ``timeout_s``."""
+    """Run ``fn(*args)`` in a sandboxed, forked worker; kill its process group after
+    ``timeout_s`` (``<= 0``: no limit). ``seccomp=False`` keeps only the limits;
+    ``helpers`` starts the broker for :func:`clawkb.ingest.sandbox.run_helper`."""
+    if seccomp:
+        sandbox.prepare()  # here: importing pyseccomp runs ldconfig, which the filter forbids
     read_end, write_end = os.pipe()
     started = time.monotonic()
+    deadline = started + timeout_s if timeout_s > 0 else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
         pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the worker
         os.close(read_end)
         global _deadline
-        _deadline = started + timeout_s
-        _worker(fn, args, write_end)
+        _deadline = deadline
+        _worker(fn, args, write_end, timeout_s, seccomp, helpers)
     os.close(write_end)
     with contextlib.suppress(OSError):
         os.setpgid(pid, pid)  # also done by the worker: whoever runs first wins the race
     reaped = False
     try:
-        blob = _read_until(read_end, started + timeout_s)
+        blob = _read_until(read_end, deadline)
         if blob is None:
             raise _timeout_error(path, timeout_s)
         _, status = os.waitpid(pid, 0)
@@ -133,6 +159,9 @@ def call_isolated(
         if not reaped:
             _kill_group(pid)
     if not blob:
+        stopped = os.WIFSIGNALED(status) and sandbox.stopped_reason(os.WTERMSIG(status))
+        if stopped:
+            raise ParseError(path, f"parser {name} {stopped}")
         how = (
             f"killed by signal {signal.Signals(-os.waitstatus_to_exitcode(status)).name}"
             if os.WIFSIGNALED(status)
@@ -142,14 +171,26 @@ def call_isolated(
     return _unpack(pickle.loads(blob), path, name)  # our own child wrote it
 
 
-def _worker(fn: Callable[..., Any], args: tuple[Any, ...], fd: int) -> None:  # pragma: no cover
-    """The forked child: run, send ``(kind, ...)`` back, and leave without cleanup."""
+def _worker(  # pragma: no cover - runs in the worker
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    fd: int,
+    timeout_s: float,
+    seccomp: bool,
+    helpers: bool,
+) -> None:
+    """The forked child: confine, run, send ``(kind, ...)`` back, leave without cleanup."""
     code = 0
     try:
         faulthandler.disable()  # a crash is reported as the file's error, not a dump
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)
         try:
+            keep = [fd]
+            broker = sandbox.start_broker(timeout_s) if helpers else None
+            if broker is not None:
+                keep.append(broker)
+            sandbox.enter(keep, timeout_s, seccomp=seccomp)
             payload: tuple[Any, ...] = ("ok", fn(*args))
         except ParseError as exc:
             payload = ("parse", exc.path, exc.reason)
@@ -169,12 +210,12 @@ def _worker(fn: Callable[..., Any], args: tuple[Any, ...], fd: int) -> None:  # 
         os._exit(code)
 
 
-def _read_until(fd: int, deadline: float) -> bytes | None:
+def _read_until(fd: int, deadline: float | None) -> bytes | None:
     """All bytes until EOF, or ``None`` if the deadline passes first."""
     parts: list[bytes] = []
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
             return None
         ready, _, _ = select.select([fd], [], [], left)
         if not ready:

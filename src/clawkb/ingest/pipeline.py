@@ -114,15 +114,29 @@ class Ingestor:
 
     # -- files ------------------------------------------------------------
     def index_paths(
-        self, roots: Sequence[str | os.PathLike[str]], progress: Progress | None = None
+        self,
+        roots: Sequence[str | os.PathLike[str]],
+        progress: Progress | None = None,
+        include: Sequence[str] = (),
     ) -> IndexReport:
+        """Index ``roots``; ``include`` globs override the default ignores (discover.py)."""
         t0 = time.perf_counter()
         report = IndexReport()
         run_id = self._start_run([str(r) for r in roots], report)
         problems: list[Problem] = []
+        skipped: list[Problem] = []
         for root in roots:
             root_path = Path(os.path.abspath(root))
-            found = list(discover(root_path, self.config.ignore, problems))
+            found = list(
+                discover(
+                    root_path,
+                    self.config.ignore,
+                    problems,
+                    include=include,
+                    follow_symlinks=self.config.follow_symlinks,
+                    skipped=skipped,
+                )
+            )
             walk_root = root_path if root_path.is_dir() else root_path.parent
             seen: set[str] = set()
             for i, f in enumerate(found):
@@ -135,6 +149,8 @@ class Ingestor:
                 self._remove_missing(walk_root.as_posix(), seen, problems, report)
         for p in problems:
             report.errors.append((p.path, p.reason))
+        report.skipped += len(skipped)
+        report.skipped_files.extend((p.path, p.reason) for p in skipped)
         self._flush(force=True)
         report.seconds = time.perf_counter() - t0
         self._finish_run(run_id, report)
@@ -274,12 +290,14 @@ class Ingestor:
     def _remove_missing(
         self, root: str, seen: set[str], problems: list[Problem], report: IndexReport
     ) -> None:
-        unreadable = [p.path.rstrip("/") + "/" for p in problems]
+        """Drop documents under ``root`` the walk did not yield: deleted, newly ignored
+        or excluded files alike; only what sits in an unreadable folder is kept."""
+        unreadable = {p.path.rstrip("/") for p in problems}
         for path, doc in self.repo.documents_under(root).items():
-            if path in seen or os.path.exists(path):
+            if path in seen:
                 continue
-            if any(path.startswith(u) for u in unreadable):
-                continue  # its folder could not be read: keep what we have
+            if path in unreadable or any(path.startswith(u + "/") for u in unreadable):
+                continue  # it or its folder could not be read: keep what we have
             conn = self.repo.conn
             conn.execute("BEGIN IMMEDIATE")
             n = len(self.repo.chunks_of_doc(doc.id))

@@ -72,7 +72,8 @@ class Memory:
 
     @property
     def weighting(self) -> Weighting:
-        return Weighting.from_config(self.kb.config.extra)
+        section = self.kb.config.memory  # validated by the settings model
+        return Weighting(section.half_life_days, section.recency_floor)
 
     # -- writes -------------------------------------------------------------
     def store(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +28,6 @@ MAX_TEXT_CHARS = 20_000
 MAX_TAG_CHARS = 64
 
 _NAMESPACE = re.compile(r"^\w[\w.\-]{0,63}$")
-_TTL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
-_TTL_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 DAY = 86400.0
 
 
@@ -123,27 +121,6 @@ class Weighting:
     half_life_days: float = 30.0
     recency_floor: float = 0.25
 
-    @classmethod
-    def from_config(cls, extra: Mapping[str, Any]) -> Weighting:
-        """Read the optional ``memory:`` section of config.yaml."""
-        section = extra.get("memory") or {}
-        if not isinstance(section, Mapping):
-            raise ConfigError("config.yaml: `memory` must be a mapping")
-        unknown = set(section) - {"half_life_days", "recency_floor"}
-        if unknown:
-            raise ConfigError(
-                f"config.yaml: unknown memory setting(s): {', '.join(sorted(unknown))}"
-            )
-        try:
-            w = cls(**{k: float(v) for k, v in section.items()})
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"config.yaml: memory settings must be numbers ({exc})") from exc
-        if w.half_life_days <= 0 or not 0 <= w.recency_floor <= 1:
-            raise ConfigError(
-                "config.yaml: memory.half_life_days must be > 0 and recency_floor in [0, 1]"
-            )
-        return w
-
 
 def memory_weight(importance: float, age_seconds: float, w: Weighting) -> float:
     """``(0.5 + importance) × (floor + (1 − floor) × 0.5 ** (age_days / half_life))``.
@@ -208,17 +185,11 @@ def check_importance(importance: float) -> float:
 
 def parse_ttl(ttl: str | float | int | None) -> float | None:
     """Seconds from ``3600``, ``"90s"``, ``"30m"``, ``"12h"``, ``"7d"`` or ``"2w"``; None = forever."""
+    from clawkb.durations import parse_duration
+
     if ttl is None or ttl == "":
         return None
-    if isinstance(ttl, int | float) and not isinstance(ttl, bool):
-        seconds = float(ttl)
-    else:
-        m = _TTL.match(str(ttl))
-        if not m:
-            raise ConfigError(
-                f"ttl {ttl!r}: write a number of seconds or e.g. 90s, 30m, 12h, 7d, 2w"
-            )
-        seconds = float(m.group(1)) * _TTL_UNITS[m.group(2).lower()]
+    seconds = parse_duration(ttl if isinstance(ttl, int | float) else str(ttl), "ttl")
     if seconds <= 0:
         raise ConfigError(f"ttl {ttl!r} must be positive")
     return seconds

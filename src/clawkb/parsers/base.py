@@ -4,6 +4,16 @@ A parser is a class with a ``name``, the file ``extensions`` and ``mime_types``
 it claims, and a ``parse(data, path)`` method that turns raw bytes into a
 :class:`~clawkb.types.ParsedDocument`. Parsers are registered through the
 ``clawkb.parsers`` entry-point group; built-ins are registered the same way.
+
+Optional class attributes:
+
+* ``isolate = True``: parse in a forked, sandboxed worker under the time
+  limit (:mod:`clawkb.ingest.limits`) — for formats parsed by C code or
+  complex libraries from untrusted bytes;
+* ``requires = ("module", ...)`` and ``extra = "name"``: modules the parser
+  imports at parse time; when one is missing, ``clawkb parsers`` shows
+  ``not installed: pip install 'clawkb[name]'`` (and ``parse`` raises
+  :class:`~clawkb.errors.MissingDependencyError`).
 """
 
 from __future__ import annotations

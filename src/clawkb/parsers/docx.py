@@ -44,6 +44,8 @@ class DocxParser:
     #: in C (lxml/zlib), which SIGALRM cannot interrupt, and a crash there must
     #: fail only this file.
     isolate: ClassVar[bool] = True
+    requires: ClassVar[tuple[str, ...]] = ("docx", "lxml")
+    extra: ClassVar[str] = "formats"
 
     def parse(self, data: bytes, path: str) -> ParsedDocument:
         expect_zip(data, path, "DOCX document")

@@ -107,6 +107,10 @@ class HtmlParser:
     name: ClassVar[str] = "html"
     extensions: ClassVar[tuple[str, ...]] = (".html", ".htm", ".xhtml")
     mime_types: ClassVar[tuple[str, ...]] = ("text/html", "application/xhtml+xml")
+    #: Untrusted markup parsed by C code (lxml): a forked, sandboxed worker.
+    isolate: ClassVar[bool] = True
+    requires: ClassVar[tuple[str, ...]] = ("lxml",)
+    extra: ClassVar[str] = "formats"
 
     def parse(self, data: bytes, path: str) -> ParsedDocument:
         text, encoding = decode_html(data, path)

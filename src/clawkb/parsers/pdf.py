@@ -62,6 +62,17 @@ class PdfParser:
     mime_types: ClassVar[tuple[str, ...]] = ("application/pdf",)
     #: Run in a worker process under the per-file time limit (C code can hang).
     isolate: ClassVar[bool] = True
+    #: Modules it needs and the extra that installs them (``clawkb parsers`` says so).
+    requires: ClassVar[tuple[str, ...]] = ("pypdfium2", "pdfplumber")
+    extra: ClassVar[str] = "pdf"
+
+    @property
+    def helpers(self) -> tuple[str, ...]:
+        """Helpers the sandboxed worker needs: ``tesseract`` when OCR is usable.
+
+        Read in the parent before the fork, which also caches Tesseract's
+        language list there (the worker may not start programs)."""
+        return ("tesseract",) if pdf_ocr.ocr_available() else ()
 
     def parse(self, data: bytes, path: str) -> ParsedDocument:
         pdfium = _require_pdfium()

@@ -19,7 +19,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import pypdfium2.raw as pdfium_c
+try:
+    import pypdfium2.raw as pdfium_c
+except ImportError:  # no `pdf` extra: PdfParser.parse names it before anything here runs
+    pdfium_c = None
 
 #: Control characters pdfium may leave in text (0x02 marks a soft hyphen).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff]")

@@ -14,12 +14,15 @@ text-layer Chinese.
 from __future__ import annotations
 
 import functools
+import io
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 from typing import Any
+
+from clawkb.ingest.sandbox import helper, run_helper
 
 #: Languages tried, in Tesseract's ``-l`` order.
 WANTED_LANGUAGES = ("chi_sim", "eng")
@@ -28,6 +31,7 @@ OCR_DPI = 300
 #: Upper bound for one page, so one bad page cannot eat the file's time limit.
 PAGE_TIMEOUT_S = 120.0
 
+_LANGS = re.compile(r"[a-z_]{2,16}(?:\+[a-z_]{2,16}){0,7}")
 _CJK = r"\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"
 _CJK_GAP = re.compile(rf"(?<=[{_CJK}])[ \t]+(?=[{_CJK}])")
 
@@ -53,15 +57,32 @@ def ocr_available() -> bool:
 
 
 def ocr_page(page: Any, languages: tuple[str, ...] | None = None) -> str:
-    """Recognise the text of a pdfium page; raises ``OSError`` when Tesseract fails."""
+    """Recognise the text of a pdfium page; raises ``OSError`` when Tesseract fails.
+
+    The parser runs sandboxed (no ``exec``, no file writes), so the PNG goes to
+    the ``tesseract`` helper (:mod:`clawkb.ingest.sandbox`), which runs outside
+    the filter and takes only image bytes and a language list.
+    """
     langs = languages or tesseract_languages()
     image = page.render(scale=OCR_DPI / 72, grayscale=True).to_pil()
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    text = run_helper("tesseract", buf.getvalue(), "+".join(langs))
+    return clean_ocr_text(text.decode("utf-8", "replace"))
+
+
+@helper("tesseract")
+def _tesseract(png: bytes, args: tuple[str, ...]) -> bytes:
+    """Run Tesseract on PNG bytes; ``args`` is one ``+``-joined language list."""
+    if len(args) != 1 or not _LANGS.fullmatch(args[0]):
+        raise OSError("tesseract helper: expected one language list like 'chi_sim+eng'")
     with tempfile.TemporaryDirectory(prefix="clawkb-ocr-") as tmp:
-        png = os.path.join(tmp, "page.png")
-        image.save(png)
+        path = os.path.join(tmp, "page.png")
+        with open(path, "wb") as fh:
+            fh.write(png)
         try:
             done = subprocess.run(
-                ["tesseract", png, "stdout", "-l", "+".join(langs), "--psm", "3"],
+                ["tesseract", path, "stdout", "-l", args[0], "--psm", "3"],
                 capture_output=True,
                 timeout=PAGE_TIMEOUT_S,
                 check=False,
@@ -71,7 +92,7 @@ def ocr_page(page: Any, languages: tuple[str, ...] | None = None) -> str:
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise OSError(f"tesseract failed: {detail[-1] if detail else done.returncode}")
-    return clean_ocr_text(done.stdout.decode("utf-8", "replace"))
+    return done.stdout
 
 
 def clean_ocr_text(text: str) -> str:

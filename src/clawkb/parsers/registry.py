@@ -19,16 +19,19 @@ the registry: it is listed with ``error`` set and otherwise ignored.
 from __future__ import annotations
 
 import functools
+import importlib.util
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import PurePath
 
 from clawkb.parsers.base import Parser
+from clawkb.plugins import BUILTIN_ORIGIN
+from clawkb.plugins import load_order as _load_order
+from clawkb.plugins import origin_of as _origin
 
 GROUP = "clawkb.parsers"
-BUILTIN_DISTRIBUTION = "clawkb"
-BUILTIN_ORIGIN = "built-in"
+__all__ = ["BUILTIN_ORIGIN", "GROUP", "ParserInfo", "ParserRegistry", "default_registry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,25 +109,29 @@ class ParserRegistry:
         self.register(parser, origin)
 
 
+def install_hint(parser: object) -> str | None:
+    """``"not installed: pip install 'clawkb[pdf]'"`` when a module ``parser`` requires is
+    missing (checked without importing it), else ``None``."""
+    missing = [m for m in getattr(parser, "requires", ()) if not _importable(m)]
+    if not missing:
+        return None
+    extra = getattr(parser, "extra", None)
+    if extra:
+        return f"not installed: pip install 'clawkb[{extra}]'"
+    return f"not installed: needs {', '.join(missing)}"
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 @functools.cache
 def default_registry() -> ParserRegistry:
     """The registry of installed parsers, built once per process."""
     return ParserRegistry()
-
-
-def _origin(ep: EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    if dist is None:
-        return "unknown"
-    name = dist.metadata["Name"] or "unknown"
-    if name.lower() == BUILTIN_DISTRIBUTION:
-        return BUILTIN_ORIGIN
-    return f"{name} {dist.version}"
-
-
-def _load_order(ep: EntryPoint) -> tuple[int, str, str]:
-    origin = _origin(ep)
-    return (0 if origin == BUILTIN_ORIGIN else 1, origin, ep.name)
 
 
 def _interface_problem(obj: object) -> str | None:

@@ -50,6 +50,8 @@ class XlsxParser:
     #: in C (lxml/zlib), which SIGALRM cannot interrupt, and a crash there must
     #: fail only this file.
     isolate: ClassVar[bool] = True
+    requires: ClassVar[tuple[str, ...]] = ("openpyxl",)
+    extra: ClassVar[str] = "formats"
 
     def parse(self, data: bytes, path: str) -> ParsedDocument:
         expect_zip(data, path, "XLSX workbook")

@@ -6,7 +6,6 @@ and handed to both the lexical and the dense search.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -15,9 +14,6 @@ import numpy as np
 
 from clawkb.errors import ConfigError
 from clawkb.store.repo import Repository
-
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([hdwmy])$")
-_UNIT_S = {"h": 3600, "d": 86400, "w": 7 * 86400, "m": 30 * 86400, "y": 365 * 86400}
 
 
 @dataclass(frozen=True)
@@ -34,11 +30,12 @@ class Filters:
 
 
 def parse_time(value: str, *, now: float | None = None) -> float:
-    """``2024-05-01``, an ISO date-time, or an age like ``30d`` / ``12h`` / ``2w``."""
+    """``2024-05-01``, an ISO date-time, or an age (:func:`clawkb.durations.parse_duration`)."""
+    from clawkb.durations import is_duration, parse_duration
+
     value = value.strip()
-    m = _DURATION.match(value)
-    if m:
-        return (now if now is not None else time.time()) - float(m.group(1)) * _UNIT_S[m.group(2)]
+    if is_duration(value) and not value.isdigit():
+        return (now if now is not None else time.time()) - parse_duration(value)
     try:
         dt = datetime.fromisoformat(value)
     except ValueError:

@@ -111,18 +111,31 @@ class OnnxCrossEncoder(Reranker):
         return logits[:, -1] if logits.ndim == 2 else logits.reshape(-1)
 
 
+def dense(options: Mapping[str, Any], embedder: Embedder | None) -> Reranker:
+    if embedder is None:
+        raise ConfigError("rerank = dense needs an embedder (config `embedding:`)")
+    return DenseRescorer(embedder, **options)
+
+
+def endpoint(options: Mapping[str, Any], embedder: Embedder | None) -> Reranker:
+    if "base_url" not in options:
+        raise ConfigError("rerank = endpoint needs `retrieval.rerank_options.base_url`")
+    return EndpointReranker(**options)
+
+
+def onnx(options: Mapping[str, Any], embedder: Embedder | None) -> Reranker:
+    if "folder" not in options:
+        raise ConfigError("rerank = onnx needs `retrieval.rerank_options.folder`")
+    return OnnxCrossEncoder(**options)
+
+
 def make_reranker(kind: str, options: Mapping[str, Any], embedder: Embedder | None) -> Reranker:
-    opts = dict(options)
-    if kind == "dense":
-        if embedder is None:
-            raise ConfigError("rerank = dense needs an embedder (config `embedding:`)")
-        return DenseRescorer(embedder)
-    if kind == "endpoint":
-        if "base_url" not in opts:
-            raise ConfigError("rerank = endpoint needs `retrieval.rerank_options.base_url`")
-        return EndpointReranker(**opts)
-    if kind == "onnx":
-        if "folder" not in opts:
-            raise ConfigError("rerank = onnx needs `retrieval.rerank_options.folder`")
-        return OnnxCrossEncoder(**opts)
-    raise ConfigError(f"unknown reranker {kind!r}")
+    """Reranker ``kind``: a factory in the ``clawkb.rerankers`` entry-point group."""
+    from clawkb.plugins import load_plugin
+
+    factory = load_plugin("clawkb.rerankers", kind, what="reranker")
+    try:
+        reranker: Reranker = factory(dict(options), embedder)
+    except TypeError as exc:
+        raise ConfigError(f"reranker {kind!r}: bad options {sorted(options)} ({exc})") from exc
+    return reranker

@@ -55,8 +55,12 @@ class RetrievalSettings:
             raise ConfigError(f"fusion norm must be minmax or zscore, got {self.norm!r}")
         if self.candidates < 1 or self.rrf_k < 0:
             raise ConfigError("retrieval candidates must be >= 1 and rrf_k >= 0")
-        if self.rerank not in ("", "dense", "endpoint", "onnx"):
-            raise ConfigError(f"rerank must be dense, endpoint or onnx, got {self.rerank!r}")
+        if self.rerank:
+            from clawkb.plugins import names
+
+            kinds = names("clawkb.rerankers")
+            if self.rerank not in kinds:
+                raise ConfigError(f"rerank must be one of {', '.join(kinds)}, got {self.rerank!r}")
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> RetrievalSettings:
         return _apply(self, {k: v for k, v in overrides.items() if v is not None}, "option")

@@ -227,6 +227,15 @@ class Repository:
             return _chunk_row(r[0])
         return None
 
+    def anchors_with_prefix(self, prefix: str, limit: int) -> list[tuple[str, str, int]]:
+        """(anchor, path, line_start) of up to ``limit`` chunks whose anchor starts with ``prefix``."""
+        rows = self.conn.execute(
+            "SELECT c.anchor, d.path, c.line_start FROM chunks c JOIN documents d"
+            " ON d.id = c.doc_id WHERE substr(c.anchor, 1, ?) = ? ORDER BY c.anchor LIMIT ?",
+            (len(prefix), prefix, limit),
+        )
+        return [(r[0], r[1], int(r[2])) for r in rows]
+
     def chunks_of_doc(self, doc_id: int) -> list[ChunkRow]:
         rows = self.conn.execute(
             f"SELECT {_CHUNK_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id"

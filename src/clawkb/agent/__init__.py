@@ -1,0 +1,1 @@
+"""Ready-made agent instructions shipped with clawkb (``clawkb skill``)."""

@@ -1,0 +1,94 @@
+"""Every kind of plugin is found the same way: an entry-point group.
+
+=====================  ==========================================================
+group                  what the entry point names
+=====================  ==========================================================
+``clawkb.parsers``     a :class:`~clawkb.parsers.base.Parser` class or instance
+``clawkb.embedders``   a factory ``(options: Mapping) -> Embedder``
+``clawkb.rerankers``   a factory ``(options: Mapping, embedder: Embedder | None) -> Reranker``
+``clawkb.llm_clients`` a factory ``(settings: LLMSettings) -> ChatClient``
+=====================  ==========================================================
+
+clawkb's own implementations are declared in its ``pyproject.toml`` exactly
+like third-party ones, so there is one discovery path and ``clawkb plugins``
+lists everything with its origin (``built-in`` or the providing distribution).
+When two distributions register the same name in a group, a third-party one
+wins over the built-in (so a plugin can replace it), and the listing shows both.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+from clawkb.errors import ConfigError
+
+GROUPS = ("clawkb.parsers", "clawkb.embedders", "clawkb.rerankers", "clawkb.llm_clients")
+BUILTIN_DISTRIBUTION = "clawkb"
+BUILTIN_ORIGIN = "built-in"
+
+
+@dataclass(frozen=True, slots=True)
+class PluginInfo:
+    group: str
+    name: str
+    origin: str
+    target: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "group": self.group,
+            "name": self.name,
+            "origin": self.origin,
+            "target": self.target,
+        }
+
+
+def origin_of(ep: EntryPoint) -> str:
+    """``built-in`` for clawkb's own entry points, else ``<distribution> <version>``."""
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "unknown"
+    name = dist.metadata["Name"] or "unknown"
+    if name.lower() == BUILTIN_DISTRIBUTION:
+        return BUILTIN_ORIGIN
+    return f"{name} {dist.version}"
+
+
+def load_order(ep: EntryPoint) -> tuple[int, str, str]:
+    """Built-ins first, then other distributions by name: later registrations win."""
+    origin = origin_of(ep)
+    return (0 if origin == BUILTIN_ORIGIN else 1, origin, ep.name)
+
+
+def group_entry_points(group: str) -> list[EntryPoint]:
+    return sorted(entry_points(group=group), key=load_order)
+
+
+def names(group: str) -> list[str]:
+    return sorted({ep.name for ep in entry_points(group=group)})
+
+
+def list_plugins(groups: tuple[str, ...] = GROUPS) -> list[PluginInfo]:
+    return [
+        PluginInfo(group, ep.name, origin_of(ep), ep.value)
+        for group in groups
+        for ep in group_entry_points(group)
+    ]
+
+
+@functools.cache
+def load_plugin(group: str, name: str, what: str = "plugin") -> Any:
+    """The object entry point ``name`` of ``group`` names (the last registration wins)."""
+    found = [ep for ep in group_entry_points(group) if ep.name == name]
+    if not found:
+        raise ConfigError(
+            f"unknown {what} {name!r}; available: {', '.join(names(group)) or 'none'}"
+        )
+    ep = found[-1]
+    try:
+        return ep.load()
+    except ImportError as exc:
+        raise ConfigError(f"{what} {name!r} ({origin_of(ep)}) cannot be loaded: {exc}") from exc
