@@ -104,23 +104,3 @@ class Hit:
     snippet: str = ""
     highlights: tuple[tuple[int, int], ...] = ()  # (start, end) spans in ``snippet``
     explanation: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        a = self.anchor
-        return {
-            "rank": self.rank,
-            "score": round(self.score, 6),
-            "anchor": a.id,
-            "path": a.path,
-            "line_start": a.line_start,
-            "line_end": a.line_end,
-            "page": a.page,
-            "heading_path": list(a.heading_path),
-            "title": self.title,
-            "kind": self.kind,
-            "text": self.text,
-            "matched_terms": list(self.matched_terms),
-            "snippet": self.snippet,
-            "highlights": [list(h) for h in self.highlights],
-            "explanation": self.explanation,
-        }
