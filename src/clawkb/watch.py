@@ -71,6 +71,7 @@ class Watcher:
         self._lock = threading.Lock()
         self._scheduled = False
         self._stop = threading.Event()
+        self.ready = threading.Event()
         self._thread: threading.Thread | None = None
         self.runs = 0
         self.running = False
@@ -78,9 +79,11 @@ class Watcher:
         self.last_error: str | None = None
 
     # -- lifecycle ----------------------------------------------------------
-    def start(self) -> None:
+    def start(self, wait: float = 10.0) -> None:
+        """Start watching; return once the OS watch is in place (or ``wait`` passed)."""
         self._thread = threading.Thread(target=self._loop, name="clawkb-watch", daemon=True)
         self._thread.start()
+        self.ready.wait(wait)
 
     def stop(self) -> None:
         self._stop.set()
@@ -118,11 +121,17 @@ class Watcher:
                 self._stop.wait(0.5)
                 continue
             try:
+                started = False
                 for changes in watchfiles.watch(
                     *live, watch_filter=self.keep, debounce=self.debounce_ms, step=25,
-                    stop_event=self._stop, rust_timeout=1000, yield_on_timeout=True,
+                    stop_event=self._stop, rust_timeout=250, yield_on_timeout=True,
                     raise_interrupt=False,
                 ):  # fmt: skip
+                    if not started:
+                        # The watch is in place: catch up with what changed before it was.
+                        started = True
+                        self.add({(None, r.as_posix()) for r in live})
+                        self.ready.set()
                     if changes:
                         self.add(changes)
                     if [r for r in self.roots if r.is_dir()] != live:

@@ -83,7 +83,7 @@ def watch(ctx: click.Context, paths: tuple[str, ...], debounce: int) -> None:
         [Path(os.path.abspath(p)) for p in paths],
         home=home,
         debounce_ms=debounce,
-        on_run=lambda last: click.echo(_run_line(last)),
+        on_run=_print_run,
     )
     watcher.start()
     click.echo(f"watching {', '.join(paths)} for {home} (Ctrl-C stops)")
@@ -102,6 +102,11 @@ def _report_line(r: dict[str, Any]) -> str:
         f"indexed: added {r['added']} · updated {r['updated']} · removed {r['removed']} ·"
         f" unchanged {r['unchanged']} · failed {r['failed']} ({r['seconds']:.1f}s)"
     )
+
+
+def _print_run(last: dict[str, Any]) -> None:
+    if any(last["counts"].values()) or last["errors"]:  # quiet when nothing changed
+        click.echo(_run_line(last))
 
 
 def _run_line(last: dict[str, Any]) -> str:

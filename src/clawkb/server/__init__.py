@@ -28,7 +28,11 @@ def run(settings: Any, *, watch: bool = False, announce: Callable[[str], None] =
         from clawkb.watch import server_watcher
 
         factory = server_watcher
-    app = create_app(settings, watch=factory)
+    app = create_app(
+        settings,
+        watch=factory,
+        on_ready=lambda: announce(f"Serving on {settings.url}  (knowledge base: {settings.home})"),
+    )
     config = uvicorn.Config(
         app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
         lifespan="on", server_header=False,
@@ -36,7 +40,6 @@ def run(settings: Any, *, watch: bool = False, announce: Callable[[str], None] =
     sock = bind(settings.host, settings.port)
     settings.port = sock.getsockname()[1]
     server = uvicorn.Server(config)
-    announce(f"Serving on {settings.url}  (knowledge base: {settings.home})")
     server.run(sockets=[sock])
 
 

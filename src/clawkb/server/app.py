@@ -84,8 +84,9 @@ class ServerState:
         }
 
 
-def create_app(settings: ServerSettings, *, watch: Any = None) -> FastAPI:
-    """The application; ``watch`` is a started-on-lifespan :class:`clawkb.watch.Watcher` factory."""
+def create_app(settings: ServerSettings, *, watch: Any = None, on_ready: Any = None) -> FastAPI:
+    """The application; ``watch`` is a started-on-lifespan :class:`clawkb.watch.Watcher` factory;
+    ``on_ready()`` runs once everything (MCP, watch) has started."""
     settings.check()
     state = ServerState(settings)
     mcp_app, mcp_lifespan = _mcp(settings) if settings.mcp else (None, None)
@@ -100,6 +101,8 @@ def create_app(settings: ServerSettings, *, watch: Any = None) -> FastAPI:
                 state.watcher.start()
                 stack.callback(state.watcher.stop)
             stack.callback(state.runtime.close)
+            if on_ready is not None:
+                on_ready()
             yield
 
     app = FastAPI(
