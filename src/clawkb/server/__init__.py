@@ -48,7 +48,9 @@ def bind(host: str, port: int) -> socket.socket:
     from clawkb.errors import ConfigError
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP: asyncio then sets TCP_NODELAY on accepted connections
+    # (with proto 0 it does not, and small responses wait ~40 ms for delayed ACKs).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

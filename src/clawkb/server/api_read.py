@@ -3,11 +3,12 @@ hardware context and pins. Every hit comes from the library's own ``to_dict`` (d
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 
 from clawkb.errors import ConfigError
 from clawkb.server.security import PathOutsideRoots, inside_roots
@@ -20,6 +21,11 @@ router = APIRouter(prefix="/api/v1", tags=["read"])
 
 Multi = Annotated[list[str], Query()]
 MAX_LIMIT = 100
+
+
+def reply(data: Any) -> Response:
+    """JSON without FastAPI's re-validation of the library's already plain dicts (hot path)."""
+    return Response(json.dumps(data, ensure_ascii=False), media_type="application/json")
 
 
 def state_of(request: Request) -> ServerState:
@@ -57,8 +63,9 @@ async def search(
     meta: Multi = [],  # noqa: B006
     since: str | None = None,
     until: str | None = None,
-) -> dict[str, Any]:
-    """Hits carry anchor, path, line span, page, heading path, snippet and highlights."""
+) -> Response:
+    """Hits carry anchor, path, line span, page, heading path, snippet and highlights;
+    the schema is `clawkb search --json`'s (docs/json.md)."""
     from clawkb.cli.dense import pipeline_kwargs
 
     _limit(limit)
@@ -88,8 +95,7 @@ async def search(
     t0 = time.perf_counter()
     res = await st.runtime.read(run)
     st.metrics.observe_search(res, time.perf_counter() - t0)
-    out: dict[str, Any] = res.to_dict()
-    return out
+    return reply(res.to_dict())
 
 
 def _check_choice(name: str, value: str | None, choices: tuple[str, ...]) -> None:

@@ -148,6 +148,7 @@ async function runSearch() {
   const ms = Math.round(performance.now() - started);
   $("#search-info").textContent = body.count ? t("hits", body.count, ms) : (body.message || t("none"));
   document.body.dataset.lastSearchMs = String(ms);
+  document.body.dataset.searches = String(Number(document.body.dataset.searches || 0) + 1);
 }
 
 function renderHits(body) {
