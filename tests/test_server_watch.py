@@ -158,3 +158,30 @@ def test_watch_command(tmp_path: Path) -> None:
         proc.wait(timeout=15)
         if proc.stdout:
             proc.stdout.close()
+
+
+def test_new_chunks_are_embedded_in_the_background(tmp_path: Path) -> None:
+    pytest.importorskip("static_model", reason="needs the dense extra (tokenlearn-static-model)")
+    from clawkb import KnowledgeBase
+    from clawkb.embed.base import get_embedder
+    from clawkb.embed.run import embed_kb
+
+    root = tmp_path / "notes"
+    write_docs(root)
+    home = tmp_path / "kb"
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([root])
+    (home / "config.yaml").write_text("embedding:\n  model: static\n", encoding="utf-8")
+    with KnowledgeBase.open(home) as kb:
+        embed_kb(kb, embedder=get_embedder("static"))
+    with serving(home, [root], args=["--watch"]) as s:
+        dense = s.ok("GET", "/api/v1/status")["dense"]
+        assert dense["vectors"] == dense["chunks"] > 0
+        (root / "more.md").write_text("# More\n\n## A\n\nThe gecko relay.\n\n## B\n\nIt clicks.\n")
+
+        def embedded() -> bool:
+            st = s.ok("GET", "/api/v1/status")
+            return bool(st["documents"] == 4 and st["dense"]["vectors"] == st["dense"]["chunks"])
+
+        poll(embedded, timeout=30)
+        assert s.ok("GET", "/api/v1/status")["dense"]["chunks"] > dense["chunks"]
