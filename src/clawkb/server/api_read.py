@@ -29,7 +29,7 @@ def reply(data: Any) -> Response:
 
 
 def state_of(request: Request) -> ServerState:
-    return request.app.state.clawkb  # type: ignore[no-any-return]
+    return request.app.state.clawkb
 
 
 def _limit(limit: int) -> int:

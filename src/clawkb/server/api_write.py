@@ -59,7 +59,7 @@ async def memory_store(request: Request, body: MemoryIn) -> dict[str, Any]:
             body.text, namespace=body.namespace, tags=body.tags,
             importance=body.importance, ttl=body.ttl,
         )  # fmt: skip
-        return res.to_dict()  # type: ignore[no-any-return]
+        return res.to_dict()
 
     return await state_of(request).runtime.write(run, "memory")
 
@@ -71,7 +71,7 @@ async def memory_forget(request: Request, body: ForgetIn) -> dict[str, Any]:
             body.ids, tags=body.tags, query=body.query, namespace=body.namespace,
             dry_run=body.dry_run,
         )  # fmt: skip
-        return res.to_dict()  # type: ignore[no-any-return]
+        return res.to_dict()
 
     return await state_of(request).runtime.write(run, "memory")
 
@@ -81,7 +81,7 @@ async def _set_pin(request: Request, body: PinIn) -> dict[str, Any]:
 
     st = state_of(request)
     edit = await st.runtime.write(lambda kb: set_pin(kb, body.board, body.alias, body.pin), "pin")
-    return edit.to_dict()  # type: ignore[no-any-return]
+    return edit.to_dict()
 
 
 @router.post("/hardware/pins", summary="Teach a pin alias (written into the board's devices file)")

@@ -188,7 +188,7 @@ def _install_errors(app: FastAPI) -> None:
     # Known errors are handled inside the middleware stack (so metrics see their
     # status); anything else reaches the outermost handler as `internal`.
     for cls in (ClawkbError, RateLimited, BodyTooLarge, Exception):
-        app.add_exception_handler(cls, domain)  # type: ignore[arg-type]
+        app.add_exception_handler(cls, domain)
 
 
 def _install_pages(app: FastAPI, state: ServerState) -> None:
