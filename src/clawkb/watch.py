@@ -6,7 +6,7 @@ in a pending set. One run at a time goes to the single writer; events that
 arrive while it runs are coalesced into the next run. A run:
 
 1. walks each touched root once (``.gitignore``/``.clawkbignore`` apply) and
-   indexes the changed files that the walk keeps, in small batches, so
+   indexes the changed files that the walk keeps, in batches of 32, so
    searches interleave between batches;
 2. when anything was deleted, renamed, moved out or a folder changed, runs one
    incremental pass over the root, which removes what is gone;
@@ -41,7 +41,7 @@ TEMP_PATTERNS = (
     "*.part", "*.crdownload", ".~lock.*#", "*.kate-swp", ".upload-*", "*.bak", ".DS_Store",
     "*.pyc", "~$*", ".goutputstream-*", "*___jb_tmp___", "*___jb_old___",
 )  # fmt: skip
-BATCH_FILES = 64
+BATCH_FILES = 32
 
 
 def is_temp(name: str) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
@@ -98,7 +97,8 @@ async def _stream(st: Any, body: AskIn) -> AsyncIterator[bytes]:
         st.metrics.observe_answer(res, time.perf_counter() - t0, tokens)
         loop.call_soon_threadsafe(q.put_nowait, ("result", res))
 
-    threading.Thread(target=work, name="clawkb-ask", daemon=True).start()
+    # a pooled thread: its reader KB is reused by later questions
+    loop.run_in_executor(None, work)
     while True:
         kind, value = await q.get()
         if kind == "token":

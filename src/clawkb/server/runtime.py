@@ -32,20 +32,28 @@ Job = tuple[Callable[[KnowledgeBase], Any], "concurrent.futures.Future[Any]"]
 
 
 class Gate:
-    """A readers-writer lock that lets a waiting writer in before new readers."""
+    """A phase-fair readers-writer lock: a waiting writer holds off new readers, and
+    readers that waited during a write get their turn before the next write."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._readers = 0
         self._writing = False
         self._waiting_writers = 0
+        self._waiting_readers = 0
+        self._readers_turn = False
 
     @contextmanager
     def read(self) -> Iterator[None]:
         with self._cond:
-            while self._writing or self._waiting_writers:
+            self._waiting_readers += 1
+            while self._writing or (self._waiting_writers and not self._readers_turn):
                 self._cond.wait()
+            self._waiting_readers -= 1
             self._readers += 1
+            if not self._waiting_readers:
+                self._readers_turn = False
+                self._cond.notify_all()
         try:
             yield
         finally:
@@ -58,7 +66,7 @@ class Gate:
     def write(self) -> Iterator[None]:
         with self._cond:
             self._waiting_writers += 1
-            while self._writing or self._readers:
+            while self._writing or self._readers or self._readers_turn:
                 self._cond.wait()
             self._waiting_writers -= 1
             self._writing = True
@@ -67,6 +75,7 @@ class Gate:
         finally:
             with self._cond:
                 self._writing = False
+                self._readers_turn = self._waiting_readers > 0
                 self._cond.notify_all()
 
 
