@@ -27,9 +27,9 @@ system-deps:
 	@missing=$$(for p in $(OCR_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; } \
-	    || echo "note: could not install $$missing; OCR tests will be skipped" >&2; \
+	    || echo "note: could not install $$missing; OCR and browser tests will be skipped" >&2; \
 	elif [ -n "$$missing" ]; then \
-	  echo "note: missing Debian packages ($$missing); OCR tests will be skipped" >&2; \
+	  echo "note: missing Debian packages ($$missing); OCR and browser tests will be skipped" >&2; \
 	fi
 
 test: system-deps $(STAMP)

@@ -152,6 +152,7 @@ def http_overhead(home: Path, url: str, queries: list[str]) -> dict[str, Any]:
 async def load(url: str, files: int, duration: float, clients: int) -> dict[str, Any]:
     lat: list[float] = []
     errors = empties = 0
+    first_error: list[str] = []
     stop_at = time.monotonic() + duration
     rng = random.Random(1)
 
@@ -164,8 +165,11 @@ async def load(url: str, files: int, duration: float, clients: int) -> dict[str,
                 try:
                     r = await c.get("/api/v1/search", params={"q": f"key{i:05d}", "limit": 5})
                     ok = r.status_code == 200
-                except httpx.HTTPError:
+                    if not ok:
+                        first_error.append(f"{r.status_code} {r.text[:200]}")
+                except httpx.HTTPError as exc:
                     ok = False
+                    first_error.append(f"{type(exc).__name__}: {exc}")
                 lat.append((time.perf_counter() - t) * 1000)
                 if not ok:
                     errors += 1
@@ -182,6 +186,7 @@ async def load(url: str, files: int, duration: float, clients: int) -> dict[str,
         "p95_ms": pct(lat, 95),
         "errors": errors,
         "empty_for_existing": empties,
+        "first_errors": first_error[:3],
     }
 
 

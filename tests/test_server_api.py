@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -245,10 +246,21 @@ def test_openapi_and_metrics(srv: Server) -> None:
         assert path in spec["paths"], path
     srv.ok("GET", "/api/v1/search", params={"q": "UART2"})
     text = srv.get("/metrics").text
-    for name in ("clawkb_http_requests_total", "clawkb_http_request_seconds_bucket",
-                 'clawkb_search_seconds_bucket{le="0.0005",mode="lexical",stage="total"}',
-                 "clawkb_documents ", "clawkb_chunks ", "clawkb_segments ", "clawkb_index_runs_total",
-                 "clawkb_llm_calls_total", "clawkb_watch_queue_depth"):  # fmt: skip
+    for name in (
+        'clawkb_http_requests_total{endpoint="/api/v1/search",method="GET",status="200"}',
+        'clawkb_http_requests_total{endpoint="/api/v1/chunks/{anchor}",method="GET",status="404"}',
+        'clawkb_http_request_seconds_bucket{endpoint="/api/v1/search",le="0.0005"}',
+        'clawkb_search_seconds_bucket{le="0.0005",mode="lexical",stage="total"}',
+        'clawkb_index_runs_total{trigger="api"} 1.0',
+        'clawkb_index_runs_total{trigger="upload"} 1.0',
+        'clawkb_llm_calls_total{outcome="llm"} 2.0',
+        "clawkb_llm_tokens_total ",
+        "clawkb_watch_queue_depth ",
+    ):
         assert name in text, name
+    counts = dict(re.findall(r"^clawkb_(documents|chunks|segments|vectors) ([0-9.]+)", text, re.M))
+    status = srv.ok("GET", "/api/v1/status")
+    assert int(float(counts["documents"])) == status["documents"]
+    assert int(float(counts["chunks"])) == status["chunks"]
     assert srv.ok("GET", "/healthz") == {"status": "ok"}
     assert srv.ok("GET", "/readyz")["status"] == "ready"

@@ -250,7 +250,7 @@ class Watcher:
             except Exception as exc:
                 self.last_error = f"embedding: {exc}"
 
-        self.runtime.submit(embed, "embed", gated=False)
+        self.runtime.submit(embed, "embed")  # exclusive: readers renew afterwards
 
 
 def server_watcher(state: Any) -> Watcher:

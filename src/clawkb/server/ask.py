@@ -60,8 +60,8 @@ async def ask(request: Request, body: AskIn) -> Any:
         raise RateLimited(wait)
     if not body.stream:
         t0 = time.perf_counter()
-        # Not under the read gate: a model call may take a minute, writes must not wait.
-        res = await asyncio.to_thread(lambda: _answer(st.runtime.reader(), body, None))
+        # Reads never hold up writes: a model call may take a minute.
+        res = await asyncio.to_thread(st.runtime.read_sync, lambda kb: _answer(kb, body, None))
         st.metrics.observe_answer(res, time.perf_counter() - t0, 0)
         out = res.to_dict()
         out.pop("explanation", None)
@@ -90,7 +90,7 @@ async def _stream(st: Any, body: AskIn) -> AsyncIterator[bytes]:
     def work() -> None:
         t0 = time.perf_counter()
         try:
-            res = _answer(st.runtime.reader(), body, on_token)
+            res = st.runtime.read_sync(lambda kb: _answer(kb, body, on_token))
         except Exception as exc:  # reported as an error event
             loop.call_soon_threadsafe(q.put_nowait, ("error", exc))
             return

@@ -1,15 +1,17 @@
 """One process, many readers, one writer.
 
-* Readers: every worker thread keeps its own :class:`KnowledgeBase` (one
-  SQLite connection per thread) and reopens it after each write this process
-  made, so it never serves an index older than the store it reads.
+* Readers: every worker thread keeps its own view (:class:`_Slot`): its own
+  SQLite connection, the index loaded at one moment and a read transaction
+  taken at that same moment, so a search sees the store and the index of one
+  instant. A view is renewed after each write of this process (and when
+  another process changed the index); searches never wait for a write.
 * Writer: one thread owns the writing :class:`KnowledgeBase` and runs jobs
   from a queue in order (index, upload, memory, pins, watch runs, embedding).
   Each job still takes the KB's file lock, so a CLI ``index`` and the server
   never write at once.
-* Gate: while a job writes, reads wait (a readers-writer gate); a job is
-  short (a watch batch, one upload), so a search waits at most that long and
-  never sees the store ahead of the index.
+* Gate: a write excludes view renewals (a readers-writer gate), so a view is
+  never taken between a store commit and the index update that follows it.
+  Long jobs (watch runs) take it per batch.
 """
 
 from __future__ import annotations
@@ -79,6 +81,57 @@ class Gate:
                 self._cond.notify_all()
 
 
+def _manifest_stamp(kb: KnowledgeBase) -> int:
+    try:
+        return (kb.lexical.folder / "manifest.json").stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+class _Slot:
+    """One reader thread's view: its own connection, an index loaded at one moment,
+    and an open read transaction on the store taken at that same moment.
+
+    The view is renewed (index reloaded, new snapshot) when this process wrote
+    (``generation``) or another process changed the index (manifest stamp).
+    Renewal happens inside the gate, while no write is in progress; searches
+    then run outside it, so they never wait for a write and never see the
+    store ahead of the index. While another process is mid-run (store ahead of
+    the index), the view stays unpinned and the KB's usual catch-up applies.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.kb: KnowledgeBase | None = None
+        self.generation = -1
+        self.stamp = 0
+        self.pinned = False
+
+    def stale(self, generation: int) -> bool:
+        if self.kb is None or not self.pinned or self.generation != generation:
+            return True
+        return _manifest_stamp(self.kb) != self.stamp
+
+    def unpin(self) -> None:
+        if self.kb is not None and self.kb.conn.in_transaction:
+            self.kb.conn.execute("ROLLBACK")
+        self.pinned = False
+
+    def renew(self, home: Path, generation: int) -> None:
+        self.unpin()
+        if self.kb is None:
+            self.kb = KnowledgeBase.open(home)
+        else:  # same connection and settings, the index loaded again
+            self.kb = KnowledgeBase(self.kb.home, self.kb.conn, self.kb.config)
+        self.generation = generation
+        self.stamp = _manifest_stamp(self.kb)
+        self.kb.conn.execute("BEGIN")
+        if self.kb.lexical.applied_seq >= self.kb.repo.max_seq():  # this read starts the snapshot
+            self.pinned = True
+        else:
+            self.kb.conn.execute("ROLLBACK")
+
+
 class Runtime:
     """Reader connections, the writer thread and the gate between them."""
 
@@ -87,7 +140,7 @@ class Runtime:
         self.gate = Gate()
         self.generation = 0
         self._local = threading.local()
-        self._opened: list[KnowledgeBase] = []
+        self._slots: list[_Slot] = []
         self._opened_lock = threading.Lock()
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._seq = itertools.count()
@@ -98,24 +151,33 @@ class Runtime:
         self._writer.start()
 
     # -- reads ------------------------------------------------------------
-    def reader(self) -> KnowledgeBase:
-        """This thread's KB, reopened when the writer committed since it was opened."""
-        kb = getattr(self._local, "kb", None)
-        if kb is None or self._local.generation != self.generation:
-            if kb is not None:
-                kb.close()
-                with self._opened_lock:
-                    self._opened.remove(kb)
-            gen = self.generation
-            kb = KnowledgeBase.open(self.home)
+    def _slot(self) -> _Slot:
+        slot: _Slot | None = getattr(self._local, "slot", None)
+        if slot is None:
+            slot = self._local.slot = _Slot()
             with self._opened_lock:
-                self._opened.append(kb)
-            self._local.kb, self._local.generation = kb, gen
-        return kb
+                self._slots.append(slot)
+        return slot
 
     def read_sync(self, fn: Callable[[KnowledgeBase], T]) -> T:
-        with self.gate.read():
-            return fn(self.reader())
+        """Run ``fn`` on this thread's pinned view (see :class:`_Slot`)."""
+        slot = self._slot()
+        with slot.lock:
+            if slot.stale(self.generation):
+                with self.gate.read():  # the writer is between writes: store and index agree
+                    slot.renew(self.home, self.generation)
+            return fn(slot.kb)  # type: ignore[arg-type]
+
+    def _release_idle(self) -> None:
+        """After a write: idle views let go of their old snapshot (so the WAL can be reset)."""
+        with self._opened_lock:
+            slots = list(self._slots)
+        for slot in slots:
+            if slot.lock.acquire(blocking=False):
+                try:
+                    slot.unpin()
+                finally:
+                    slot.lock.release()
 
     async def read(self, fn: Callable[[KnowledgeBase], T]) -> T:
         import anyio.to_thread
@@ -144,6 +206,7 @@ class Runtime:
             finally:
                 self.generation += 1
                 self.last_write = time.time()
+                self._release_idle()
 
     async def write(self, fn: Callable[[KnowledgeBase], T], name: str = "write") -> T:
         return await asyncio.wrap_future(self.submit(fn, name))
@@ -179,6 +242,7 @@ class Runtime:
         self._jobs.put(None)
         self._writer.join(timeout=30)
         with self._opened_lock:
-            for kb in self._opened:
-                kb.close()
-            self._opened.clear()
+            for slot in self._slots:
+                if slot.kb is not None:
+                    slot.kb.close()
+            self._slots.clear()
