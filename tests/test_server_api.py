@@ -264,3 +264,27 @@ def test_openapi_and_metrics(srv: Server) -> None:
     assert int(float(counts["chunks"])) == status["chunks"]
     assert srv.ok("GET", "/healthz") == {"status": "ok"}
     assert srv.ok("GET", "/readyz")["status"] == "ready"
+
+
+def test_source_view_of_a_pdf_page(srv: Server, setup: tuple[Path, ...]) -> None:
+    pytest.importorskip("pypdfium2", reason="needs the pdf extra")
+    from pdf_samples import text_pdf
+
+    root = setup[1]
+    pdf = root / "manual.pdf"
+    pdf.write_bytes(
+        text_pdf(
+            [
+                ["Power supply overview.", "The board runs from 5 V."],
+                ["The brownout detector resets the chip at 2.7 V.", "Reset pulse is 2 ms."],
+            ]
+        )
+    )
+    srv.ok("POST", "/api/v1/index", json={"path": "manual.pdf"})
+    hit = srv.ok("GET", "/api/v1/search", params={"q": "brownout detector"})["hits"][0]
+    assert hit["path"] == pdf.as_posix() and hit["page"] == 2
+    view = srv.ok("GET", f"/api/v1/source/{hit['anchor']}")
+    assert view["kind"] == "page" and view["page"] == 2 and view["lines"] == []
+    current = [p for p in view["passages"] if p["current"]]
+    assert len(current) == 1 and "brownout" in current[0]["text"]
+    assert view["previous"]  # the page-1 chunk
