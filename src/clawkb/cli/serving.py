@@ -38,7 +38,8 @@ def serve(
     """Serve the knowledge base: web page at /, JSON API at /api/v1, MCP at /mcp.
 
     PATHs are the folders the server may read and index (also `server.roots`
-    in config.yaml); with --watch they are indexed first and kept current.
+    in config.yaml); they are indexed first when the KB is empty or with
+    --watch, which then keeps them current.
     """
     from clawkb.config import Config, resolve_home
     from clawkb.kb import KnowledgeBase
@@ -53,7 +54,7 @@ def serve(
     )  # fmt: skip
     settings.check()
     with KnowledgeBase.open(home, create=bool(paths)) as kb:
-        if paths and use_watch:
+        if paths and (use_watch or not kb.status()["documents"]):
             report = kb.index(list(paths), on_wait=lambda m: click.echo(m, err=True))
             click.echo(_report_line(report.to_dict()), err=True)
     run(settings, watch=use_watch, announce=click.echo)
