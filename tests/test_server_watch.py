@@ -7,6 +7,7 @@ bounded timeouts until the index reflects the file system.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -71,6 +72,11 @@ def test_create_edit_rename_move_delete(watched: tuple[Server, Path, Path]) -> N
     poll(lambda: gone(s, "UART3 40-pin header"))
     state = s.ok("GET", "/api/v1/status")["server"]["watch"]
     assert state["watching"] and state["runs"] >= 1 and state["last_error"] is None
+    metrics = s.get("/metrics").text
+    lag = re.search(r"^clawkb_watch_lag_seconds_count ([0-9.]+)", metrics, re.M)
+    assert lag and 1 <= float(lag.group(1)) <= state["runs"]
+    assert re.search(r'^clawkb_index_runs_total\{trigger="watch"\} [1-9]', metrics, re.M)
+    assert "clawkb_watch_queue_depth 0.0" in metrics
 
 
 def test_swap_temp_and_ignored_files_are_skipped(watched: tuple[Server, Path, Path]) -> None:

@@ -183,6 +183,8 @@ class Watcher:
             log.warning("watch run failed: %s", exc)
         finally:
             self.running = False
+        if self.metrics is not None:
+            self.metrics.watch_lag.observe(time.time() - first)
         self.runs += 1
         self.last = {
             "at": time.time(),
@@ -192,8 +194,6 @@ class Watcher:
             "counts": totals,
             "errors": errors[:20],
         }
-        if self.metrics is not None:
-            self.metrics.watch_lag.observe(time.time() - first)
         if self.on_run:
             self.on_run(self.last)
         self._maybe_embed(kb)
