@@ -183,9 +183,7 @@ class Watcher:
             log.warning("watch run failed: %s", exc)
         finally:
             self.running = False
-        if self.metrics is not None:
-            self.metrics.watch_lag.observe(time.time() - first)
-        self.runs += 1
+        self.runs += 1  # before the lag is observed: observed lags <= runs at any moment
         self.last = {
             "at": time.time(),
             "events": len(batch),
@@ -194,6 +192,8 @@ class Watcher:
             "counts": totals,
             "errors": errors[:20],
         }
+        if self.metrics is not None:
+            self.metrics.watch_lag.observe(time.time() - first)
         if self.on_run:
             self.on_run(self.last)
         self._maybe_embed(kb)
