@@ -458,6 +458,32 @@ class KnowledgeBase:
             ),
         }
 
+    def runs(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The last indexing runs, newest first (roots, status, counts, failed files)."""
+        import json
+
+        def errors(run_id: int) -> list[dict[str, str]]:
+            q = "SELECT path, reason FROM journal WHERE run_id = ? AND state = 'failed' LIMIT 100"
+            return [{"path": p, "reason": r or ""} for p, r in self.conn.execute(q, (run_id,))]
+
+        rows = self.conn.execute(
+            "SELECT id, started_at, finished_at, status, roots, counts FROM runs"
+            " ORDER BY id DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [
+            {
+                "id": r[0],
+                "started_at": r[1],
+                "finished_at": r[2],
+                "status": r[3],
+                "roots": json.loads(r[4] or "[]"),
+                "counts": json.loads(r[5] or "{}"),
+                "errors": errors(r[0]),
+            }
+            for r in rows
+        ]
+
 
 def _dense_status(kb: KnowledgeBase) -> dict[str, Any] | None:
     from clawkb.embed.run import dense_status

@@ -26,6 +26,7 @@ MODULES = (
     "settings",
     "skill",
     "maintenance",
+    "serving",
 )
 
 #: Which module defines a command, so running one imports only that module
@@ -55,6 +56,8 @@ COMMAND_MODULES = {
     "doctor": "maintenance",
     "backup": "maintenance",
     "restore": "maintenance",
+    "serve": "serving",
+    "watch": "serving",
 }
 
 

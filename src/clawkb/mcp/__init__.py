@@ -18,8 +18,12 @@ def serve(
     http: bool = False,
     host: str = "127.0.0.1",
     port: int = 8765,
+    token: str | None = None,
+    announce: Any = print,
 ) -> None:
     """Open the KB at ``home`` and serve it until the client disconnects (stdio) or Ctrl-C.
+
+    Over HTTP a non-loopback ``host`` needs ``token`` (bearer), as ``clawkb serve`` does.
 
     The KB is opened before the SDK is imported, so a wrong ``--kb`` fails
     at once with the store's message rather than after a slow import.
@@ -29,7 +33,7 @@ def serve(
     with KnowledgeBase.open(home) as kb:
         from clawkb.mcp.server import run_server
 
-        run_server(kb, http=http, host=host, port=port)
+        run_server(kb, http=http, host=host, port=port, token=token, announce=announce)
 
 
 def build_server(*args: Any, **kwargs: Any) -> Any:

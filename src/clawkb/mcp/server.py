@@ -10,7 +10,7 @@ namespace, an unknown anchor, an unreachable LLM) rather than a crash.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 from clawkb import __version__
@@ -186,10 +186,20 @@ def _register_hardware_tool(server: MCPServer, tools: KBTools) -> None:
             return tools.hardware_context(query, boards or (), limit)
 
 
-def run_server(kb: KnowledgeBase, *, http: bool, host: str, port: int) -> None:
+def run_server(
+    kb: KnowledgeBase,
+    *,
+    http: bool,
+    host: str,
+    port: int,
+    token: str | None = None,
+    announce: Callable[[str], None] = print,
+) -> None:
     """Serve ``kb`` over stdio, or streamable HTTP at ``http://host:port/mcp``."""
     server = build_server(KBTools(kb))
     if http:
-        server.run("streamable-http", host=host, port=port)
+        from clawkb.mcp.http import run_http
+
+        run_http(server, kb.home, host=host, port=port, token=token, announce=announce)
     else:
         server.run("stdio")

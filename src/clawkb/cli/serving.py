@@ -1,0 +1,124 @@
+"""`clawkb serve` (HTTP API, web page, /mcp, /metrics) and `clawkb watch`."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import click
+
+from clawkb.cli.common import echo, handle_errors
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path(file_okay=False))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Bind address.")
+@click.option("--port", default=3000, show_default=True, type=int, help="Port (0 = any free).")
+@click.option("--watch", "use_watch", is_flag=True, help="Keep PATHs indexed as files change.")
+@click.option(
+    "--token",
+    envvar="CLAWKB_TOKEN",
+    help="Bearer token required on every API call (needed for a non-loopback --host).",
+)
+@click.option("--inbox", metavar="DIR", help="Folder (inside a PATH) that uploads go to.")
+@click.option("--no-mcp", is_flag=True, help="Do not mount the MCP endpoint at /mcp.")
+@click.pass_context
+@handle_errors
+def serve(
+    ctx: click.Context,
+    paths: tuple[str, ...],
+    host: str,
+    port: int,
+    use_watch: bool,
+    token: str | None,
+    inbox: str | None,
+    no_mcp: bool,
+) -> None:
+    """Serve the knowledge base: web page at /, JSON API at /api/v1, MCP at /mcp.
+
+    PATHs are the folders the server may read and index (also `server.roots`
+    in config.yaml); they are indexed first when the KB is empty or with
+    --watch, which then keeps them current.
+    """
+    from clawkb.config import Config, resolve_home
+    from clawkb.kb import KnowledgeBase
+    from clawkb.server import run
+    from clawkb.server.settings import load_settings
+
+    home = resolve_home(ctx.obj.get("kb") if ctx.obj else None)
+    settings = load_settings(
+        home, Config.load(home).extra if home.exists() else {}, paths=list(paths),
+        inbox=inbox, host=host, port=port, token=token or None, watch=use_watch,
+        mcp=not no_mcp,
+    )  # fmt: skip
+    settings.check()
+    with KnowledgeBase.open(home, create=bool(paths)) as kb:
+        if paths and (use_watch or not kb.status()["documents"]):
+            report = kb.index(list(paths), on_wait=lambda m: echo(m, err=True))
+            echo(_report_line(report.to_dict()), err=True)
+    run(settings, watch=use_watch, announce=click.echo)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(file_okay=False, exists=True))
+@click.option("--debounce", default=300, show_default=True, help="Milliseconds to wait for quiet.")
+@click.pass_context
+@handle_errors
+def watch(ctx: click.Context, paths: tuple[str, ...], debounce: int) -> None:
+    """Index PATHs, then keep them indexed as files change (Ctrl-C stops)."""
+    from pathlib import Path
+
+    from clawkb.config import resolve_home
+    from clawkb.kb import KnowledgeBase
+    from clawkb.server.runtime import Runtime
+    from clawkb.watch import Watcher
+
+    home = resolve_home(ctx.obj.get("kb") if ctx.obj else None)
+    with KnowledgeBase.open(home, create=True) as kb:
+        report = kb.index(list(paths), on_wait=lambda m: echo(m, err=True))
+    echo(_report_line(report.to_dict()))
+    runtime = Runtime(home)
+    watcher = Watcher(
+        runtime,
+        [Path(os.path.abspath(p)) for p in paths],
+        home=home,
+        debounce_ms=debounce,
+        on_run=_print_run,
+    )
+    watcher.start()
+    echo(f"watching {', '.join(paths)} for {home} (Ctrl-C stops)")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        watcher.stop()
+        runtime.close()
+
+
+def _report_line(r: dict[str, Any]) -> str:
+    return (
+        f"indexed: added {r['added']} · updated {r['updated']} · removed {r['removed']} ·"
+        f" unchanged {r['unchanged']} · failed {r['failed']} ({r['seconds']:.1f}s)"
+    )
+
+
+def _print_run(last: dict[str, Any]) -> None:
+    if any(last["counts"].values()) or last["errors"]:  # quiet when nothing changed
+        echo(_run_line(last))
+
+
+def _run_line(last: dict[str, Any]) -> str:
+    c = last["counts"]
+    line = (
+        f"{time.strftime('%H:%M:%S')} {last['events']} change(s): +{c.get('added', 0)}"
+        f" ~{c.get('updated', 0)} -{c.get('removed', 0)} ({last['seconds']:.2f}s)"
+    )
+    for e in last["errors"]:
+        line += f"\n  error: {e['path']}: {e['reason']}"
+    return line
+
+
+COMMANDS = [serve, watch]

@@ -1,0 +1,62 @@
+"""clawkb over HTTP (``clawkb serve``): JSON API, web page, watch, metrics, MCP.
+
+Needs the ``server`` extra. :func:`run` serves until Ctrl-C; tests build the
+same app with :func:`clawkb.server.app.create_app`.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from clawkb.errors import MissingDependencyError
+
+__all__ = ["bind", "run"]
+
+
+def run(settings: Any, *, watch: bool = False, announce: Callable[[str], None] = print) -> None:
+    """Serve ``settings.home`` on ``settings.host:settings.port`` with uvicorn."""
+    try:
+        import uvicorn
+
+        from clawkb.server.app import create_app
+    except ImportError as exc:
+        raise MissingDependencyError("the HTTP server", "server") from exc
+    factory = None
+    if watch:
+        from clawkb.watch import server_watcher
+
+        factory = server_watcher
+    app = create_app(
+        settings,
+        watch=factory,
+        on_ready=lambda: announce(f"Serving on {settings.url}  (knowledge base: {settings.home})"),
+    )
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
+        lifespan="on", server_header=False,
+    )  # fmt: skip
+    sock = bind(settings.host, settings.port)
+    settings.port = sock.getsockname()[1]
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Bind first, so the URL printed is one that is listening (port 0 = any free port)."""
+    from clawkb.errors import ConfigError
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto IPPROTO_TCP: asyncio then sets TCP_NODELAY on accepted connections
+    # (with proto 0 it does not, and small responses wait ~40 ms for delayed ACKs).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock

@@ -1,0 +1,235 @@
+"""Read endpoints of ``/api/v1``: search, chunk, source view, status, runs, memory recall/list,
+hardware context and pins. Every hit comes from the library's own ``to_dict`` (docs/json.md)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from clawkb.errors import ConfigError
+from clawkb.server.security import PathOutsideRoots, inside_roots
+
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
+    from clawkb.server.app import ServerState
+
+router = APIRouter(prefix="/api/v1", tags=["read"])
+
+Multi = Annotated[list[str], Query()]
+MAX_LIMIT = 100
+
+
+def reply(data: Any) -> Response:
+    """JSON without FastAPI's re-validation of the library's already plain dicts (hot path)."""
+    return Response(json.dumps(data, ensure_ascii=False), media_type="application/json")
+
+
+def state_of(request: Request) -> ServerState:
+    return request.app.state.clawkb
+
+
+def _limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ConfigError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    return limit
+
+
+@router.get("/search", summary="Search (the options of `clawkb search`)")
+async def search(
+    request: Request,
+    q: Annotated[str, Query(min_length=1, description="The query (any language).")],
+    limit: int = 10,
+    path: Multi = [],  # noqa: B006 - FastAPI reads the default, never mutates it
+    explain: bool = False,
+    include_memory: bool = False,
+    board: Multi = [],  # noqa: B006
+    board_only: bool = False,
+    mode: str | None = None,
+    fusion: str | None = None,
+    rrf_k: int | None = None,
+    w_lexical: float | None = None,
+    w_dense: float | None = None,
+    w_recency: float | None = None,
+    norm: str | None = None,
+    rerank: str | None = None,
+    early_return: float | None = None,
+    min_confidence: float | None = None,
+    no_merge: bool = False,
+    type: Multi = [],  # noqa: B006
+    meta: Multi = [],  # noqa: B006
+    since: str | None = None,
+    until: str | None = None,
+) -> Response:
+    """Hits carry anchor, path, line span, page, heading path, snippet and highlights;
+    the schema is `clawkb search --json`'s (docs/json.md)."""
+    from clawkb.cli.dense import pipeline_kwargs
+
+    _limit(limit)
+    if board_only and not board:
+        raise ConfigError("board_only needs at least one board")
+    _check_choice("mode", mode, ("auto", "lexical", "dense", "hybrid"))
+    _check_choice("fusion", fusion, ("rrf", "linear"))
+    _check_choice("norm", norm, ("minmax", "zscore"))
+    _check_choice("rerank", rerank, ("dense", "endpoint", "onnx"))
+    options = pipeline_kwargs(
+        {
+            "mode": mode, "fusion": fusion, "rrf_k": rrf_k, "w_lexical": w_lexical,
+            "w_dense": w_dense, "w_recency": w_recency, "norm": norm, "rerank": rerank,
+            "early_return": early_return, "min_confidence": min_confidence,
+            "no_merge": no_merge, "doc_types": tuple(type), "meta": tuple(meta),
+            "since": since, "until": until,
+        }
+    )  # fmt: skip
+    st = state_of(request)
+
+    def run(kb: KnowledgeBase) -> Any:
+        return kb.search(
+            q, limit=limit, path_glob=path, explain=explain, include_memory=include_memory,
+            boards=board, board_only=board_only, **options,
+        )  # fmt: skip
+
+    t0 = time.perf_counter()
+    res = await st.runtime.read(run)
+    st.metrics.observe_search(res, time.perf_counter() - t0)
+    return reply(res.to_dict())
+
+
+def _check_choice(name: str, value: str | None, choices: tuple[str, ...]) -> None:
+    if value is not None and value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
+@router.get("/chunks/{anchor}", summary="One chunk by anchor (or unique prefix)")
+async def chunk(request: Request, anchor: str, neighbours: int = 0) -> dict[str, Any]:
+    if not 0 <= neighbours <= 5:
+        raise ConfigError(f"neighbours must be between 0 and 5, got {neighbours}")
+
+    def run(kb: KnowledgeBase) -> dict[str, Any]:
+        row = kb.chunk(anchor.strip().lstrip("#"))
+        before, after = kb.neighbours(row, neighbours, neighbours)
+        return {
+            **_chunk_dict(row),
+            "before": [_chunk_dict(r) for r in before],
+            "after": [_chunk_dict(r) for r in after],
+        }
+
+    return await state_of(request).runtime.read(run)
+
+
+def _chunk_dict(row: Any) -> dict[str, Any]:
+    a = row.to_anchor()
+    return {
+        "anchor": a.id,
+        "path": a.path,
+        "line_start": a.line_start,
+        "line_end": a.line_end,
+        "page": a.page,
+        "heading_path": list(a.heading_path),
+        "title": row.title,
+        "kind": row.kind,
+        "text": row.text,
+    }
+
+
+@router.get("/source/{anchor}", summary="The source around an anchor: its lines, or its page")
+async def source(request: Request, anchor: str, context: int = 200) -> dict[str, Any]:
+    """Only documents in the store, and only inside the served roots."""
+    if not 0 <= context <= 5000:
+        raise ConfigError(f"context must be between 0 and 5000, got {context}")
+    st = state_of(request)
+
+    def run(kb: KnowledgeBase) -> dict[str, Any]:
+        from clawkb.server.source import source_view
+
+        row = kb.chunk(anchor.strip().lstrip("#"))
+        if not row.path.startswith("memory://") and not inside_roots(Path(row.path), st.roots):
+            raise PathOutsideRoots(f"{row.path} is outside the served folders")
+        return source_view(kb, row, context)
+
+    return await st.runtime.read(run)
+
+
+@router.get("/status", summary="Counts, index state, last runs, watch state")
+async def status(request: Request) -> dict[str, Any]:
+    st = state_of(request)
+    data = await st.runtime.read(lambda kb: {**kb.status(), "runs": kb.runs(5)})
+    data["server"] = st.describe()
+    return data
+
+
+@router.get("/runs", summary="The last indexing runs with their errors")
+async def runs(request: Request, limit: int = 20) -> dict[str, Any]:
+    _limit(limit)
+    items = await state_of(request).runtime.read(lambda kb: kb.runs(limit))
+    return {"runs": items}
+
+
+@router.get("/memory", summary="List memories, newest first")
+async def memory_list(
+    request: Request,
+    namespace: str | None = None,
+    tag: Multi = [],  # noqa: B006
+    limit: int = 50,
+) -> dict[str, Any]:
+    _limit(limit)
+
+    def run(kb: KnowledgeBase) -> dict[str, Any]:
+        items = kb.memory.list(namespace, tag, limit)
+        return {"memories": [m.to_dict() for m in items], "namespaces": kb.memory.namespaces()}
+
+    return await state_of(request).runtime.read(run)
+
+
+@router.get("/memory/recall", summary="Recall memories (relevance x importance x recency)")
+async def memory_recall(
+    request: Request,
+    q: Annotated[str, Query(min_length=1)],
+    namespace: str | None = None,
+    limit: int = 5,
+    tag: Multi = [],  # noqa: B006
+    include_documents: bool = False,
+) -> dict[str, Any]:
+    _limit(limit)
+
+    def run(kb: KnowledgeBase) -> dict[str, Any]:
+        res = kb.memory.recall(q, namespace, limit, tags=tag, include_documents=include_documents)
+        return _recall_dict(q, res)
+
+    return await state_of(request).runtime.read(run)
+
+
+def _recall_dict(query: str, res: Any) -> dict[str, Any]:
+    """The same JSON as `clawkb memory recall --json` (docs/json.md)."""
+    data: dict[str, Any] = res.to_dict()
+    data["query"] = query
+    return data
+
+
+@router.get("/hardware/context", summary="Board-aware pins, aliases and datasheet passages")
+async def hardware_context(
+    request: Request,
+    q: Annotated[str, Query(min_length=1)],
+    board: Multi = [],  # noqa: B006
+    limit: int = 8,
+) -> dict[str, Any]:
+    _limit(limit)
+    from clawkb.hardware import format_context
+    from clawkb.hardware import hardware_context as context
+
+    def run(kb: KnowledgeBase) -> dict[str, Any]:
+        out = dict(context(kb, q, boards=board, limit=limit))
+        out["prompt_block"] = format_context(out)
+        return out
+
+    return await state_of(request).runtime.read(run)
+
+
+@router.get("/hardware/pins", summary="Pin aliases per board, with conflicts")
+async def pins(request: Request, board: str | None = None) -> dict[str, Any]:
+    from clawkb.hardware import list_pins
+
+    return await state_of(request).runtime.read(lambda kb: list_pins(kb, board))

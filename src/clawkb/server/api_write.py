@@ -1,0 +1,165 @@
+"""Write endpoints: memory store/forget, pin aliases, index a path, upload into the inbox.
+
+Every write runs on the server's one writer thread (see :mod:`clawkb.server.runtime`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Request, UploadFile
+from pydantic import BaseModel, Field
+
+from clawkb.errors import ConfigError
+from clawkb.server.api_read import state_of
+from clawkb.server.security import confine
+
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
+
+router = APIRouter(prefix="/api/v1", tags=["write"])
+#: ZeroClaw's gateway calls this unversioned path; same handler as /api/v1/hardware/pins.
+compat = APIRouter(prefix="/api", tags=["write"])
+
+
+class MemoryIn(BaseModel):
+    text: str = Field(min_length=1)
+    namespace: str = "default"
+    tags: list[str] = []
+    importance: float | None = Field(default=None, ge=0, le=1)
+    ttl: str | float | None = None
+
+
+class ForgetIn(BaseModel):
+    ids: list[str] = []
+    tags: list[str] = []
+    query: str | None = None
+    namespace: str | None = None
+    dry_run: bool = False
+
+
+class PinIn(BaseModel):
+    board: str = Field(min_length=1)
+    alias: str = Field(min_length=1)
+    pin: str = Field(min_length=1)
+
+
+class IndexIn(BaseModel):
+    path: str = Field(min_length=1, description="A file or folder inside a served root.")
+
+
+@router.post("/memory", summary="Store a memory (same text again = same memory, refreshed)")
+async def memory_store(request: Request, body: MemoryIn) -> dict[str, Any]:
+    def run(kb: KnowledgeBase) -> dict[str, Any]:
+        res = kb.memory.store(
+            body.text, namespace=body.namespace, tags=body.tags,
+            importance=body.importance, ttl=body.ttl,
+        )  # fmt: skip
+        return res.to_dict()
+
+    return await state_of(request).runtime.write(run, "memory")
+
+
+@router.post("/memory/forget", summary="Forget memories by ids, tags and/or query")
+async def memory_forget(request: Request, body: ForgetIn) -> dict[str, Any]:
+    def run(kb: KnowledgeBase) -> dict[str, Any]:
+        res = kb.memory.forget(
+            body.ids, tags=body.tags, query=body.query, namespace=body.namespace,
+            dry_run=body.dry_run,
+        )  # fmt: skip
+        return res.to_dict()
+
+    return await state_of(request).runtime.write(run, "memory")
+
+
+async def _set_pin(request: Request, body: PinIn) -> dict[str, Any]:
+    from clawkb.hardware import set_pin
+
+    st = state_of(request)
+    edit = await st.runtime.write(lambda kb: set_pin(kb, body.board, body.alias, body.pin), "pin")
+    return edit.to_dict()
+
+
+@router.post("/hardware/pins", summary="Teach a pin alias (written into the board's devices file)")
+async def set_pin_v1(request: Request, body: PinIn) -> dict[str, Any]:
+    return await _set_pin(request, body)
+
+
+@compat.post("/hardware/pin", summary="ZeroClaw gateway: teach a pin alias")
+async def set_pin_compat(request: Request, body: PinIn) -> dict[str, Any]:
+    return await _set_pin(request, body)
+
+
+@router.post("/index", summary="Index a file or folder inside the served roots")
+async def index_path(request: Request, body: IndexIn) -> dict[str, Any]:
+    st = state_of(request)
+    target = confine(body.path, st.roots)
+    if not target.exists():
+        raise ConfigError(f"{body.path}: no such file or folder")
+    report = await st.runtime.write(lambda kb: kb.index([target], wait=60), "index")
+    st.metrics.observe_run(report, "api")
+    return {"path": target.as_posix(), "report": report.to_dict()}
+
+
+_SAFE_NAME = re.compile(r"[^\w.\- ()\[\]]+", re.UNICODE)
+
+
+def _clean_name(raw: str | None) -> str:
+    """The file name only: no folders, no leading dots, no control characters."""
+    name = PurePath((raw or "").replace("\\", "/")).name
+    name = _SAFE_NAME.sub("_", name).strip(" .")
+    if not name or name in (".", ".."):
+        raise ConfigError(f"upload: {raw!r} is not a usable file name")
+    return name[:200]
+
+
+@router.post("/upload", summary="Upload a file into the inbox folder and index it")
+async def upload(request: Request, file: UploadFile) -> dict[str, Any]:
+    st = state_of(request)
+    s = st.settings
+    if s.inbox is None:
+        raise ConfigError("uploads are off: set server.inbox in config.yaml or pass --inbox DIR")
+    name = _clean_name(file.filename)
+    ext = PurePath(name).suffix.lower()
+    allowed = st.upload_types()
+    if ext not in allowed:
+        raise ConfigError(
+            f"upload: {name}: type {ext or '(none)'} is not accepted ({', '.join(sorted(allowed))})"
+        )
+    s.inbox.mkdir(parents=True, exist_ok=True)
+    dest = _free_name(s.inbox, name)
+    confine(str(dest), st.roots)
+    size = 0
+    fd, tmp = tempfile.mkstemp(dir=s.inbox, prefix=".upload-", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            while chunk := await file.read(1 << 16):
+                size += len(chunk)
+                if size > s.upload_max_bytes:
+                    raise UploadTooLarge(f"upload: {name} is over {s.upload_max_bytes} bytes")
+                out.write(chunk)
+        os.replace(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    report = await st.runtime.write(lambda kb: kb.index([dest], wait=60), "upload")
+    st.metrics.observe_run(report, "upload")
+    return {"path": dest.as_posix(), "bytes": size, "report": report.to_dict()}
+
+
+class UploadTooLarge(ConfigError):
+    pass
+
+
+def _free_name(folder: Path, name: str) -> Path:
+    dest = folder / name
+    stem, ext = os.path.splitext(name)
+    n = 1
+    while dest.exists():
+        dest = folder / f"{stem}-{n}{ext}"
+        n += 1
+    return dest

@@ -1,0 +1,248 @@
+"""One process, many readers, one writer.
+
+* Readers: every worker thread keeps its own view (:class:`_Slot`): its own
+  SQLite connection, the index loaded at one moment and a read transaction
+  taken at that same moment, so a search sees the store and the index of one
+  instant. A view is renewed after each write of this process (and when
+  another process changed the index); searches never wait for a write.
+* Writer: one thread owns the writing :class:`KnowledgeBase` and runs jobs
+  from a queue in order (index, upload, memory, pins, watch runs, embedding).
+  Each job still takes the KB's file lock, so a CLI ``index`` and the server
+  never write at once.
+* Gate: a write excludes view renewals (a readers-writer gate), so a view is
+  never taken between a store commit and the index update that follows it.
+  Long jobs (watch runs) take it per batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from clawkb.kb import KnowledgeBase
+
+T = TypeVar("T")
+Job = tuple[Callable[[KnowledgeBase], Any], "concurrent.futures.Future[Any]"]
+
+
+class Gate:
+    """A phase-fair readers-writer lock: a waiting writer holds off new readers, and
+    readers that waited during a write get their turn before the next write."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+        self._waiting_writers = 0
+        self._waiting_readers = 0
+        self._readers_turn = False
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting_readers += 1
+            while self._writing or (self._waiting_writers and not self._readers_turn):
+                self._cond.wait()
+            self._waiting_readers -= 1
+            self._readers += 1
+            if not self._waiting_readers:
+                self._readers_turn = False
+                self._cond.notify_all()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting_writers += 1
+            while self._writing or self._readers or self._readers_turn:
+                self._cond.wait()
+            self._waiting_writers -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._readers_turn = self._waiting_readers > 0
+                self._cond.notify_all()
+
+
+def _manifest_stamp(kb: KnowledgeBase) -> int:
+    try:
+        return (kb.lexical.folder / "manifest.json").stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+class _Slot:
+    """One reader thread's view: its own connection, an index loaded at one moment,
+    and an open read transaction on the store taken at that same moment.
+
+    The view is renewed (index reloaded, new snapshot) when this process wrote
+    (``generation``) or another process changed the index (manifest stamp).
+    Renewal happens inside the gate, while no write is in progress; searches
+    then run outside it, so they never wait for a write and never see the
+    store ahead of the index. While another process is mid-run (store ahead of
+    the index), the view stays unpinned and the KB's usual catch-up applies.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.kb: KnowledgeBase | None = None
+        self.generation = -1
+        self.stamp = 0
+        self.pinned = False
+
+    def stale(self, generation: int) -> bool:
+        if self.kb is None or not self.pinned or self.generation != generation:
+            return True
+        return _manifest_stamp(self.kb) != self.stamp
+
+    def unpin(self) -> None:
+        if self.kb is not None and self.kb.conn.in_transaction:
+            self.kb.conn.execute("ROLLBACK")
+        self.pinned = False
+
+    def renew(self, home: Path, generation: int) -> None:
+        self.unpin()
+        if self.kb is None:
+            self.kb = KnowledgeBase.open(home)
+        else:  # same connection and settings, the index loaded again
+            self.kb = KnowledgeBase(self.kb.home, self.kb.conn, self.kb.config)
+        self.generation = generation
+        self.stamp = _manifest_stamp(self.kb)
+        self.kb.conn.execute("BEGIN")
+        if self.kb.lexical.applied_seq >= self.kb.repo.max_seq():  # this read starts the snapshot
+            self.pinned = True
+        else:
+            self.kb.conn.execute("ROLLBACK")
+
+
+class Runtime:
+    """Reader connections, the writer thread and the gate between them."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.gate = Gate()
+        self.generation = 0
+        self._local = threading.local()
+        self._slots: list[_Slot] = []
+        self._opened_lock = threading.Lock()
+        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._seq = itertools.count()
+        self.queued = 0
+        self.current_job: str | None = None
+        self.last_write: float | None = None
+        self._writer = threading.Thread(target=self._write_loop, name="clawkb-writer", daemon=True)
+        self._writer.start()
+
+    # -- reads ------------------------------------------------------------
+    def _slot(self) -> _Slot:
+        slot: _Slot | None = getattr(self._local, "slot", None)
+        if slot is None:
+            slot = self._local.slot = _Slot()
+            with self._opened_lock:
+                self._slots.append(slot)
+        return slot
+
+    def read_sync(self, fn: Callable[[KnowledgeBase], T]) -> T:
+        """Run ``fn`` on this thread's pinned view (see :class:`_Slot`)."""
+        slot = self._slot()
+        with slot.lock:
+            if slot.stale(self.generation):
+                with self.gate.read():  # the writer is between writes: store and index agree
+                    slot.renew(self.home, self.generation)
+            return fn(slot.kb)  # type: ignore[arg-type]
+
+    def _release_idle(self) -> None:
+        """After a write: idle views let go of their old snapshot (so the WAL can be reset)."""
+        with self._opened_lock:
+            slots = list(self._slots)
+        for slot in slots:
+            if slot.lock.acquire(blocking=False):
+                try:
+                    slot.unpin()
+                finally:
+                    slot.lock.release()
+
+    async def read(self, fn: Callable[[KnowledgeBase], T]) -> T:
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(self.read_sync, fn)
+
+    # -- writes -----------------------------------------------------------
+    def submit(
+        self, fn: Callable[[KnowledgeBase], T], name: str = "write", *, gated: bool = True
+    ) -> concurrent.futures.Future[T]:
+        """Queue ``fn(kb)`` for the writer. ``gated=False``: the job takes
+        :meth:`exclusive` itself around each part that writes (long jobs)."""
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        fut.job_name = name  # type: ignore[attr-defined]
+        fut.gated = gated  # type: ignore[attr-defined]
+        self.queued += 1
+        self._jobs.put((fn, fut))
+        return fut
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold off readers while writing; they reopen their KB afterwards."""
+        with self.gate.write():
+            try:
+                yield
+            finally:
+                self.generation += 1
+                self.last_write = time.time()
+                self._release_idle()
+
+    async def write(self, fn: Callable[[KnowledgeBase], T], name: str = "write") -> T:
+        return await asyncio.wrap_future(self.submit(fn, name))
+
+    def _write_loop(self) -> None:
+        kb: KnowledgeBase | None = None
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                break
+            fn, fut = item
+            self.queued -= 1
+            if not fut.set_running_or_notify_cancel():
+                continue
+            self.current_job = getattr(fut, "job_name", "write")
+            try:
+                if kb is None:
+                    kb = KnowledgeBase.open(self.home)
+                if getattr(fut, "gated", True):
+                    with self.exclusive():
+                        result = fn(kb)
+                else:
+                    result = fn(kb)
+                fut.set_result(result)
+            except BaseException as exc:  # handed to the waiting request
+                fut.set_exception(exc)
+            finally:
+                self.current_job = None
+        if kb is not None:
+            kb.close()
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._writer.join(timeout=30)
+        with self._opened_lock:
+            for slot in self._slots:
+                if slot.kb is not None:
+                    slot.kb.close()
+            self._slots.clear()
