@@ -21,14 +21,16 @@ run: $(STAMP)
 # Debian packages for PDF OCR tests (Tesseract + Chinese/English data, a CJK font to
 # draw scanned test pages); installed only when missing, only as root.
 OCR_DEBS := tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim fonts-wqy-microhei fonts-dejavu-core
+# Chromium re-prints the PDF-producer fixture (tests/test_pdf_producers.py).
+SYSTEM_DEBS := $(OCR_DEBS) chromium
 
 system-deps:
-	@missing=$$(for p in $(OCR_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(SYSTEM_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; } \
-	    || echo "note: could not install $$missing; OCR tests will be skipped" >&2; \
+	    || echo "note: could not install $$missing; the tests that need them will be skipped" >&2; \
 	elif [ -n "$$missing" ]; then \
-	  echo "note: missing Debian packages ($$missing); OCR tests will be skipped" >&2; \
+	  echo "note: missing Debian packages ($$missing); the tests that need them will be skipped" >&2; \
 	fi
 
 test: system-deps $(STAMP)

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from clawkb.parsers.pdf_layout import WIDE as _WIDE
+
 #: A page needs at least this many path objects before we look for tables.
 MIN_RULING_PATHS = 4
 
@@ -67,9 +69,20 @@ def continue_header(
 
 
 def _cell(value: object) -> str:
+    """One line of cell text. A cell wrapped over lines is rejoined with a space,
+    except between two CJK characters or full-width marks, where a space would be
+    new text ("控制寄存\n器" is "控制寄存器", not "控制寄存 器")."""
     if value is None:
         return ""
-    return " ".join(str(value).split())
+    out = ""
+    for part in str(value).split("\n"):
+        part = " ".join(part.split())
+        if not part:
+            continue
+        if out and not (_WIDE.match(out[-1]) and _WIDE.match(part[0])):
+            out += " "
+        out += part
+    return out
 
 
 def _square(rows: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...]:
