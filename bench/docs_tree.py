@@ -82,7 +82,7 @@ Changing {topic} at run time needs a restart.
 
 
 def _chapter_zh(rng: random.Random, n: int) -> str:
-    slug, topic, sentence = TOPICS_ZH[n % len(TOPICS_ZH)]
+    slug, topic, sentence = TOPICS_ZH[n // 5 % len(TOPICS_ZH)]
     return f"""# 第{n}章 {slug}：{topic}
 
 {sentence}本章说明{topic}的用法，并给出常见问题的解决办法。
