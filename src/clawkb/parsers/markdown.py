@@ -22,7 +22,8 @@ Choices worth knowing:
   at the heading line, and a heading with no body is still searchable.
 * A list, a blockquote (markers removed) and a table are each one slice,
   whatever they hold. A table ends at its first line without a ``|`` (GFM
-  would make that line a row; in notes it is the sentence after the table).
+  would make that line a row; in notes it is the sentence after the table);
+  only its line span is taken from markdown-it (see :func:`_table_span`).
 * Link reference definitions (``[id]: url``) stay text, as written.
 * Links keep their visible text in the slice (``[text](url)`` -> ``text``,
   ``[[target|alias]]`` -> ``alias``) and are recorded in ``Slice.links``.
@@ -42,6 +43,8 @@ from typing import Any, ClassVar
 
 import yaml
 from markdown_it import MarkdownIt
+from markdown_it.rules_block import StateBlock
+from markdown_it.rules_block import table as gfm_table
 from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
@@ -74,10 +77,41 @@ class MarkdownParser:
 @lru_cache(maxsize=1)
 def _block_parser() -> MarkdownIt:
     """CommonMark blocks + pipe tables + front matter; no inline pass (not needed)."""
-    md = MarkdownIt("commonmark").enable("table").disable("reference")
+    md = MarkdownIt("commonmark").disable("reference")
+    md.block.ruler.at("table", _table_span, {"alt": ["paragraph", "reference"]})
+    md.enable("table")
     md.core.ruler.disable(["inline", "text_join"])
     front_matter_plugin(md)
     return md
+
+
+def _table_span(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """markdown-it's GFM table rule, reduced to the table's line span.
+
+    The header and delimiter rows are checked by markdown-it's own rule (in
+    validation mode); the body runs to a blank line, a line that starts another
+    block, or a line without ``|`` (GFM would make that line a row; in notes it
+    is the sentence after the table). One ``table_open`` token carries the
+    span: the slice text comes from the source lines, so the per-cell tokens
+    (most of the parse time of a table-heavy file) are never built.
+    """
+    if not gfm_table(state, start, end, True):
+        return False
+    if silent:
+        return True
+    terminators = state.md.block.ruler.getRules("blockquote")
+    line = start + 2
+    while line < end and state.sCount[line] >= state.blkIndent:
+        text = state.src[state.bMarks[line] + state.tShift[line] : state.eMarks[line]]
+        if not text.strip() or "|" not in text or state.is_code_block(line):
+            break
+        if any(rule(state, line, end, True) for rule in terminators):
+            break
+        line += 1
+    state.push("table_open", "table", 1).map = [start, line]
+    state.push("table_close", "table", -1)
+    state.line = line
+    return True
 
 
 def parse_markdown(text: str, path: str, encoding: str | None = None) -> ParsedDocument:
@@ -176,7 +210,7 @@ class _TokenWalker:
                     break  # an unclosed comment hides the rest of the file
                 self._emit(first, end - 1, "text")
             elif kind == "table_open":
-                self._table(first, end - 1)
+                self._emit(first, end - 1, "table")
             elif kind == "blockquote_open":
                 self._quote(first, end - 1)
             elif kind == "fence":
@@ -214,15 +248,6 @@ class _TokenWalker:
             self.slices.append(
                 Slice(text, first + 1, last + 1, self.heading_path, kind=kind, links=links)
             )
-
-    def _table(self, first: int, last: int) -> None:
-        first, last = self._trim(first, last)
-        end = next((j for j in range(first, last + 1) if "|" not in self.lines[j]), None)
-        if end is None:
-            self._emit(first, last, "table")
-        else:  # a sentence right under the table is not a row
-            self._emit(first, end - 1, "table")
-            self._emit(end, last, "text")
 
     def _quote(self, first: int, last: int) -> None:
         first, last = self._trim(first, last)
