@@ -22,6 +22,8 @@ import pytest
 
 import pdf_producers as manual
 from clawkb.parsers.pdf import PdfParser
+from clawkb.parsers.pdf_layout import HeadingScale, Line, cover_title, running_lines
+from clawkb.parsers.pdf_tables import cell_text
 from clawkb.types import ParsedDocument
 
 pytest.importorskip("pypdfium2")
@@ -139,3 +141,57 @@ def test_freshly_printed_chromium_pdf(tmp_path: Path) -> None:
     doc = parse(manual.produce("chromium", tmp_path))
     test_continued_table_repeats_the_real_header(doc)
     test_table_heading_path_is_the_chapter(doc)
+
+
+# -- the rules behind the fixes, one by one ----------------------------------------
+
+
+def _line(text: str, top: float, size: float = 10.0) -> Line:
+    return Line(text, size, False, top, top - size, 72.0, top - size)
+
+
+@pytest.mark.parametrize(
+    ("text", "caption"),
+    [
+        ("表 3-1 寄存器列表", True),
+        ("表3-1", True),
+        ("Table 4.2: Pin functions", True),
+        ("Figure 7 Block diagram", True),
+        ("图 2", True),
+        ("表", True),
+        ("表：寄存器", True),
+        ("表格说明", False),
+        ("Table of contents", False),
+        ("Tablet mode", False),
+        ("3.2 Clock tree", False),
+    ],
+)
+def test_captions_are_never_headings(text: str, caption: bool) -> None:
+    scale = HeadingScale([[_line(text, 700, 14.0), _line("body " * 20, 600)]], 10.0)
+    assert (scale.level(_line(text, 700, 14.0)) is None) is caption
+
+
+def test_running_lines_of_a_two_page_file_and_bare_page_numbers() -> None:
+    height = 842.0
+    pages = [
+        [_line("12/1/26, 9:30 AM Manual", 830), _line("Body one", 500), _line("1", 20)],
+        [_line("12/1/26, 9:30 AM Manual", 830), _line("Body two", 500), _line("- 2 -", 20)],
+    ]
+    assert running_lines(pages, [height, height]) == {(0, 0), (0, 2), (1, 0), (1, 2)}
+    single = [[_line("Page 1", 20), _line("Body", 500)]]
+    assert running_lines(single, [height]) == set()  # one page: nothing recurs
+
+
+def test_cover_title_is_the_largest_type_on_page_one() -> None:
+    first = [_line("CKB-7 控制器", 780, 24.0), _line("用户手册", 750, 24.0), _line("x" * 40, 600)]
+    assert cover_title([first, [_line("y" * 40, 600)]], 10.0) == "CKB-7 控制器 用户手册"
+    later_bigger = [[_line("Intro", 780, 14.0)], [_line("Big", 700, 20.0)]]
+    assert cover_title(later_bigger, 10.0) is None
+    assert cover_title([[_line("Body", 700)]], 10.0) is None
+
+
+def test_wrapped_cell_text_is_rejoined() -> None:
+    assert cell_text("UART 通道 0 控制寄存\n器（第 1 项）") == "UART 通道 0 控制寄存器（第 1 项）"
+    assert cell_text("Reset\nvalue") == "Reset value"
+    assert cell_text("状态寄存器\n（第 11 项）") == "状态寄存器（第 11 项）"
+    assert cell_text(None) == ""

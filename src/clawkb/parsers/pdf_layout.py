@@ -32,9 +32,11 @@ _PAGE_NUMBER = re.compile(
 )
 #: A CJK character or full-width mark: no space is written between two of them.
 WIDE = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
-#: A table or figure caption: "表 3-1 寄存器列表", "Table 4.2: Pins", "图 2", "Figure 7".
+#: A table or figure caption: "表 3-1 寄存器列表", "Table 4.2: Pins", "图 2", "Figure 7", "表".
 CAPTION = re.compile(
-    r"^\s*(?:表|图|table|figure|fig\.)\s*[A-Z]?\d+(?:[.\-–]\d+)*(?:\s|[:：.]|$)", re.I
+    r"^\s*(?:(?:表|图|table|figure|fig\.)\s*[A-Z]?\d+(?:[.\-–]\d+)*(?:\s|[:：.]|$)"
+    r"|[表图]\s*(?:[:：]|$))",  # a bare "表" or "表：…" too
+    re.I,
 )
 
 
