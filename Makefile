@@ -19,19 +19,19 @@ run: $(STAMP)
 	$(BIN)/python examples/run_demo.py
 
 # Debian packages for PDF OCR tests (Tesseract + Chinese/English data, a CJK font to
-# draw scanned test pages) and the browser test of the web page (chromium, driven by
-# Playwright; never `playwright install`); installed only when missing, only as root.
-OCR_DEBS := tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim fonts-wqy-microhei fonts-dejavu-core chromium
-# libseccomp2: the parser sandbox's seccomp filter (pyseccomp loads it; usually present).
-SANDBOX_DEBS := libseccomp2
+# draw scanned test pages), the browser test of the web page and the PDF-producer
+# fixture (chromium, driven by Playwright; never `playwright install`) and the parser
+# sandbox's seccomp library; installed only when missing, only as root.
+OCR_DEBS := tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim fonts-wqy-microhei fonts-dejavu-core
+SYSTEM_DEBS := $(OCR_DEBS) chromium libseccomp2
 
 system-deps:
-	@missing=$$(for p in $(OCR_DEBS) $(SANDBOX_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(SYSTEM_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; } \
-	    || echo "note: could not install $$missing; OCR and browser tests will be skipped" >&2; \
+	    || echo "note: could not install $$missing; the tests that need them will be skipped" >&2; \
 	elif [ -n "$$missing" ]; then \
-	  echo "note: missing Debian packages ($$missing); OCR and browser tests will be skipped" >&2; \
+	  echo "note: missing Debian packages ($$missing); the tests that need them will be skipped" >&2; \
 	fi
 
 test: system-deps $(STAMP)

@@ -229,3 +229,44 @@ def test_crlf_and_gbk_markdown(tmp_path: Path) -> None:
         ("标题", 1),
         ("中文正文内容，测试编码。", 3),
     ]
+
+
+def test_tabs_inside_fenced_code_are_kept(tmp_path: Path) -> None:
+    text = "# Make\n\n```make\nall: app\n\tcc -o app main.c\n```\n"
+    doc, lines = parse(tmp_path, text)
+    (code,) = by_kind(doc, "code")
+    assert code.text == "all: app\n\tcc -o app main.c"  # a Makefile recipe needs its tab
+    assert lines[code.line_end - 1] == "\tcc -o app main.c"
+
+
+def test_adjacent_lists_with_other_markers_are_one_slice(tmp_path: Path) -> None:
+    doc, _ = parse(tmp_path, "- step\n1. first\n2. second\n\n* more\n\nafter\n")
+    assert [(s.kind, s.line_start, s.line_end) for s in doc.slices] == [
+        ("list", 1, 5),
+        ("text", 7, 7),
+    ]
+
+
+def test_table_ends_at_a_line_without_pipe(tmp_path: Path) -> None:
+    text = "| a | b |\n|---|---|\n| 1 | 2 |\nNote: values in volts.\n"
+    doc, _ = parse(tmp_path, text)
+    assert [(s.kind, s.line_start, s.line_end, s.text) for s in doc.slices] == [
+        ("table", 1, 3, "| a | b |\n|---|---|\n| 1 | 2 |"),
+        ("text", 4, 4, "Note: values in volts."),
+    ]
+
+
+def test_front_matter_closed_by_dots_and_unclosed_comment(tmp_path: Path) -> None:
+    doc, _ = parse(tmp_path, "---\nboard: nucleo\n...\nbody\n\n<!-- draft\nhidden\n")
+    assert doc.metadata == {"board": "nucleo"}
+    assert [(s.text, s.line_start) for s in doc.slices] == [("body", 4)]
+
+
+def test_html_block_and_reference_definition_stay_text(tmp_path: Path) -> None:
+    text = '<p align="center">\n  <b>Logo</b>\n</p>\n\n[ds]: https://st.com/ds.pdf\n'
+    doc, _ = parse(tmp_path, text)
+    assert [(s.kind, s.line_start, s.line_end) for s in doc.slices] == [
+        ("text", 1, 3),
+        ("text", 5, 5),
+    ]
+    assert doc.slices[1].text == "[ds]: https://st.com/ds.pdf"

@@ -1,9 +1,13 @@
-"""Markdown parser: a small line-based block scanner, no markdown library.
+"""Markdown parser: markdown-it-py's block parser, slices cut from the source lines.
 
 Search needs blocks with exact line numbers and the heading path in force,
-not HTML, so this scanner walks lines once and recognises just the blocks that
-matter: YAML front matter, ATX and setext headings, paragraphs, lists, GFM
-pipe tables, fenced and indented code, blockquotes and HTML comments.
+not HTML. markdown-it-py (CommonMark, plus GFM pipe tables and the
+mdit-py-plugins front-matter rule) finds the blocks and gives each top-level
+block token a ``map`` of source lines; this module walks those tokens once,
+keeps the heading stack and cuts every slice's text from the original lines.
+Inline parsing is switched off: slices keep the author's text, so emphasis
+marks, inline code and list markers stay as written, and only links, images
+and HTML comments are rewritten by :func:`clean_inline`.
 
 Choices worth knowing:
 
@@ -16,6 +20,11 @@ Choices worth knowing:
   heading text, with a heading path that ends with itself. The chunker packs
   it with the section body that follows (same heading path), so chunks start
   at the heading line, and a heading with no body is still searchable.
+* A list, a blockquote (markers removed) and a table are each one slice,
+  whatever they hold. A table ends at its first line without a ``|`` (GFM
+  would make that line a row; in notes it is the sentence after the table);
+  only its line span is taken from markdown-it (see :func:`_table_span`).
+* Link reference definitions (``[id]: url``) stay text, as written.
 * Links keep their visible text in the slice (``[text](url)`` -> ``text``,
   ``[[target|alias]]`` -> ``alias``) and are recorded in ``Slice.links``.
   Images are replaced by their alt text; HTML comments are removed.
@@ -28,27 +37,21 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from functools import lru_cache
 from pathlib import PurePath
 from typing import Any, ClassVar
 
 import yaml
+from markdown_it import MarkdownIt
+from markdown_it.rules_block import StateBlock
+from markdown_it.rules_block import table as gfm_table
+from markdown_it.token import Token
+from mdit_py_plugins.front_matter import front_matter_plugin
 
 from clawkb.ingest.decode import decode_source
 from clawkb.types import Link, ParsedDocument, Slice
 
-_FENCE_OPEN = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
-_FENCE_CLOSE = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_ATX_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
-_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
-_THEMATIC = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
-_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
-_TOP_LIST_ITEM = re.compile(r"^ {0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
-_INTERRUPTING_ITEM = re.compile(r"^ {0,3}(?:[-*+]|1[.)])[ \t]+\S")
-_TABLE_SEP = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
-_QUOTE = re.compile(r"^ {0,3}>")
 _QUOTE_MARKS = re.compile(r"^(?: {0,3}> ?)+")
-_INDENTED = re.compile(r"^(?: {4}|\t)")
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 _IMAGE = re.compile(r"!\[([^\[\]\n]*)\]\([^)\n]*\)")
 _LINKS = re.compile(
@@ -71,39 +74,74 @@ class MarkdownParser:
         return parse_markdown(text, path, encoding)
 
 
+@lru_cache(maxsize=1)
+def _block_parser() -> MarkdownIt:
+    """CommonMark blocks + pipe tables + front matter; no inline pass (not needed)."""
+    md = MarkdownIt("commonmark").disable("reference")
+    md.block.ruler.at("table", _table_span, {"alt": ["paragraph", "reference"]})
+    md.enable("table")
+    md.core.ruler.disable(["inline", "text_join"])
+    front_matter_plugin(md)
+    return md
+
+
+def _table_span(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """markdown-it's GFM table rule, reduced to the table's line span.
+
+    The header and delimiter rows are checked by markdown-it's own rule (in
+    validation mode); the body runs to a blank line, a line that starts another
+    block, or a line without ``|`` (GFM would make that line a row; in notes it
+    is the sentence after the table). One ``table_open`` token carries the
+    span: the slice text comes from the source lines, so the per-cell tokens
+    (most of the parse time of a table-heavy file) are never built.
+    """
+    if not gfm_table(state, start, end, True):
+        return False
+    if silent:
+        return True
+    terminators = state.md.block.ruler.getRules("blockquote")
+    line = start + 2
+    while line < end and state.sCount[line] >= state.blkIndent:
+        text = state.src[state.bMarks[line] + state.tShift[line] : state.eMarks[line]]
+        if not text.strip() or "|" not in text or state.is_code_block(line):
+            break
+        if any(rule(state, line, end, True) for rule in terminators):
+            break
+        line += 1
+    state.push("table_open", "table", 1).map = [start, line]
+    state.push("table_close", "table", -1)
+    state.line = line
+    return True
+
+
 def parse_markdown(text: str, path: str, encoding: str | None = None) -> ParsedDocument:
     """Parse already-decoded markdown (newlines normalised to ``\\n``)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
-    metadata, body_start, warnings = read_front_matter(lines)
-    scanner = _BlockScanner(lines)
-    slices = scanner.scan(body_start)
-    title = _metadata_title(metadata) or scanner.first_h1 or PurePath(path).stem
+    walker = _TokenWalker(lines)
+    walker.walk(_block_parser().parse(text))
+    title = _metadata_title(walker.metadata) or walker.first_h1 or PurePath(path).stem
     return ParsedDocument(
-        slices=tuple(slices),
+        slices=tuple(walker.slices),
         title=title,
-        metadata=metadata,
+        metadata=walker.metadata,
         encoding=encoding,
-        warnings=tuple(warnings),
+        warnings=tuple(walker.warnings),
     )
 
 
-def read_front_matter(lines: list[str]) -> tuple[dict[str, Any], int, list[str]]:
-    """Return ``(metadata, index of first body line, warnings)``."""
-    if not lines or lines[0].rstrip() != "---":
-        return {}, 0, []
-    close = next((j for j in range(1, len(lines)) if lines[j].rstrip() in ("---", "...")), None)
-    if close is None:
-        return {}, 0, []  # an opening rule with no end is a thematic break, not metadata
+def read_front_matter(body: str) -> tuple[dict[str, Any], list[str]]:
+    """``(metadata, warnings)`` from the YAML between the front-matter fences."""
     try:
-        data = yaml.safe_load("\n".join(lines[1:close]))
+        data = yaml.safe_load(body)
     except yaml.YAMLError as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return {}, close + 1, [f"front matter ignored: invalid YAML ({reason})"]
+        return {}, [f"front matter ignored: invalid YAML ({reason})"]
     if data is None:
-        return {}, close + 1, []
+        return {}, []
     if not isinstance(data, dict):
-        return {}, close + 1, ["front matter ignored: not a key/value mapping"]
-    return {str(key): _plain(value) for key, value in data.items()}, close + 1, []
+        return {}, ["front matter ignored: not a key/value mapping"]
+    return {str(key): _plain(value) for key, value in data.items()}, []
 
 
 def clean_inline(text: str) -> tuple[str, tuple[Link, ...]]:
@@ -134,57 +172,96 @@ def clean_inline(text: str) -> tuple[str, tuple[Link, ...]]:
     return text, tuple(links)
 
 
-class _BlockScanner:
-    """Walks the lines once, tracking the heading stack, emitting slices."""
+class _TokenWalker:
+    """Turns top-level block tokens into slices, tracking the heading stack."""
 
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
         self.stack: list[tuple[int, str]] = []
         self.slices: list[Slice] = []
         self.first_h1: str | None = None
-
-    def scan(self, start: int) -> list[Slice]:
-        handlers = (
-            self._fenced_code,
-            self._comment_block,
-            self._atx_heading,
-            self._thematic_break,
-            self._table,
-            self._list,
-            self._blockquote,
-            self._indented_code,
-        )
-        i = start
-        while i < len(self.lines):
-            if not self.lines[i].strip():
-                i += 1
-                continue
-            for handler in handlers:
-                after = handler(i)
-                if after is not None:
-                    i = after
-                    break
-            else:
-                i = self._paragraph(i)
-        return self.slices
-
-    # -- emitting ---------------------------------------------------------
+        self.metadata: dict[str, Any] = {}
+        self.warnings: list[str] = []
+        self._list: tuple[int, int] | None = None  # span of the list being gathered
 
     @property
     def heading_path(self) -> tuple[str, ...]:
         return tuple(text for _, text in self.stack)
 
+    def walk(self, tokens: list[Token]) -> None:
+        for i, tok in enumerate(tokens):
+            if tok.level != 0 or tok.map is None:
+                continue  # closing tokens and everything inside a container
+            first, end = tok.map
+            kind = tok.type
+            if kind in ("bullet_list_open", "ordered_list_open"):
+                # CommonMark starts a new list when the marker changes ("-" then "1.");
+                # to a reader it is one list, so adjacent lists are one slice.
+                start = first if self._list is None else self._list[0]
+                self._list = (start, end - 1)
+                continue
+            self._flush_list()
+            if kind == "heading_open":
+                self._heading(int(tok.tag[1]), tokens[i + 1].content, first, end - 1)
+            elif kind == "paragraph_open":
+                self._emit(first, end - 1, "text")
+            elif kind == "html_block":
+                if tok.content.lstrip().startswith("<!--") and "-->" not in tok.content:
+                    break  # an unclosed comment hides the rest of the file
+                self._emit(first, end - 1, "text")
+            elif kind == "table_open":
+                self._emit(first, end - 1, "table")
+            elif kind == "blockquote_open":
+                self._quote(first, end - 1)
+            elif kind == "fence":
+                self._code(tok.content, first + 1, _language(tok.info))
+            elif kind == "code_block":
+                self._code(tok.content, first, None)
+            elif kind == "front_matter":
+                self.metadata, warnings = read_front_matter(tok.content)
+                self.warnings.extend(warnings)
+            # hr: a thematic break carries no text
+        self._flush_list()
+
+    def _flush_list(self) -> None:
+        if self._list is not None:
+            self._emit(*self._list, "list")
+            self._list = None
+
+    # -- emitting ---------------------------------------------------------
+
+    def _trim(self, first: int, last: int) -> tuple[int, int]:
+        """Drop blank lines at both ends of ``first..last`` (0-based, inclusive)."""
+        while first <= last and not self.lines[first].strip():
+            first += 1
+        while last >= first and not self.lines[last].strip():
+            last -= 1
+        return first, last
+
     def _emit(self, first: int, last: int, kind: str, body: list[str] | None = None) -> None:
         """Emit lines ``first..last`` (0-based, inclusive) after inline cleaning."""
-        raw = "\n".join(self.lines[first : last + 1] if body is None else body)
-        text, links = clean_inline(raw)
+        if body is None:
+            first, last = self._trim(first, last)
+            body = self.lines[first : last + 1]
+        text, links = clean_inline("\n".join(body))
         if text.strip():
             self.slices.append(
                 Slice(text, first + 1, last + 1, self.heading_path, kind=kind, links=links)
             )
 
-    def _emit_code(self, body: list[str], first: int, language: str | None) -> None:
-        """Emit code lines (no inline cleaning), trimming blank edge lines."""
+    def _quote(self, first: int, last: int) -> None:
+        first, last = self._trim(first, last)
+        body = [_QUOTE_MARKS.sub("", line) for line in self.lines[first : last + 1]]
+        self._emit(first, last, "text", body)
+
+    def _code(self, content: str, first: int, language: str | None) -> None:
+        """Emit code lines (no inline cleaning), trimming blank edge lines.
+
+        ``first`` is the 0-based source line of the content's first line.
+        """
+        body = content.split("\n")
+        if body and body[-1] == "":
+            body.pop()  # the content ends with a newline
         lo, hi = 0, len(body)
         while lo < hi and not body[lo].strip():
             lo += 1
@@ -214,140 +291,6 @@ class _BlockScanner:
         if level == 1 and self.first_h1 is None:
             self.first_h1 = text
         self.slices.append(Slice(text, first + 1, last + 1, self.heading_path, links=links))
-
-    # -- block handlers: return the index after the block, or None -------
-
-    def _fenced_code(self, i: int) -> int | None:
-        m = _FENCE_OPEN.match(self.lines[i])
-        if m is None:
-            return None
-        indent, fence, info = len(m.group(1)), m.group(2), m.group(3).strip()
-        if fence[0] == "`" and "`" in info:
-            return None  # inline code such as ```x``` is not a fence
-        close = len(self.lines)
-        for j in range(i + 1, len(self.lines)):
-            c = _FENCE_CLOSE.match(self.lines[j])
-            if c and c.group(1)[0] == fence[0] and len(c.group(1)) >= len(fence):
-                close = j
-                break
-        body = [_dedent(line, indent) for line in self.lines[i + 1 : close]]
-        self._emit_code(body, i + 1, _language(info))
-        return close + 1
-
-    def _comment_block(self, i: int) -> int | None:
-        line = self.lines[i]
-        if not line.lstrip().startswith("<!--"):
-            return None
-        start = line.index("<!--") + 4
-        if "-->" in line[start:]:
-            rest = line[line.index("-->", start) + 3 :]
-            if rest.strip():
-                return None  # text after the comment: let the paragraph keep it
-            return i + 1
-        for j in range(i + 1, len(self.lines)):
-            if "-->" in self.lines[j]:
-                return j + 1
-        return len(self.lines)
-
-    def _atx_heading(self, i: int) -> int | None:
-        m = _ATX.match(self.lines[i])
-        if m is None:
-            return None
-        content = _ATX_CLOSING.sub("", m.group(2) or "")
-        self._heading(len(m.group(1)), content, i, i)
-        return i + 1
-
-    def _thematic_break(self, i: int) -> int | None:
-        return i + 1 if _THEMATIC.match(self.lines[i]) else None
-
-    def _table(self, i: int) -> int | None:
-        if not self._is_table_start(i):
-            return None
-        j = i + 2
-        while j < len(self.lines) and self.lines[j].strip() and "|" in self.lines[j]:
-            j += 1
-        self._emit(i, j - 1, "table")
-        return j
-
-    def _is_table_start(self, i: int) -> bool:
-        if i + 1 >= len(self.lines) or "|" not in self.lines[i]:
-            return False
-        sep = self.lines[i + 1]
-        return "|" in sep and _TABLE_SEP.match(sep) is not None
-
-    def _list(self, i: int) -> int | None:
-        if not _TOP_LIST_ITEM.match(self.lines[i]):
-            return None
-        last = i
-        for j in range(i + 1, len(self.lines)):
-            line = self.lines[j]
-            if not line.strip():
-                continue
-            nested = bool(_LIST_ITEM.match(line)) or line.startswith(("  ", "\t"))
-            if j > last + 1 and not nested:
-                break  # a blank line ends the list unless an item or indent follows
-            if not nested and self._starts_block(j):
-                break
-            last = j
-        self._emit(i, last, "list")
-        return last + 1
-
-    def _blockquote(self, i: int) -> int | None:
-        if not _QUOTE.match(self.lines[i]):
-            return None
-        j = i
-        while j < len(self.lines) and self.lines[j].strip():
-            if j > i and not _QUOTE.match(self.lines[j]) and self._starts_block(j):
-                break
-            j += 1
-        body = [_QUOTE_MARKS.sub("", line) for line in self.lines[i:j]]
-        self._emit(i, j - 1, "text", body)
-        return j
-
-    def _indented_code(self, i: int) -> int | None:
-        if not _INDENTED.match(self.lines[i]):
-            return None
-        j = i
-        while j < len(self.lines) and (not self.lines[j].strip() or _INDENTED.match(self.lines[j])):
-            j += 1
-        body = [_dedent(line, 4) for line in self.lines[i:j]]
-        self._emit_code(body, i, None)
-        return j
-
-    def _paragraph(self, i: int) -> int:
-        j = i + 1
-        while j < len(self.lines) and self.lines[j].strip():
-            m = _SETEXT.match(self.lines[j])
-            if m:
-                level = 1 if m.group(1)[0] == "=" else 2
-                self._heading(level, " ".join(self.lines[i:j]), i, j)
-                return j + 1
-            if self._starts_block(j):
-                break
-            j += 1
-        self._emit(i, j - 1, "text")
-        return j
-
-    def _starts_block(self, j: int) -> bool:
-        """Whether line ``j`` interrupts a paragraph (CommonMark-like rules)."""
-        line = self.lines[j]
-        return bool(
-            _FENCE_OPEN.match(line)
-            or _ATX.match(line)
-            or _THEMATIC.match(line)
-            or _QUOTE.match(line)
-            or _INTERRUPTING_ITEM.match(line)
-            or line.lstrip().startswith("<!--")
-            or self._is_table_start(j)
-        )
-
-
-def _dedent(line: str, width: int) -> str:
-    """Remove up to ``width`` leading spaces (a tab counts as a full indent)."""
-    if line.startswith("\t"):
-        return line[1:]
-    stripped = len(line) - len(line.lstrip(" "))
-    return line[min(stripped, width) :]
 
 
 def _language(info: str) -> str | None:

@@ -38,9 +38,17 @@ from typing import Any, ClassVar
 from clawkb.errors import MissingDependencyError, ParseError
 from clawkb.ingest.limits import time_left
 from clawkb.parsers import pdf_ocr
-from clawkb.parsers.pdf_layout import HeadingScale, Line, body_size, page_lines, running_lines
+from clawkb.parsers.pdf_layout import (
+    HeadingScale,
+    Line,
+    body_size,
+    cover_title,
+    page_lines,
+    running_lines,
+)
 from clawkb.parsers.pdf_outline import OutlineHeadings
-from clawkb.parsers.pdf_page import DocState, PageInfo, PageWriter
+from clawkb.parsers.pdf_page import DocState, PageInfo, PageWriter, table_positions
+from clawkb.parsers.pdf_quiet import library_log
 from clawkb.parsers.pdf_tables import Table, find_tables
 from clawkb.types import ParsedDocument
 
@@ -110,17 +118,35 @@ class _Reader:
         self.state = DocState()
         self._plumber: Any = None
         self._plumber_failed = False
+        self.cover_title: str | None = None
 
     def read(self) -> ParsedDocument:
-        pages = [self._first_pass(i) for i in range(len(self.doc))]
-        all_lines = [p.lines for p in pages]
-        scale = HeadingScale(all_lines, body_size(all_lines))
-        outline = OutlineHeadings.from_document(self.doc, all_lines)
-        drop = running_lines(all_lines, [p.height for p in pages])
-        for index, page in enumerate(pages):
-            kept = [ln for i, ln in enumerate(page.lines) if (index, i) not in drop]
-            PageWriter(self.state, self.tables, index, page, kept, scale, outline).write()
-        self._close_plumber()
+        with library_log(self.path):
+            pages = [self._first_pass(i) for i in range(len(self.doc))]
+            all_lines = [p.lines for p in pages]
+            outline = OutlineHeadings.from_document(self.doc, all_lines)
+            drop = running_lines(all_lines, [p.height for p in pages])
+            kept = [
+                [ln for i, ln in enumerate(page.lines) if (index, i) not in drop]
+                for index, page in enumerate(pages)
+            ]
+            tables = [
+                table_positions(lines, page, self.tables, index)
+                for index, (page, lines) in enumerate(zip(pages, kept, strict=True))
+            ]
+            # Font statistics leave table cells out: a long register table set in
+            # small type must not make the prose look like headings.
+            prose = [
+                [ln for i, ln in enumerate(lines) if i not in where]
+                for lines, where in zip(kept, tables, strict=True)
+            ]
+            scale = HeadingScale(prose, body_size(prose))
+            self.cover_title = cover_title(prose, scale.body)
+            for index, page in enumerate(pages):
+                PageWriter(
+                    self.state, tables[index], index, page, kept[index], scale, outline
+                ).write()
+            self._close_plumber()
         return self._document(len(pages))
 
     def _first_pass(self, index: int) -> PageInfo:
@@ -221,7 +247,7 @@ class _Reader:
                 metadata[key.lower()] = meta[key]
         return ParsedDocument(
             slices=tuple(st.slices),
-            title=meta.get("Title") or first_h1 or PurePath(self.path).stem,
+            title=meta.get("Title") or self.cover_title or first_h1 or PurePath(self.path).stem,
             metadata=metadata,
             warnings=tuple(warnings),
         )

@@ -29,6 +29,18 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff]")
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.I)
 _FORCE_BOLD_FLAG = 1 << 18  # PDF font descriptor flag "ForceBold"
 _DIGITS = re.compile(r"\d+")
+_PAGE_NUMBER = re.compile(
+    r"^(?:page|p\.|第)?\s*[-–—]?\s*\d{1,4}\s*(?:/\s*\d{1,4}|of\s+\d{1,4}|页)?\s*[-–—]?\s*$",
+    re.I,
+)
+#: A CJK character or full-width mark: no space is written between two of them.
+WIDE = re.compile(r"[\u2e80-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\uffef]")
+#: A table or figure caption: "表 3-1 寄存器列表", "Table 4.2: Pins", "图 2", "Figure 7", "表".
+CAPTION = re.compile(
+    r"^\s*(?:(?:表|图|table|figure|fig\.)\s*[A-Z]?\d+(?:[.\-–]\d+)*(?:\s|[:：.]|$)"
+    r"|[表图]\s*(?:[:：]|$))",  # a bare "表" or "表：…" too
+    re.I,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,27 +122,55 @@ def running_lines(pages: list[list[Line]], heights: list[float]) -> set[tuple[in
 
     A line in the top or bottom 8 % of its page whose text, with digits
     blanked (page numbers change), recurs on at least half the pages (and at
-    least three) is page furniture, not content: indexing it would put
-    "Datasheet Rev 3 · Page 7 of 30" in every chunk.
+    least three; on a two-page document, on both) is page furniture, not
+    content: indexing it would put "Datasheet Rev 3 · Page 7 of 30" in every
+    chunk. A bare page number there ("7", "- 7 -", "7/30", "Page 7") is
+    furniture on any document of two or more pages.
     """
-    if len(pages) < 3:
+    if len(pages) < 2:
         return set()
     where: dict[str, list[tuple[int, int]]] = {}
+    drop: set[tuple[int, int]] = set()
     for p, (lines, height) in enumerate(zip(pages, heights, strict=True)):
         seen: set[str] = set()
         for i, line in enumerate(lines):
             if height * 0.08 < line.bottom and line.top < height * 0.92:
                 continue
+            if _PAGE_NUMBER.match(line.text):
+                drop.add((p, i))
+                continue
             key = _DIGITS.sub("#", line.text.casefold())
             if key not in seen:
                 seen.add(key)
                 where.setdefault(key, []).append((p, i))
-    need = max(3, (len(pages) + 1) // 2)
-    drop: set[tuple[int, int]] = set()
+    need = len(pages) if len(pages) < 3 else max(3, (len(pages) + 1) // 2)
     for spots in where.values():
         if len(spots) >= need:
             drop.update(spots)
     return drop
+
+
+def cover_title(pages: list[list[Line]], body: float) -> str | None:
+    """The first page's largest line, when no page sets anything larger and it
+    stands well above the body size: the title on a cover or first page, which
+    an outline (made from the chapter headings) usually leaves out. A title set
+    over consecutive lines of that size is joined."""
+    first = pages[0] if pages else []
+    if not first:
+        return None
+    size = max(line.size for line in first)
+    if size < body * 1.3 or any(line.size > size for lines in pages for line in lines):
+        return None
+    start = next(i for i, line in enumerate(first) if line.size == size)
+    parts = []
+    for line in first[start:]:
+        if line.size != size:
+            break
+        parts.append(line.text)
+    title = " ".join(parts)
+    if len(title) > HeadingScale.MAX_HEADING_CHARS or CAPTION.match(title):
+        return None
+    return title
 
 
 class HeadingScale:
@@ -151,15 +191,17 @@ class HeadingScale:
             line.size
             for lines in pages
             for line in lines
-            if line.size >= body * 1.12 and len(line.text) <= self.MAX_HEADING_CHARS
+            if line.size >= body * 1.12
+            and len(line.text) <= self.MAX_HEADING_CHARS
+            and not CAPTION.match(line.text)
         }
         ordered = sorted(big, reverse=True)
         self.levels = {size: min(i + 1, self.MAX_SIZE_LEVELS) for i, size in enumerate(ordered)}
         self.bold_level = min(len(ordered), self.MAX_SIZE_LEVELS) + 1
 
     def level(self, line: Line) -> int | None:
-        if len(line.text) > self.MAX_HEADING_CHARS:
-            return None
+        if len(line.text) > self.MAX_HEADING_CHARS or CAPTION.match(line.text):
+            return None  # a caption names its table or figure, it opens no section
         if line.size in self.levels:
             return self.levels[line.size]
         if line.bold and abs(line.size - self.body) < 0.6 and _looks_like_title(line.text):

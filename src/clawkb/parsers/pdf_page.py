@@ -62,7 +62,7 @@ class PageWriter:
     def __init__(
         self,
         state: DocState,
-        tables: Callable[[int], list[Table]],
+        table_at: dict[int, tuple[int, Table]],
         index: int,
         page: PageInfo,
         lines: list[Line],
@@ -70,7 +70,7 @@ class PageWriter:
         outline: OutlineHeadings | None,
     ) -> None:
         self.state = state
-        self.find_tables = tables
+        self.table_at = table_at
         self.index = index
         self.page = page
         self.lines = lines
@@ -86,7 +86,7 @@ class PageWriter:
         if self.outline is not None:
             for level, title in self.outline.start_page(self.index, self.lines):
                 self.state.push_heading(level, title)
-        table_at = self._table_positions()
+        table_at = self.table_at
         done_tables: set[int] = set()
         ended_with_table = False
         for i, line in enumerate(self.lines):
@@ -188,21 +188,22 @@ class PageWriter:
         self.next_line += n
         self.blocks += 1
 
-    # -- tables -----------------------------------------------------------
-    def _table_positions(self) -> dict[int, tuple[int, Table]]:
-        """Line index -> (table number, table) for lines inside a ruled table."""
-        if self.page.paths < MIN_RULING_PATHS or not self.lines:
-            return {}
-        tables = self.find_tables(self.index)
-        where: dict[int, tuple[int, Table]] = {}
-        height = self.page.height
-        for i, line in enumerate(self.lines):
-            middle = height - (line.top + line.bottom) / 2  # to top-down coordinates
-            for k, t in enumerate(tables):
-                if t.top - 1 <= middle <= t.bottom + 1 and t.x0 - 1 <= line.x0 <= t.x1 + 1:
-                    where[i] = (k, t)
-                    break
-        return where
+
+def table_positions(
+    lines: list[Line], page: PageInfo, find_tables: Callable[[int], list[Table]], index: int
+) -> dict[int, tuple[int, Table]]:
+    """Line index -> (table number, table) for the lines of page ``index`` inside a ruled table."""
+    if page.paths < MIN_RULING_PATHS or not lines:
+        return {}
+    tables = find_tables(index)
+    where: dict[int, tuple[int, Table]] = {}
+    for i, line in enumerate(lines):
+        middle = page.height - (line.top + line.bottom) / 2  # to top-down coordinates
+        for k, t in enumerate(tables):
+            if t.top - 1 <= middle <= t.bottom + 1 and t.x0 - 1 <= line.x0 <= t.x1 + 1:
+                where[i] = (k, t)
+                break
+    return where
 
 
 def breaks(previous: Line, line: Line) -> bool:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from clawkb.parsers.pdf_layout import WIDE as _WIDE
+
 #: A page needs at least this many path objects before we look for tables.
 MIN_RULING_PATHS = 4
 
@@ -40,7 +42,7 @@ def find_tables(plumber_page: Any) -> list[Table]:
     """Tables with at least two rows and two columns, top to bottom."""
     found = []
     for t in plumber_page.find_tables():
-        rows = tuple(tuple(_cell(c) for c in row) for row in t.extract())
+        rows = tuple(tuple(cell_text(c) for c in row) for row in t.extract())
         rows = tuple(r for r in rows if any(r))
         if len(rows) >= 2 and max(len(r) for r in rows) >= 2:
             x0, top, x1, bottom = t.bbox
@@ -66,10 +68,21 @@ def continue_header(
     return (previous, *rows)
 
 
-def _cell(value: object) -> str:
+def cell_text(value: object) -> str:
+    """One line of cell text. A cell wrapped over lines is rejoined with a space,
+    except between two CJK characters or full-width marks, where a space would be
+    new text ("控制寄存\n器" is "控制寄存器", not "控制寄存 器")."""
     if value is None:
         return ""
-    return " ".join(str(value).split())
+    out = ""
+    for part in str(value).split("\n"):
+        part = " ".join(part.split())
+        if not part:
+            continue
+        if out and not (_WIDE.match(out[-1]) and _WIDE.match(part[0])):
+            out += " "
+        out += part
+    return out
 
 
 def _square(rows: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...]:
