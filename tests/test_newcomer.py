@@ -154,7 +154,6 @@ def test_ask_without_an_llm_cites_the_right_note(ws: Workspace) -> None:
 # -- fixed on other branches (issue 13 items 1-11) -----------------------------------
 
 
-@lands_with("core-confine")
 def test_minified_theme_assets_are_skipped_with_a_reason(ws: Workspace) -> None:
     """Item 1: book.min.js must not be indexed; the report says why it was skipped."""
     report = (ws.index.out + ws.index.err).splitlines()
@@ -163,7 +162,6 @@ def test_minified_theme_assets_are_skipped_with_a_reason(ws: Workspace) -> None:
     assert not any(p.endswith(".min.js") for p in hit_paths(result))
 
 
-@lands_with("core-confine")
 def test_a_file_ignored_later_is_removed(ws: Workspace, tmp_path: Path) -> None:
     """Item 2: adding a pattern to .clawkbignore removes the files it now matches."""
     book = tmp_path / "book"
@@ -178,13 +176,11 @@ def test_a_file_ignored_later_is_removed(ws: Workspace, tmp_path: Path) -> None:
     assert after["hits"] == []
 
 
-@lands_with("core-settings")
 def test_write_commands_print_the_kb_path(ws: Workspace) -> None:
     """Item 3: every write command says where the index is."""
     assert str(ws.kb) in ws.index.out + ws.index.err
 
 
-@lands_with("core-confine")
 def test_index_with_failures_exits_non_zero(ws: Workspace, tmp_path: Path) -> None:
     """Item 4: "done with failures" is a distinct non-zero exit code."""
     bad = tmp_path / "bad"
@@ -196,14 +192,12 @@ def test_index_with_failures_exits_non_zero(ws: Workspace, tmp_path: Path) -> No
     assert run.code not in (0, 1, 2)  # 1 = error, 2 = usage: failures need their own code
 
 
-@lands_with("core-pipeline")
 def test_snippets_keep_the_files_punctuation(ws: Workspace) -> None:
     """Item 5: full-width punctuation comes back as written (阻抗： not 阻抗:)."""
     hit = ws.search("差分走线阻抗", "--limit", "1")["hits"][0]
     assert "：" in hit["snippet"] and "阻抗:" not in hit["snippet"]
 
 
-@lands_with("core-pipeline")
 def test_snippets_drop_template_syntax_and_table_rules(ws: Workspace) -> None:
     """Item 5: no `{{#include …}}`, stray HTML tags or `|---|` rules in snippets."""
     for query in ("Options Default Meaning scheduler", "Changing cron jobs restart"):
@@ -212,7 +206,6 @@ def test_snippets_drop_template_syntax_and_table_rules(ws: Workspace) -> None:
             assert "{{#" not in snippet and "<div" not in snippet and "|---" not in snippet
 
 
-@lands_with("core-pipeline")
 def test_ask_numbers_sources_in_the_order_shown(ws: Workspace) -> None:
     """Item 7: sources [1], [2], [3] in order; no dangling "Also see and"."""
     run = ws.cli("ask", "--no-llm", "How is the TJA1051 S pin wired?")
@@ -222,7 +215,6 @@ def test_ask_numbers_sources_in_the_order_shown(ws: Workspace) -> None:
     assert "see and" not in run.out
 
 
-@lands_with("core-pipeline")
 def test_search_json_has_a_schema_version(ws: Workspace) -> None:
     """Item 8: one documented, versioned hit schema."""
     assert "schema_version" in ws.search("上电时序")
