@@ -292,25 +292,6 @@ class Repository:
         )
         return [_chunk_row(r) for r in rows]
 
-    def chunk_ids_matching(self, path_globs: Sequence[str]) -> list[int]:
-        """Chunk ids whose document path (absolute, or relative to its root) matches a glob.
-
-        Retired chunks count too: a reader of an older index generation filters
-        the chunks that generation holds.
-        """
-        clauses = []
-        params: list[str] = []
-        for g in path_globs:
-            clauses.append("{t}.path GLOB ? OR substr({t}.path, length({t}.root) + 2) GLOB ?")
-            params += [g, g]
-        where = " OR ".join(clauses)
-        q = (
-            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id"
-            f" WHERE {where.format(t='d')}"
-            f" UNION ALL SELECT r.id FROM retired_chunks r WHERE {where.format(t='r')}"
-        )
-        return [r[0] for r in self.conn.execute(q, params + params)]
-
     def chunk_ids_under_path(self, prefix: str) -> list[int]:
         """Ids of the chunks (live or retired) whose document path starts with ``prefix``."""
         end = _prefix_end(prefix)
@@ -394,7 +375,23 @@ class Repository:
         q = "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id"
         if where:
             q += " WHERE " + " AND ".join(where)
-        return [r[0] for r in self.conn.execute(q + " ORDER BY c.id", params)]
+        ids = [r[0] for r in self.conn.execute(q + " ORDER BY c.id", params)]
+        if path_globs and not (metadata or since_ns is not None or until_ns is not None):
+            # Retired chunks count too: a reader of an older index generation filters
+            # the chunks that generation holds (their rows keep path and root only).
+            ids = sorted(set(ids).union(self._retired_ids(path_globs, doc_types)))
+        return ids
+
+    def _retired_ids(self, path_globs: Sequence[str], doc_types: Sequence[str]) -> list[int]:
+        where = [
+            " OR ".join("path GLOB ? OR substr(path, length(root) + 2) GLOB ?" for _ in path_globs)
+        ]
+        params: list[object] = [g for g in path_globs for _ in (0, 1)]
+        if doc_types:
+            where.append(" OR ".join("lower(path) LIKE ?" for _ in doc_types))
+            params += [f"%.{t.lower().lstrip('.')}" for t in doc_types]
+        q = "SELECT id FROM retired_chunks WHERE " + " AND ".join(f"({w})" for w in where)
+        return [r[0] for r in self.conn.execute(q, params)]
 
     # -- change log -------------------------------------------------------
     def max_seq(self) -> int:
