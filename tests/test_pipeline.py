@@ -96,11 +96,27 @@ def test_modes_and_explain_traces(kb):
 def test_synonym_rewrite_finds_other_language(tmp_path):
     kb = open_kb(tmp_path)
     kb.index_texts(DOCS)
-    assert kb.search("阻抗", limit=3).hits == []
-    (kb.home / "synonyms.txt").write_text("阻抗 = impedance\n", "utf-8")
-    res = kb.search("阻抗", limit=3)
-    assert paths(res) == ["ddr.md"]
-    assert res.rewrites == [{"from": "阻抗", "to": "impedance", "weight": 0.5}]
+    assert kb.search("意面", limit=3).hits == []  # not in the bundled glossary
+    (kb.home / "synonyms.txt").write_text("意面 = spaghetti\n", "utf-8")
+    res = kb.search("意面", limit=3)
+    assert paths(res) == ["cook.md"]
+    assert res.rewrites == [{"from": "意面", "to": "spaghetti", "weight": 0.5}]
+    kb.close()
+
+
+def test_glossary_expands_both_directions_at_lower_weight(tmp_path):
+    kb = open_kb(tmp_path)
+    kb.index_texts(DOCS)
+    zh = kb.search("阻抗", limit=3)  # plain lexical path, bundled glossary
+    assert paths(zh) == ["ddr.md"]
+    en = kb.search("voltage regulator", limit=3)
+    assert "power.md" in paths(en)
+    piped = kb.search("阻抗", limit=3, mode="lexical", merge=False)
+    assert {"from": "阻抗", "to": "impedance", "weight": 0.4, "source": "glossary"} in (
+        piped.rewrites
+    )
+    off = kb.search("阻抗", limit=3, mode="lexical", glossary=False)
+    assert off.hits == [] and off.rewrites == []
     kb.close()
 
 

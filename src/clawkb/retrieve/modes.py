@@ -17,6 +17,8 @@ def needs_pipeline(kb: Any, mode: str | None, filters: Any, options: dict[str, A
     conf = kb.config.extra.get("retrieval") or {}
     if (isinstance(conf, dict) and conf.get("synonyms")) or (kb.home / "synonyms.txt").is_file():
         return True  # the query rewrite (synonyms) runs in the pipeline
+    if isinstance(conf, dict) and conf.get("glossary") is False:
+        return True  # the plain path always expands with the glossary
     if mode is not None and mode != "auto":
         return mode != "lexical"
     configured = conf.get("mode", "auto") if isinstance(conf, dict) else "auto"

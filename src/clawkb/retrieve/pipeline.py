@@ -39,6 +39,7 @@ from clawkb.retrieve.stages import (
     rerank,
     stage,
 )
+from clawkb.text.glossary import bundled_glossary
 
 
 @dataclass
@@ -200,7 +201,9 @@ def run(
         resolved = "lexical"
 
     st = time.perf_counter()
-    rw = rewrite(query, r.synonyms(s))
+    rw = rewrite(
+        query, r.synonyms(s), bundled_glossary() if s.glossary else None, s.glossary_weight
+    )
     stage(stages, "rewrite", st, "ok", f"{len(rw.expansions)} expansions")
     allowed = None
     if filters.active:

@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 
 from clawkb.index.lexical import LexicalIndex
+from clawkb.retrieve.rewrite import expand_query
 from clawkb.retrieve.snippet import make_snippet
 from clawkb.store.repo import ChunkRow, Repository
-from clawkb.text import normalize, tokenize
+from clawkb.text import normalize
 from clawkb.types import Hit
 
 
@@ -57,16 +58,21 @@ def lexical_search(
     include_memory: bool = False,
     chunk_ids: np.ndarray | None = None,
 ) -> SearchResult:
-    """``chunk_ids``, if given, restricts the search to those chunks (and path globs)."""
+    """``chunk_ids``, if given, restricts the search to those chunks (and path globs).
+
+    The query is expanded with the bundled zh<->en glossary's translations at a
+    lower weight (:func:`clawkb.retrieve.rewrite.expand_query`).
+    """
     t0 = time.perf_counter()
-    tokens = tokenize(query)
+    rw = expand_query(query)
+    tokens, weights = rw.tokens, rw.weights
     allowed = None
     if path_globs:
         allowed = np.asarray(repo.chunk_ids_matching(path_globs), np.int64)
     if chunk_ids is not None:
         ids_in = np.asarray(chunk_ids, np.int64)
         allowed = ids_in if allowed is None else np.intersect1d(allowed, ids_in)
-    ids, scores, matched = _top_ids(repo, lexical, tokens, limit, allowed, include_memory)
+    ids, scores, matched = _top_ids(repo, lexical, tokens, limit, allowed, include_memory, weights)
     rows = repo.chunks_by_ids(int(i) for i in ids)
     hits = []
     for rank, (cid, score) in enumerate(zip(ids.tolist(), scores.tolist(), strict=True), start=1):
@@ -89,6 +95,7 @@ def _top_ids(
     limit: int,
     allowed: np.ndarray | None,
     include_memory: bool,
+    weights: list[float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Lexical top-k, without memory chunks unless asked.
 
@@ -98,8 +105,10 @@ def _top_ids(
     """
     hidden = [] if include_memory else repo.chunk_ids_under_path(MEMORY_PREFIX)
     if not hidden:
-        return lexical.search(tokens, k=limit, allowed=allowed)
-    ids, scores, matched = lexical.search(tokens, k=limit + len(hidden), allowed=allowed)
+        return lexical.search(tokens, k=limit, allowed=allowed, term_weights=weights)
+    ids, scores, matched = lexical.search(
+        tokens, k=limit + len(hidden), allowed=allowed, term_weights=weights
+    )
     keep = ~np.isin(ids, np.asarray(hidden, np.int64))
     hidden_n = int((~keep).sum())
     return ids[keep][:limit], scores[keep][:limit], matched if matched < 0 else matched - hidden_n

@@ -41,6 +41,9 @@ class RetrievalSettings:
     cache_size: int = 256
     cache_ttl_s: float = 300.0
     synonyms: str = ""  # path; default <kb>/synonyms.txt when present
+    glossary: bool = True  # zh<->en glossary expansion (clawkb.text.glossary)
+    glossary_weight: float = 0.4  # weight of a glossary translation in the lexical query
+    adaptive: bool = True  # query-adaptive fusion weights (clawkb.retrieve.adaptive)
     ann_threshold: int = 50_000
     extra: dict[str, Any] = field(default_factory=dict)  # rerank endpoint options etc.
 
