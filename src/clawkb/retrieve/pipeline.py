@@ -24,6 +24,7 @@ from clawkb.embed import vectors
 from clawkb.embed.base import Embedder, get_embedder
 from clawkb.retrieve import fusion
 from clawkb.retrieve.cache import TTLCache
+from clawkb.retrieve.crossling import balance
 from clawkb.retrieve.filters import Filters, allowed_ids
 from clawkb.retrieve.merge import Candidate, merge_adjacent
 from clawkb.retrieve.rewrite import SynonymGroup, load_synonyms, rewrite
@@ -201,15 +202,15 @@ def run(
         resolved = "lexical"
 
     st = time.perf_counter()
-    rw = rewrite(
-        query, r.synonyms(s), bundled_glossary() if s.glossary else None, s.glossary_weight
-    )
+    rw = rewrite(query, r.synonyms(s), bundled_glossary() if s.glossary else None)
     stage(stages, "rewrite", st, "ok", f"{len(rw.expansions)} expansions")
     allowed = None
     if filters.active:
         st = time.perf_counter()
         allowed = allowed_ids(kb.repo, filters)
         stage(stages, "filters", st, "ok", f"{len(allowed)} chunks allowed")
+    if resolved != "dense":  # crossling: scale glossary translations to this index
+        rw = balance(kb.lexical, rw, s.glossary_share, allowed)
 
     channels: dict[str, fusion.Channel] = {}
     matched = 0

@@ -31,6 +31,8 @@ from clawkb.text.glossary import Glossary, bundled_glossary
 DEFAULT_WEIGHT = 0.5
 #: Weight of a glossary translation (times the pair's own weight).
 GLOSSARY_WEIGHT = 0.4
+#: Upper bound of one expansion token's weight.
+MAX_WEIGHT = 1.0
 #: English function words inside glossary phrases ("angle of attack") add nothing.
 _FUNCTION_WORDS = frozenset({"a", "an", "and", "of", "the", "to", "in", "on", "for", "s"})
 
@@ -47,6 +49,8 @@ class Rewritten:
     tokens: list[str]
     weights: list[float]
     expansions: list[dict[str, object]] = field(default_factory=list)
+    #: how many of the last tokens are glossary translations (see clawkb.retrieve.crossling)
+    n_glossary: int = 0
 
 
 def load_synonyms(path: Path) -> list[SynonymGroup]:
@@ -109,18 +113,23 @@ def rewrite(
             tokens += added
             weights += [g.weight] * len(added)
             expansions.append({"from": present[0], "to": alias, "weight": g.weight})
+    before = len(tokens)
     if glossary is not None and glossary_weight > 0:
         for m in glossary.find(query):
+            span = len(tokenize(m.term))
             for target, pair_weight in m.translations:
-                added = [t for t in _expansion_tokens(target) if t not in seen]
+                toks = _expansion_tokens(target)
+                added = [t for t in toks if t not in seen]
                 if not added:
                     continue
-                w = round(glossary_weight * pair_weight, 4)
+                # the translation carries ``glossary_weight`` of the mass of the words it
+                # translates: 边界层 is five query tokens, "boundary layer" two
+                w = round(min(glossary_weight * pair_weight * span / len(toks), MAX_WEIGHT), 4)
                 seen.update(added)
                 tokens += added
                 weights += [w] * len(added)
                 expansions.append({"from": m.term, "to": target, "weight": w, "source": "glossary"})
-    return Rewritten(query, tokens, weights, expansions)
+    return Rewritten(query, tokens, weights, expansions, len(tokens) - before)
 
 
 def expand_query(query: str, glossary: bool = True) -> Rewritten:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from clawkb.index.lexical import LexicalIndex
+from clawkb.retrieve.crossling import balance
 from clawkb.retrieve.rewrite import expand_query
 from clawkb.retrieve.snippet import make_snippet
 from clawkb.store.repo import ChunkRow, Repository
@@ -65,13 +66,14 @@ def lexical_search(
     """
     t0 = time.perf_counter()
     rw = expand_query(query)
-    tokens, weights = rw.tokens, rw.weights
     allowed = None
     if path_globs:
         allowed = np.asarray(repo.chunk_ids_matching(path_globs), np.int64)
     if chunk_ids is not None:
         ids_in = np.asarray(chunk_ids, np.int64)
         allowed = ids_in if allowed is None else np.intersect1d(allowed, ids_in)
+    rw = balance(lexical, rw, allowed=allowed)
+    tokens, weights = rw.tokens, rw.weights
     ids, scores, matched = _top_ids(repo, lexical, tokens, limit, allowed, include_memory, weights)
     rows = repo.chunks_by_ids(int(i) for i in ids)
     hits = []

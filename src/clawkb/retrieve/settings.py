@@ -42,7 +42,7 @@ class RetrievalSettings:
     cache_ttl_s: float = 300.0
     synonyms: str = ""  # path; default <kb>/synonyms.txt when present
     glossary: bool = True  # zh<->en glossary expansion (clawkb.text.glossary)
-    glossary_weight: float = 0.4  # weight of a glossary translation in the lexical query
+    glossary_share: float = 0.8  # best translated passage vs best own-words passage (crossling)
     adaptive: bool = True  # query-adaptive fusion weights (clawkb.retrieve.adaptive)
     ann_threshold: int = 50_000
     extra: dict[str, Any] = field(default_factory=dict)  # rerank endpoint options etc.
