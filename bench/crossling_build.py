@@ -29,18 +29,50 @@ DISTRACTORS = {"cranfield": 300, "cmrc2018-dev": 150}
 
 # (query id, text, relevant document ids); example documents are paths under examples/
 ZH_TO_EN_EXAMPLES = [
-    ("x01", "STM32 ROM 引导程序要求主机先发送的同步字节是什么？", ["notes/stm32f401re/bootloader.md"]),
+    (
+        "x01",
+        "STM32 ROM 引导程序要求主机先发送的同步字节是什么？",
+        ["notes/stm32f401re/bootloader.md"],
+    ),
     ("x02", "STM32 串口引导程序的帧格式使用哪种校验？", ["notes/stm32f401re/bootloader.md"]),
     ("x03", "怎样让 STM32F401 从系统存储器启动进入引导程序？", ["notes/stm32f401re/bootloader.md"]),
     ("x04", "引导程序里擦除扇区的命令代码是多少？", ["notes/stm32f401re/bootloader.md"]),
     ("x05", "写存储器命令返回非应答是什么原因？", ["notes/stm32f401re/bootloader.md"]),
-    ("x06", "为什么 GPIOA 模式寄存器的复位值不是零？", ["notes/stm32f401re/registers.md", "datasheets/stm32f401-registers.md"]),
-    ("x07", "STM32F401RE 的复位和时钟控制 RCC 基地址是多少？", ["notes/stm32f401re/registers.md", "datasheets/stm32f401-registers.md"]),
-    ("x08", "使能 GPIO 端口的时钟要写哪个寄存器的哪一位？", ["notes/stm32f401re/registers.md", "datasheets/stm32f401-registers.md", "datasheets/nucleo-f401re.md"]),
-    ("x09", "STM32F401RE 的闪存和静态随机存储器容量是多少？", ["notes/stm32f401re/overview.md", "datasheets/nucleo-f401re.md"]),
-    ("x10", "Nucleo 板的虚拟串口用的是哪个 USART，默认波特率多少？", ["notes/stm32f401re/overview.md", "datasheets/nucleo-f401re.md"]),
+    (
+        "x06",
+        "为什么 GPIOA 模式寄存器的复位值不是零？",
+        ["notes/stm32f401re/registers.md", "datasheets/stm32f401-registers.md"],
+    ),
+    (
+        "x07",
+        "STM32F401RE 的复位和时钟控制 RCC 基地址是多少？",
+        ["notes/stm32f401re/registers.md", "datasheets/stm32f401-registers.md"],
+    ),
+    (
+        "x08",
+        "使能 GPIO 端口的时钟要写哪个寄存器的哪一位？",
+        [
+            "notes/stm32f401re/registers.md",
+            "datasheets/stm32f401-registers.md",
+            "datasheets/nucleo-f401re.md",
+        ],
+    ),
+    (
+        "x09",
+        "STM32F401RE 的闪存和静态随机存储器容量是多少？",
+        ["notes/stm32f401re/overview.md", "datasheets/nucleo-f401re.md"],
+    ),
+    (
+        "x10",
+        "Nucleo 板的虚拟串口用的是哪个 USART，默认波特率多少？",
+        ["notes/stm32f401re/overview.md", "datasheets/nucleo-f401re.md"],
+    ),
     ("x11", "系统时钟 84 MHz 时锁相环的分频倍频参数怎么配置？", ["notes/stm32f401re/overview.md"]),
-    ("x12", "HAL_GPIO_WritePin 为什么可以在中断服务程序里安全调用？", ["notes/stm32f401re/gpio-hal.md"]),
+    (
+        "x12",
+        "HAL_GPIO_WritePin 为什么可以在中断服务程序里安全调用？",
+        ["notes/stm32f401re/gpio-hal.md"],
+    ),
     ("x13", "忘记打开端口时钟会导致写引脚没有任何效果吗？", ["notes/stm32f401re/gpio-hal.md"]),
     ("x14", "用 OpenOCD 烧录固件并校验的命令是什么？", ["notes/stm32f401re/gpio-hal.md"]),
     ("x15", "CAN 总线两端各需要多大的终端电阻？", ["notes/can/tja1051.md"]),
@@ -55,35 +87,132 @@ ZH_TO_EN_EXAMPLES = [
     ("x24", "ESP32 复位时采样的上电配置引脚有哪些？", ["datasheets/esp32-devkitc.md"]),
     ("x25", "树莓派 Pico 的 3.3V 稳压器怎么关闭？", ["datasheets/rpi-pico.md"]),
     ("x26", "Arduino Uno 每个输入输出引脚的最大电流是多少？", ["datasheets/arduino-uno.md"]),
-    ("x27", "ATmega328P 的 TWI 比特率寄存器如何决定 SCL 时钟频率？", ["datasheets/atmega328p-registers.md"]),
+    (
+        "x27",
+        "ATmega328P 的 TWI 比特率寄存器如何决定 SCL 时钟频率？",
+        ["datasheets/atmega328p-registers.md"],
+    ),
     ("x28", "I2C 总线的上拉电阻应该选多大？", ["datasheets/generic/i2c-basics.md"]),
-    ("x29", "从 3.3V 引脚驱动红色发光二极管需要多大的串联电阻？", ["datasheets/generic-led-wiring.md"]),
+    (
+        "x29",
+        "从 3.3V 引脚驱动红色发光二极管需要多大的串联电阻？",
+        ["datasheets/generic-led-wiring.md"],
+    ),
     ("x30", "RP2040 单周期 IO 的寄存器基地址是多少？", ["datasheets/rpi-pico.md"]),
 ]
 EN_TO_ZH_EXAMPLES = [
-    ("y01", "What order does the RK3568 BootROM scan the boot media in?", ["notes/lx-rk3568/boot-flow.md"]),
-    ("y02", "How do I enter maskrom mode on the LX-RK3568 board?", ["notes/lx-rk3568/boot-flow.md"]),
-    ("y03", "What differential impedance is required for DDR4 routing?", ["notes/lx-rk3568/ddr-layout.md"]),
-    ("y04", "What length matching tolerance applies within a DDR byte lane?", ["notes/lx-rk3568/ddr-layout.md"]),
-    ("y05", "Which PMIC buck channel supplies the DDR memory voltage?", ["notes/lx-rk3568/power-tree.md", "notes/lx-rk3568/ddr-layout.md"]),
-    ("y06", "In what power-up sequence does the RK809 turn on its power rails?", ["notes/lx-rk3568/power-tree.md"]),
-    ("y07", "What baud rate does the debug serial console use?", ["notes/lx-rk3568/troubleshooting.md", "notes/lx-rk3568/peripherals.md", "notes/lx-rk3568/board-overview.md", "notes/lx-rk3568/serial-console-boot.txt"]),
-    ("y08", "What are the common causes of DDR training failure?", ["notes/lx-rk3568/troubleshooting.md"]),
-    ("y09", "The board does not boot after power on: how to troubleshoot?", ["notes/lx-rk3568/troubleshooting.md"]),
-    ("y10", "How do I flash the full update.img image with upgrade_tool?", ["notes/lx-rk3568/flashing.md"]),
+    (
+        "y01",
+        "What order does the RK3568 BootROM scan the boot media in?",
+        ["notes/lx-rk3568/boot-flow.md"],
+    ),
+    (
+        "y02",
+        "How do I enter maskrom mode on the LX-RK3568 board?",
+        ["notes/lx-rk3568/boot-flow.md"],
+    ),
+    (
+        "y03",
+        "What differential impedance is required for DDR4 routing?",
+        ["notes/lx-rk3568/ddr-layout.md"],
+    ),
+    (
+        "y04",
+        "What length matching tolerance applies within a DDR byte lane?",
+        ["notes/lx-rk3568/ddr-layout.md"],
+    ),
+    (
+        "y05",
+        "Which PMIC buck channel supplies the DDR memory voltage?",
+        ["notes/lx-rk3568/power-tree.md", "notes/lx-rk3568/ddr-layout.md"],
+    ),
+    (
+        "y06",
+        "In what power-up sequence does the RK809 turn on its power rails?",
+        ["notes/lx-rk3568/power-tree.md"],
+    ),
+    (
+        "y07",
+        "What baud rate does the debug serial console use?",
+        [
+            "notes/lx-rk3568/troubleshooting.md",
+            "notes/lx-rk3568/peripherals.md",
+            "notes/lx-rk3568/board-overview.md",
+            "notes/lx-rk3568/serial-console-boot.txt",
+        ],
+    ),
+    (
+        "y08",
+        "What are the common causes of DDR training failure?",
+        ["notes/lx-rk3568/troubleshooting.md"],
+    ),
+    (
+        "y09",
+        "The board does not boot after power on: how to troubleshoot?",
+        ["notes/lx-rk3568/troubleshooting.md"],
+    ),
+    (
+        "y10",
+        "How do I flash the full update.img image with upgrade_tool?",
+        ["notes/lx-rk3568/flashing.md"],
+    ),
     ("y11", "What does rkdeveloptool db do in maskrom mode?", ["notes/lx-rk3568/flashing.md"]),
     ("y12", "How do I erase the whole eMMC?", ["notes/lx-rk3568/flashing.md"]),
-    ("y13", "How can I decompile the running device tree with the device tree compiler?", ["notes/lx-rk3568/device-tree.md"]),
-    ("y14", "How do I compile and apply a device tree overlay?", ["notes/lx-rk3568/device-tree.md"]),
-    ("y15", "How is the Linux GPIO number calculated from the bank and pin?", ["notes/lx-rk3568/gpio-header.md"]),
-    ("y16", "Which expansion header pins carry the CAN transmit and receive signals?", ["notes/lx-rk3568/gpio-header.md"]),
-    ("y17", "Which SoC pins are used for the I2C1 clock and data lines?", ["notes/lx-rk3568/peripherals.md"]),
-    ("y18", "Which GPIO drives the PCIe PERST# reset signal?", ["notes/lx-rk3568/peripherals.md", "notes/lx-rk3568/debug-notes.md"]),
-    ("y19", "How do I change the kernel configuration with menuconfig and keep it?", ["notes/lx-rk3568/sdk-build.md"]),
-    ("y20", "Which toolchain and cross compiler build the kernel in the SDK?", ["notes/lx-rk3568/sdk-build.md"]),
-    ("y21", "PCIe link fail in the kernel log after inserting an NVMe SSD", ["notes/lx-rk3568/debug-notes.md"]),
-    ("y22", "Why does the environmental sensor read a temperature that is too high?", ["notes/lx-rk3568/debug-notes.md", "notes/lx-rk3568/meeting-2024-03-12.txt"]),
-    ("y23", "What are the memory and storage specifications of the evaluation board?", ["notes/lx-rk3568/board-overview.md"]),
+    (
+        "y13",
+        "How can I decompile the running device tree with the device tree compiler?",
+        ["notes/lx-rk3568/device-tree.md"],
+    ),
+    (
+        "y14",
+        "How do I compile and apply a device tree overlay?",
+        ["notes/lx-rk3568/device-tree.md"],
+    ),
+    (
+        "y15",
+        "How is the Linux GPIO number calculated from the bank and pin?",
+        ["notes/lx-rk3568/gpio-header.md"],
+    ),
+    (
+        "y16",
+        "Which expansion header pins carry the CAN transmit and receive signals?",
+        ["notes/lx-rk3568/gpio-header.md"],
+    ),
+    (
+        "y17",
+        "Which SoC pins are used for the I2C1 clock and data lines?",
+        ["notes/lx-rk3568/peripherals.md"],
+    ),
+    (
+        "y18",
+        "Which GPIO drives the PCIe PERST# reset signal?",
+        ["notes/lx-rk3568/peripherals.md", "notes/lx-rk3568/debug-notes.md"],
+    ),
+    (
+        "y19",
+        "How do I change the kernel configuration with menuconfig and keep it?",
+        ["notes/lx-rk3568/sdk-build.md"],
+    ),
+    (
+        "y20",
+        "Which toolchain and cross compiler build the kernel in the SDK?",
+        ["notes/lx-rk3568/sdk-build.md"],
+    ),
+    (
+        "y21",
+        "PCIe link fail in the kernel log after inserting an NVMe SSD",
+        ["notes/lx-rk3568/debug-notes.md"],
+    ),
+    (
+        "y22",
+        "Why does the environmental sensor read a temperature that is too high?",
+        ["notes/lx-rk3568/debug-notes.md", "notes/lx-rk3568/meeting-2024-03-12.txt"],
+    ),
+    (
+        "y23",
+        "What are the memory and storage specifications of the evaluation board?",
+        ["notes/lx-rk3568/board-overview.md"],
+    ),
 ]
 ZH_TO_EN_CRANFIELD = [
     ("c003", "复合板中的热传导问题目前已经解决了哪些？", "3"),
@@ -109,7 +238,11 @@ EN_TO_ZH_CMRC = [
     ("m05", "What are the three major branches of microscopy?", "DEV_527_QUERY_1"),
     ("m06", "What does the throttle valve of a liquid rocket engine regulate?", "DEV_231_QUERY_2"),
     ("m07", "Besides telephone tapping, what else is easily eavesdropped on?", "DEV_599_QUERY_4"),
-    ("m08", "How many years is the in-orbit lifetime of the Sinosat-1 communication satellite?", "DEV_69_QUERY_2"),
+    (
+        "m08",
+        "How many years is the in-orbit lifetime of the Sinosat-1 communication satellite?",
+        "DEV_69_QUERY_2",
+    ),
 ]
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from clawkb.index.lexical import LexicalIndex
 from clawkb.index.segment import hash_terms
 from clawkb.text import normalize, tokenize
+from clawkb.text.glossary import bundled_glossary
 
 __all__ = [
     "DEFAULT_MIN_CONFIDENCE",
@@ -165,16 +166,26 @@ class Confidence:
 
 
 def retrieval_confidence(
-    terms: Sequence[Term], texts: Iterable[str], threshold: float = DEFAULT_MIN_CONFIDENCE
+    terms: Sequence[Term],
+    texts: Iterable[str],
+    threshold: float = DEFAULT_MIN_CONFIDENCE,
+    question: str | None = None,
 ) -> Confidence:
-    """Coverage of the question's terms by the best of the first :data:`TOP_K` ``texts``."""
+    """Coverage of the question's terms by the best of the first :data:`TOP_K` ``texts``.
+
+    A passage also earns a term it holds in another form: an English word
+    with another ending (``backends`` / ``backend``, ``supported`` /
+    ``supports``), or — given ``question`` — a glossary translation of the
+    term (a Chinese question answered by an English passage, and back).
+    """
     by_weight = sorted(terms, key=lambda t: t.weight, reverse=True)
     best, best_i, best_present = -1.0, None, frozenset[str]()
+    matches = bundled_glossary().find(question) if question else []
     if any(t.weight > 0 for t in terms):
         for i, text in enumerate(texts):
             if i >= TOP_K:
                 break
-            present = frozenset(tokenize(text))
+            present = _present(terms, tokenize(text), matches)
             cov = coverage(terms, present)
             if cov > best:
                 best, best_i, best_present = cov, i, present
@@ -187,3 +198,30 @@ def retrieval_confidence(
         matched=[t.text for t in by_weight if t.credit(best_present) > 0],
         missing=[t.text for t in by_weight if t.credit(best_present) == 0],
     )
+
+
+_SUFFIXES = ("ing", "ed", "es", "s")
+
+
+def _stem(token: str) -> str:
+    """A crude English stem for coverage only (never for the index): endings off."""
+    if not token.isascii() or not token.isalpha() or len(token) < 5:
+        return token
+    for suffix in _SUFFIXES:
+        if token.endswith(suffix) and len(token) - len(suffix) >= 4:
+            return token[: -len(suffix)].rstrip("e")
+    return token.rstrip("e")
+
+
+def _present(terms: Sequence[Term], passage: list[str], matches: list[Any]) -> frozenset[str]:
+    """The passage's tokens plus the question tokens it holds in another form."""
+    have = set(passage)
+    stems = {_stem(t) for t in passage}
+    extra = {tok for t in terms for tok in t.tokens if tok not in have and _stem(tok) in stems}
+    for m in matches:
+        for target, _ in m.translations:
+            toks = [t for t in tokenize(target) if len(t) > 1 or t.isascii()]
+            if toks and all(t in have or _stem(t) in stems for t in toks):
+                extra.update(tokenize(m.term))
+                break
+    return frozenset(have | extra)

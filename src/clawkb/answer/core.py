@@ -133,7 +133,10 @@ def answer(
     t1 = time.perf_counter()
     terms = question_terms(kb.lexical, question)
     conf = retrieval_confidence(
-        terms, (" ".join((h.title, *h.anchor.heading_path, h.text)) for h in res.hits), threshold
+        terms,
+        (" ".join((h.title, *h.anchor.heading_path, h.text)) for h in res.hits),
+        threshold,
+        question,
     )
     passages = build_context(kb.repo, res.hits, budget_tokens=budget, max_passages=limit)
     t2 = time.perf_counter()

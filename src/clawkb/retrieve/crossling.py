@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from clawkb.index.segment import hash_terms
 from clawkb.retrieve.rewrite import Rewritten
 
 #: Best translated passage's score relative to the best passage for the query's own words.
@@ -34,20 +35,20 @@ DEFAULT_SHARE = 0.8
 def balance(
     lexical: Any, rw: Rewritten, share: float = DEFAULT_SHARE, allowed: np.ndarray | None = None
 ) -> Rewritten:
-    """``rw`` with its glossary translation weights rescaled for this index."""
+    """``rw`` with its glossary translation weights rescaled for this index.
+
+    ``allowed`` is accepted for symmetry with the search call; the scale comes
+    from index-wide document frequencies.
+    """
     n = rw.n_glossary
     if n == 0 or share <= 0:
         return rw
-    own_t, own_w = rw.tokens[:-n], rw.weights[:-n]
-    tr_t, tr_w = rw.tokens[-n:], rw.weights[-n:]
-    best_tr = _best(lexical, tr_t, tr_w, allowed)
-    if best_tr <= 0:
-        return rw
-    best_own = _best(lexical, own_t, own_w, allowed) if own_t else 0.0
-    if best_own <= 0:
-        return rw
-    factor = share * best_own / best_tr
-    weights = own_w + [round(w * factor, 6) for w in tr_w]
+    own = _ideal(lexical, rw.tokens[:-n], rw.weights[:-n])
+    tr = _ideal(lexical, rw.tokens[-n:], rw.weights[-n:])
+    if own <= 0 or tr <= 0:
+        return rw  # one side matches nothing in this index: nothing to balance
+    factor = share * own / tr
+    weights = rw.weights[:-n] + [round(w * factor, 6) for w in rw.weights[-n:]]
     expansions = [
         {**e, "weight": round(float(e["weight"]) * factor, 4)}  # type: ignore[arg-type]
         if e.get("source") == "glossary"
@@ -57,6 +58,14 @@ def balance(
     return replace(rw, weights=weights, expansions=expansions)
 
 
-def _best(lexical: Any, tokens: list[str], weights: list[float], allowed: Any) -> float:
-    _, scores, _ = lexical.search(tokens, k=1, term_weights=weights, allowed=allowed)
-    return float(scores[0]) if len(scores) else 0.0
+def _ideal(lexical: Any, tokens: list[str], weights: list[float]) -> float:
+    """Σ weight × IDF over the tokens some passage has: the score scale of a full match."""
+    if not tokens:
+        return 0.0
+    per: dict[str, float] = {}
+    for t, w in zip(tokens, weights, strict=True):
+        per[t] = per.get(t, 0.0) + w
+    uniq = list(per)
+    df = lexical.doc_freqs(hash_terms(uniq))
+    idf = lexical.idf(df)
+    return float(sum(per[t] * float(v) for t, v, d in zip(uniq, idf, df, strict=True) if d > 0))

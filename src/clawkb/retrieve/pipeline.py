@@ -22,7 +22,7 @@ import numpy as np
 
 from clawkb.embed import vectors
 from clawkb.embed.base import Embedder, get_embedder
-from clawkb.retrieve import fusion
+from clawkb.retrieve import adaptive, fusion
 from clawkb.retrieve.cache import TTLCache
 from clawkb.retrieve.crossling import balance
 from clawkb.retrieve.filters import Filters, allowed_ids
@@ -249,8 +249,12 @@ def run(
             stage(stages, "dense", st, "ok", f"{len(dense.ids)} candidates")
 
     st = time.perf_counter()
-    fused = fuse(kb, channels, s)
-    stage(stages, "fusion", st, "ok", s.fusion if len(channels) > 1 else "single channel")
+    fs, note = s, s.fusion if len(channels) > 1 else "single channel"
+    if s.adaptive and len(channels) > 1:  # crossling hook: per-query weights (adaptive.py)
+        fs, trace = adaptive.tune(kb.lexical, rw, channels, s)
+        note += " adaptive " + " ".join(f"{k}={v}" for k, v in trace.items())
+    fused = fuse(kb, channels, fs)
+    stage(stages, "fusion", st, "ok", note)
     rows = kb.repo.chunks_by_ids([f.chunk_id for f in fused[: max(limit * 3, s.rerank_depth)]])
     cands = [
         Candidate(

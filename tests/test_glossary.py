@@ -1,0 +1,108 @@
+"""The bundled zh<->en glossary, query expansion with it, and per-query balancing."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from clawkb.errors import ConfigError
+from clawkb.kb import KnowledgeBase, TextRecord
+from clawkb.retrieve.crossling import balance
+from clawkb.retrieve.rewrite import expand_query, rewrite
+from clawkb.text.glossary import Glossary, Pair, bundled_glossary, load_glossary
+
+CJK = re.compile(r"[\u3400-\u9fff]")
+DOMAINS = {
+    "electronics", "embedded", "os", "networking", "software", "pcb-power", "memory",
+    "protocols", "tooling", "hardware", "physics", "general",
+}  # fmt: skip
+
+
+def test_bundled_glossary_is_large_clean_and_covers_every_domain():
+    g = bundled_glossary()
+    assert len(g) >= 2000
+    pairs = Counter((p.zh, p.en) for p in g.pairs)
+    assert [k for k, n in pairs.items() if n > 1] == []
+    for p in g.pairs:
+        assert CJK.search(p.zh) and not CJK.search(p.en), p
+        assert p.en == p.en.strip() and p.zh == p.zh.strip() and "  " not in p.en, p
+        assert 0 < p.weight <= 1 and p.domain in DOMAINS, p
+    assert {p.domain for p in g.pairs} >= DOMAINS - {"general"}
+
+
+def test_find_longest_terms_whole_words_and_plurals():
+    g = Glossary(
+        [
+            Pair("电源", "power supply", "x"),
+            Pair("电源管理芯片", "pmic", "x"),
+            Pair("总线", "bus", "x"),
+            Pair("后端", "backend", "x"),
+        ]
+    )
+    assert [m.term for m in g.find("电源管理芯片的地址")] == ["电源管理芯片"]
+    assert g.find("the device is busy") == []  # bus is not a word of busy
+    assert [(m.term, m.translations) for m in g.find("Which backends?")] == [
+        ("backend", (("后端", 1.0),))
+    ]
+    assert [m.term for m in g.find("Power Supply 和 总线")] == ["power supply", "总线"]
+
+
+def test_expansion_both_directions_without_lone_characters():
+    zh = expand_query("如何配置定时任务")
+    added = dict(zip(zh.tokens[-zh.n_glossary :], zh.weights[-zh.n_glossary :], strict=True))
+    assert {"configuration", "scheduled", "task", "cron", "job"} <= set(added)
+    assert all(0 < w <= 1 for w in added.values())
+    en = expand_query("differential impedance")
+    tail = en.tokens[-en.n_glossary :]
+    assert {"差分", "阻抗"} <= set(tail) and "阻" not in tail  # bigrams, never single characters
+    assert rewrite("如何配置定时任务", []).n_glossary == 0  # no glossary given: untouched
+
+
+def test_bad_glossary_line_names_file_and_line(tmp_path):
+    p = tmp_path / "g.tsv"
+    p.write_text(
+        "zh\ten\tdomain\tweight\n电阻\tresistor\telectronics\t\nresistor\t电阻\tx\n", "utf-8"
+    )
+    with pytest.raises(ConfigError, match=r"g.tsv:3: first column must be Chinese"):
+        load_glossary(p)
+    p.write_text("电阻\tresistor\telectronics\t2\n", "utf-8")
+    with pytest.raises(ConfigError, match=r"g.tsv:1: weight must be in"):
+        load_glossary(p)
+
+
+@pytest.fixture()
+def bilingual_kb(tmp_path):
+    kb = KnowledgeBase.open(tmp_path / "kb", create=True)
+    kb.index_texts(
+        [
+            TextRecord(
+                path="plate.md",
+                text="# Shear flow\n\nThe boundary layer on a flat plate in a shear flow "
+                "induces a pressure gradient along the plate.",
+            ),
+            *[
+                TextRecord(
+                    path=f"zh{i}.md",
+                    text=f"# 笔记 {i}\n\n会议中提到上层的板子会引起流量变化，力度和梯子的高度不同"
+                    f"，第{i}版平台上的界面层次调整。",
+                )
+                for i in range(6)
+            ],
+        ]
+    )
+    yield kb
+    kb.close()
+
+
+def test_balance_lifts_the_english_answer_to_a_chinese_question(bilingual_kb):
+    kb = bilingual_kb
+    q = "剪切流中平板上的边界层会引起压力梯度吗？"
+    raw = expand_query(q)
+    balanced = balance(kb.lexical, raw)
+    assert balanced.weights[: -raw.n_glossary] == raw.weights[: -raw.n_glossary]
+    assert balanced.weights[-1] != raw.weights[-1]
+    assert kb.search(q, limit=1).hits[0].anchor.path == "plate.md"
+    off = kb.search(q, limit=1, mode="lexical", glossary=False)
+    assert off.hits[0].anchor.path != "plate.md"
