@@ -89,16 +89,19 @@ def confidences(name: str, data: Path, n: int) -> tuple[list[float], list[float]
     pos, neg = _questions(name, data, n)
     with tempfile.TemporaryDirectory() as tmp, KnowledgeBase.open(tmp, create=True) as kb:
         if name == "examples":
-            kb.index(ROOT / "examples" / "notes")
-            kb.index(ROOT / "examples" / "datasheets")
+            kb.index([ROOT / "examples" / "notes", ROOT / "examples" / "datasheets"])
         else:
             kb.index_texts(_records(load_beir(data / name)))
 
-        def conf(text: str) -> float:
+        def conf(text: str) -> list[float]:
             hits = kb.search(text, limit=8).hits
             terms = question_terms(kb.lexical, text)
-            texts = (" ".join((h.title, *h.anchor.heading_path, h.text)) for h in hits)
-            return retrieval_confidence(terms, texts, question=text).value
+            texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in hits]
+            top = sorted(terms, key=lambda t: t.weight, reverse=True)
+            return [
+                retrieval_confidence(ts, texts, question=text).value
+                for ts in (terms, top[:3], top[:4], top[:6])
+            ]
 
         return [conf(q) for q in pos], [conf(q) for q in neg]
 

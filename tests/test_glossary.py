@@ -106,3 +106,35 @@ def test_balance_lifts_the_english_answer_to_a_chinese_question(bilingual_kb):
     assert kb.search(q, limit=1).hits[0].anchor.path == "plate.md"
     off = kb.search(q, limit=1, mode="lexical", glossary=False)
     assert off.hits[0].anchor.path != "plate.md"
+
+
+class _Translator:
+    """A deterministic stand-in for a remote model, behind the ChatClient interface."""
+
+    name = "fake-translator"
+
+    def __init__(self, delay_s: float = 0.0, fail: bool = False) -> None:
+        self.delay_s, self.fail = delay_s, fail
+
+    def chat(self, messages, *, on_token=None):  # type: ignore[no-untyped-def]
+        import time
+
+        from clawkb.answer.llm import ChatReply, LLMError
+
+        time.sleep(self.delay_s)
+        if self.fail:
+            raise LLMError("endpoint down")
+        assert messages[0]["role"] == "system" and "Translate" in messages[0]["content"]
+        table = {"意面怎么煮": "how to boil spaghetti"}
+        return ChatReply(text=table.get(messages[-1]["content"], ""), model="fake")
+
+
+def test_llm_translation_is_added_within_its_budget():
+    from clawkb.retrieve.crossling import add_translation, translate_query
+
+    assert translate_query(_Translator(), "意面怎么煮", 2000) == "how to boil spaghetti"
+    assert translate_query(_Translator(delay_s=0.5), "意面怎么煮", 50) is None
+    assert translate_query(_Translator(fail=True), "意面怎么煮", 2000) is None
+    rw = add_translation(expand_query("意面怎么煮"), "how to boil spaghetti", 0.4)
+    assert {"boil", "spaghetti"} <= set(rw.tokens[-rw.n_glossary :])
+    assert rw.expansions[-1]["source"] == "llm"

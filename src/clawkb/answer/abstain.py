@@ -178,9 +178,12 @@ def retrieval_confidence(
     ``supports``), or — given ``question`` — a glossary translation of the
     term (a Chinese question answered by an English passage, and back).
     """
+    matches = bundled_glossary().find(question) if question else []
+    if matches:  # a Chinese pair straddling two glossary terms (认证|令牌 → 证令) is no fact
+        seams = _seams(normalize(question or ""), matches)
+        terms = [t for t in terms if t.text not in seams]
     by_weight = sorted(terms, key=lambda t: t.weight, reverse=True)
     best, best_i, best_present = -1.0, None, frozenset[str]()
-    matches = bundled_glossary().find(question) if question else []
     if any(t.weight > 0 for t in terms):
         for i, text in enumerate(texts):
             if i >= TOP_K:
@@ -225,3 +228,16 @@ def _present(terms: Sequence[Term], passage: list[str], matches: list[Any]) -> f
                 extra.update(tokenize(m.term))
                 break
     return frozenset(have | extra)
+
+
+def _seams(text: str, matches: list[Any]) -> set[str]:
+    """The character pairs that cross the edge of a Chinese glossary term in ``text``."""
+    out: set[str] = set()
+    for m in matches:
+        if m.lang != "zh":
+            continue
+        if m.start > 0:
+            out.add(text[m.start - 1 : m.start + 1])
+        if m.end < len(text):
+            out.add(text[m.end - 1 : m.end + 1])
+    return {p for p in out if len(p) == 2 and all(_CJK_RUN.fullmatch(c) for c in p)}

@@ -69,3 +69,69 @@ def _ideal(lexical: Any, tokens: list[str], weights: list[float]) -> float:
     df = lexical.doc_freqs(hash_terms(uniq))
     idf = lexical.idf(df)
     return float(sum(per[t] * float(v) for t, v, d in zip(uniq, idf, df, strict=True) if d > 0))
+
+
+# -- optional query translation by the configured LLM ------------------------------
+TRANSLATE_PROMPT = (
+    "Translate this search query for an engineering knowledge base. If it is Chinese,"
+    " answer in English; otherwise answer in Simplified Chinese. Keep identifiers,"
+    " part numbers and code unchanged. Reply with the translation only."
+)
+
+
+def translate_query(client: Any, query: str, budget_ms: float) -> str | None:
+    """The query in the other language from ``client`` (a ChatClient), or None.
+
+    Runs under ``budget_ms`` and returns None on time-out or any model error:
+    translation only adds recall, it must never fail or stall a search.
+    """
+    from clawkb.retrieve.stages import budget
+
+    messages = [
+        {"role": "system", "content": TRANSLATE_PROMPT},
+        {"role": "user", "content": query},
+    ]
+
+    def call() -> str | None:
+        try:
+            return str(client.chat(messages).text).strip() or None
+        except Exception:  # a model failure must not fail the search
+            return None
+
+    text = budget(call, budget_ms)
+    return text.splitlines()[0][:500] if text else None
+
+
+def add_translation(rw: Rewritten, text: str, weight: float) -> Rewritten:
+    """``rw`` plus the tokens of a translated query, counted as glossary translations."""
+    from clawkb.text import tokenize
+
+    seen = set(rw.tokens)
+    added = [t for t in dict.fromkeys(tokenize(text)) if t not in seen]
+    if not added:
+        return rw
+    return replace(
+        rw,
+        tokens=rw.tokens + added,
+        weights=rw.weights + [weight] * len(added),
+        expansions=[
+            *rw.expansions,
+            {"from": rw.query, "to": text, "weight": weight, "source": "llm"},
+        ],
+        n_glossary=rw.n_glossary + len(added),
+    )
+
+
+def llm_translation(kb: Any, rw: Rewritten, budget_ms: float) -> tuple[Rewritten, str]:
+    """The pipeline's translation step: (rewrite, note for the stage trace)."""
+    from clawkb.answer.llm import load_llm_settings, make_client
+
+    client = make_client(load_llm_settings(kb.config))
+    if client is None:
+        return rw, "no LLM configured"
+    text = translate_query(client, rw.query, budget_ms)
+    if text is None:
+        return rw, f"no translation within {budget_ms:.0f} ms"
+    from clawkb.retrieve.rewrite import GLOSSARY_WEIGHT
+
+    return add_translation(rw, text, GLOSSARY_WEIGHT), "translated"

@@ -24,7 +24,7 @@ from clawkb.embed import vectors
 from clawkb.embed.base import Embedder, get_embedder
 from clawkb.retrieve import adaptive, fusion
 from clawkb.retrieve.cache import TTLCache
-from clawkb.retrieve.crossling import balance
+from clawkb.retrieve.crossling import balance, llm_translation
 from clawkb.retrieve.filters import Filters, allowed_ids
 from clawkb.retrieve.merge import Candidate, merge_adjacent
 from clawkb.retrieve.rewrite import SynonymGroup, load_synonyms, rewrite
@@ -209,6 +209,10 @@ def run(
         st = time.perf_counter()
         allowed = allowed_ids(kb.repo, filters)
         stage(stages, "filters", st, "ok", f"{len(allowed)} chunks allowed")
+    if s.translate:  # crossling: optional LLM query translation (off by default)
+        st = time.perf_counter()
+        rw, note = llm_translation(kb, rw, s.budget_translate_ms)
+        stage(stages, "translate", st, "ok", note)
     if resolved != "dense":  # crossling: scale glossary translations to this index
         rw = balance(kb.lexical, rw, s.glossary_share, allowed)
 
