@@ -85,25 +85,44 @@ def _questions(name: str, data: Path, n: int) -> tuple[list[str], list[str]]:
     return rng.sample(judged, min(n, len(judged))), rng.sample(other, min(n, len(other)))
 
 
-def confidences(name: str, data: Path, n: int) -> tuple[list[float], list[float]]:
+def confidences(
+    name: str, data: Path, n: int, dense: bool = False
+) -> tuple[list[list[float]], list[list[float]]]:
+    """Per question: [term coverage, top dense cosine or 0] (`dense`: KBs with vectors)."""
     pos, neg = _questions(name, data, n)
-    with tempfile.TemporaryDirectory() as tmp, KnowledgeBase.open(tmp, create=True) as kb:
+    cached = ROOT / "bench" / ".cache" / "dense" / name
+    with tempfile.TemporaryDirectory() as tmp:
+        home = cached if dense and name != "examples" else Path(tmp)
+        kb = KnowledgeBase.open(home, create=True)
         if name == "examples":
             kb.index([ROOT / "examples" / "notes", ROOT / "examples" / "datasheets"])
-        else:
+        elif not dense:
             kb.index_texts(_records(load_beir(data / name)))
+        if dense:
+            from clawkb.embed.e5 import E5Small
+            from clawkb.embed.run import embed_kb
+
+            emb = E5Small()
+            embed_kb(kb, embedder=emb)
+            from clawkb.retrieve.pipeline import retriever_for
+
+            retriever_for(kb).set_embedder(emb)
 
         def conf(text: str) -> list[float]:
-            hits = kb.search(text, limit=8).hits
+            hits = kb.search(text, limit=8, explain=dense).hits
             terms = question_terms(kb.lexical, text)
             texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in hits]
-            top = sorted(terms, key=lambda t: t.weight, reverse=True)
-            return [
-                retrieval_confidence(ts, texts, question=text).value
-                for ts in (terms, top[:3], top[:4], top[:6])
+            cos = [
+                float(h.explanation["channels"]["dense"]["raw"])
+                for h in hits[:3]
+                if h.explanation and "dense" in h.explanation.get("channels", {})
             ]
+            return [retrieval_confidence(terms, texts, question=text).value, max(cos, default=0.0)]
 
-        return [conf(q) for q in pos], [conf(q) for q in neg]
+        try:
+            return [conf(q) for q in pos], [conf(q) for q in neg]
+        finally:
+            kb.close()
 
 
 def rates(pos: list[float], neg: list[float], t: float) -> dict[str, float]:
