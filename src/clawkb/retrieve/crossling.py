@@ -8,14 +8,19 @@ passage that answers the question can only match the handful of translated
 terms. A fixed expansion weight is either too weak there or too strong in a
 monolingual corpus.
 
-:func:`balance` therefore looks at the index once per query: it scores the
-query's own tokens and the translation tokens separately (top-1 each, cheap)
-and rescales the translations so that the best passage by translations alone
-scores ``share`` × the best passage by the query's own words. BM25 is linear
-in term weights, so the final single search ranks by
-``own(d) + share · (best_own / best_translated) · translated(d)``. When the
-query's own words match nothing (an English question against Chinese-only
-notes) the translations keep their weight and carry the query alone.
+:func:`balance` therefore rescales the translations per query from the
+index's document frequencies: the translated tokens together get ``share`` of
+the IDF mass (Σ weight × IDF over tokens some passage has) of the query's own
+tokens, each at most :data:`MAX_TOKEN_WEIGHT`. A passage matching all the
+translations then scores like one matching ``share`` of the query's own
+words, whichever language dominates the index. When one side matches nothing
+in the index (an English question over Chinese-only notes) the translations
+keep their weight and carry the query alone. ``share`` 0.5 was chosen on the
+cross-lingual set and the two Chinese sets (bench/results/crossling-latest.md):
+larger shares cost monolingual Chinese nDCG (cmrc2018-dev −0.009 at 1.0).
+
+:func:`translate_query` adds an optional LLM translation of the whole query
+(off by default, time-budgeted) as more translation tokens.
 """
 
 from __future__ import annotations
@@ -28,8 +33,12 @@ import numpy as np
 from clawkb.index.segment import hash_terms
 from clawkb.retrieve.rewrite import Rewritten
 
-#: Best translated passage's score relative to the best passage for the query's own words.
-DEFAULT_SHARE = 0.8
+#: IDF mass of the translations relative to the query's own words.
+DEFAULT_SHARE = 0.5
+#: No translated token may weigh more than this many of the query's own tokens: when
+#: only a weak token of a translation is in the index (DDR's 数据), it must not carry
+#: the whole translated share.
+MAX_TOKEN_WEIGHT = 2.0
 
 
 def balance(
@@ -48,9 +57,11 @@ def balance(
     if own <= 0 or tr <= 0:
         return rw  # one side matches nothing in this index: nothing to balance
     factor = share * own / tr
-    weights = rw.weights[:-n] + [round(w * factor, 6) for w in rw.weights[-n:]]
+    weights = rw.weights[:-n] + [
+        round(min(w * factor, MAX_TOKEN_WEIGHT), 6) for w in rw.weights[-n:]
+    ]
     expansions = [
-        {**e, "weight": round(float(e["weight"]) * factor, 4)}  # type: ignore[arg-type]
+        {**e, "weight": round(min(float(e["weight"]) * factor, MAX_TOKEN_WEIGHT), 4)}  # type: ignore[arg-type]
         if e.get("source") == "glossary"
         else e
         for e in rw.expansions

@@ -31,6 +31,8 @@ from clawkb.text.glossary import Glossary, bundled_glossary
 DEFAULT_WEIGHT = 0.5
 #: Weight of a glossary translation (times the pair's own weight).
 GLOSSARY_WEIGHT = 0.4
+#: English glossary terms this short (acronyms) are not expanded into Chinese.
+ACRONYM_MAX = 4
 #: Upper bound of one expansion token's weight.
 MAX_WEIGHT = 1.0
 #: English function words inside glossary phrases ("angle of attack") add nothing.
@@ -116,6 +118,8 @@ def rewrite(
     before = len(tokens)
     if glossary is not None and glossary_weight > 0:
         for m in glossary.find(query):
+            if m.lang == "en" and len(m.term) <= ACRONYM_MAX and " " not in m.term:
+                continue  # I2C, DDR, API: Chinese text writes these in Latin letters too
             span = len(tokenize(m.term))
             for target, pair_weight in m.translations:
                 toks = _expansion_tokens(target)

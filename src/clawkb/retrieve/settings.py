@@ -42,7 +42,7 @@ class RetrievalSettings:
     cache_ttl_s: float = 300.0
     synonyms: str = ""  # path; default <kb>/synonyms.txt when present
     glossary: bool = True  # zh<->en glossary expansion (clawkb.text.glossary)
-    glossary_share: float = 0.8  # best translated passage vs best own-words passage (crossling)
+    glossary_share: float = 0.5  # best translated passage vs best own-words passage (crossling)
     adaptive: bool = True  # query-adaptive fusion weights (clawkb.retrieve.adaptive)
     translate: bool = False  # translate the query with the configured LLM (crossling)
     budget_translate_ms: float = 1500.0
