@@ -85,7 +85,7 @@ def bilingual_kb(tmp_path):
             *[
                 TextRecord(
                     path=f"zh{i}.md",
-                    text=f"# 笔记 {i}\n\n会议记录：第{i}版平台上的界面调整，流程不变。",
+                    text=f"# 笔记 {i}\n\n第{i}版平台的界面调整。",
                 )
                 for i in range(6)
             ],

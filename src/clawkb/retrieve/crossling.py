@@ -39,6 +39,8 @@ DEFAULT_SHARE = 0.5
 #: only a weak token of a translation is in the index (DDR's 数据), it must not carry
 #: the whole translated share.
 MAX_TOKEN_WEIGHT = 2.0
+#: False: the query's own words the index lacks count too (the translations stand in for them).
+OWN_KNOWN_ONLY = False
 
 
 def balance(
@@ -52,7 +54,7 @@ def balance(
     n = rw.n_glossary
     if n == 0 or share <= 0:
         return rw
-    own = _ideal(lexical, rw.tokens[:-n], rw.weights[:-n])
+    own = _ideal(lexical, rw.tokens[:-n], rw.weights[:-n], known_only=OWN_KNOWN_ONLY)
     tr = _ideal(lexical, rw.tokens[-n:], rw.weights[-n:])
     if own <= 0 or tr <= 0:
         return rw  # one side matches nothing in this index: nothing to balance
@@ -69,8 +71,8 @@ def balance(
     return replace(rw, weights=weights, expansions=expansions)
 
 
-def _ideal(lexical: Any, tokens: list[str], weights: list[float]) -> float:
-    """Σ weight × IDF over the tokens some passage has: the score scale of a full match."""
+def _ideal(lexical: Any, tokens: list[str], weights: list[float], known_only: bool = True) -> float:
+    """Σ weight × IDF over the tokens (only those some passage has, by default)."""
     if not tokens:
         return 0.0
     per: dict[str, float] = {}
@@ -79,7 +81,13 @@ def _ideal(lexical: Any, tokens: list[str], weights: list[float]) -> float:
     uniq = list(per)
     df = lexical.doc_freqs(hash_terms(uniq))
     idf = lexical.idf(df)
-    return float(sum(per[t] * float(v) for t, v, d in zip(uniq, idf, df, strict=True) if d > 0))
+    return float(
+        sum(
+            per[t] * float(v)
+            for t, v, d in zip(uniq, idf, df, strict=True)
+            if d > 0 or not known_only
+        )
+    )
 
 
 # -- optional query translation by the configured LLM ------------------------------
