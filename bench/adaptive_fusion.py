@@ -56,7 +56,9 @@ def collect(name: str, n_queries: int) -> dict:
     kb = KnowledgeBase.open(CACHE / "dense" / name)
     r = retriever_for(kb)
     r.set_embedder(E5Small())
-    s = r.settings
+    from dataclasses import replace
+
+    s = replace(r.settings, budget_dense_ms=120_000.0)  # a busy machine must not drop queries
     rows = []
     for q in queries:
         rw = balance(kb.lexical, rewrite(q.text, [], bundled_glossary()), s.glossary_share)
