@@ -11,8 +11,8 @@
    best chunk), lexical alone, dense alone, RRF with fixed weights and the
    adaptive weights, from the cached channels: cheap, so rules can be compared.
 3. ``--e2e``: the real ``clawkb eval --modes all`` path (compare_modes) with
-   adaptive fusion off and on, which is what bench/results/adaptive-fusion.md
-   reports.
+   adaptive fusion off and on, written to bench/results/adaptive-fusion.json;
+   bench/results/adaptive-fusion.md is the report written from it.
 """
 
 from __future__ import annotations
