@@ -220,9 +220,8 @@ def test_search_json_has_a_schema_version(ws: Workspace) -> None:
     assert "schema_version" in ws.search("上电时序")
 
 
-@lands_with("crossling")
 def test_chinese_question_finds_english_passage(ws: Workspace) -> None:
     """Item 11: 日志轮转 (log rotation) is only written about in English chapters."""
     result = ws.search("日志轮转", "--limit", "3")
     assert any("book/src/ch" in p for p in hit_paths(result))
-    assert "rotate" in result["hits"][0]["text"]
+    assert "log rotation" in result["hits"][0]["text"].lower()

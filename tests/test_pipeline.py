@@ -80,7 +80,14 @@ def test_modes_and_explain_traces(kb):
     embed_kb(kb)
     dense = kb.search("boil spaghetti water", mode="dense", limit=2)
     assert dense.mode == "dense" and paths(dense)[0] == "cook.md"
-    hyb = kb.search("differential pair ohm", mode="hybrid", limit=3, explain=True, early_return=0)
+    hyb = kb.search(
+        "differential pair ohm",
+        mode="hybrid",
+        limit=3,
+        explain=True,
+        early_return=0,
+        adaptive=False,
+    )
     top = hyb.hits[0].explanation
     assert set(top["channels"]) == {"lexical", "dense"}
     for trace in top["channels"].values():
@@ -98,11 +105,27 @@ def test_modes_and_explain_traces(kb):
 def test_synonym_rewrite_finds_other_language(tmp_path):
     kb = open_kb(tmp_path)
     kb.index_texts(DOCS)
-    assert kb.search("阻抗", limit=3).hits == []
-    (kb.home / "synonyms.txt").write_text("阻抗 = impedance\n", "utf-8")
-    res = kb.search("阻抗", limit=3)
-    assert paths(res) == ["ddr.md"]
-    assert res.rewrites == [{"from": "阻抗", "to": "impedance", "weight": 0.5}]
+    assert kb.search("意面", limit=3).hits == []  # not in the bundled glossary
+    (kb.home / "synonyms.txt").write_text("意面 = spaghetti\n", "utf-8")
+    res = kb.search("意面", limit=3)
+    assert paths(res) == ["cook.md"]
+    assert res.rewrites == [{"from": "意面", "to": "spaghetti", "weight": 0.5}]
+    kb.close()
+
+
+def test_glossary_expands_both_directions(tmp_path):
+    kb = open_kb(tmp_path)
+    kb.index_texts(DOCS)
+    zh = kb.search("阻抗", limit=3)  # plain lexical path, bundled glossary
+    assert paths(zh) == ["ddr.md"]
+    en = kb.search("voltage regulator", limit=3)
+    assert "power.md" in paths(en)
+    piped = kb.search("阻抗", limit=3, mode="lexical", merge=False)
+    assert [(e["from"], e["to"], e["source"]) for e in piped.rewrites] == [
+        ("阻抗", "impedance", "glossary")
+    ]
+    off = kb.search("阻抗", limit=3, mode="lexical", glossary=False)
+    assert off.hits == [] and off.rewrites == []
     kb.close()
 
 

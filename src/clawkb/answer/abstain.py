@@ -27,14 +27,17 @@ import numpy as np
 from clawkb.index.lexical import LexicalIndex
 from clawkb.index.segment import hash_terms
 from clawkb.text import normalize, tokenize
+from clawkb.text.glossary import bundled_glossary
 
 __all__ = [
     "DEFAULT_MIN_CONFIDENCE",
+    "DENSE_MIN_CONFIDENCE",
     "NOT_FOUND",
     "Confidence",
     "Term",
     "content_tokens",
     "coverage",
+    "dense_confidence",
     "question_terms",
     "retrieval_confidence",
     "term_idf",
@@ -42,6 +45,11 @@ __all__ = [
 
 #: Calibrated abstain threshold (see the module docstring); config: ``answer.min_confidence``.
 DEFAULT_MIN_CONFIDENCE = 0.57
+#: Threshold when the KB has vectors and the dense cosine joins the evidence
+#: (bench/calibrate_abstain.py --dense; bench/results/abstain-latest.md).
+DENSE_MIN_CONFIDENCE = 0.64
+#: e5-small top cosine mapped to confidence 0 and 1 (same calibration).
+DENSE_COS_LOW, DENSE_COS_HIGH = 0.84, 0.90
 #: The fixed phrase an abstaining answer starts with (tests and agents match it).
 NOT_FOUND = "not found in the knowledge base"
 #: How many top passages may supply the evidence.
@@ -164,26 +172,108 @@ class Confidence:
         }
 
 
+def dense_confidence(cosine: float) -> float:
+    """The dense channel's top cosine (e5-small) mapped onto [0, 1]."""
+    return float(np.clip((cosine - DENSE_COS_LOW) / (DENSE_COS_HIGH - DENSE_COS_LOW), 0.0, 1.0))
+
+
 def retrieval_confidence(
-    terms: Sequence[Term], texts: Iterable[str], threshold: float = DEFAULT_MIN_CONFIDENCE
+    terms: Sequence[Term],
+    texts: Iterable[str],
+    threshold: float = DEFAULT_MIN_CONFIDENCE,
+    question: str | None = None,
+    dense_cosine: float | None = None,
 ) -> Confidence:
-    """Coverage of the question's terms by the best of the first :data:`TOP_K` ``texts``."""
+    """Coverage of the question's terms by the best of the first :data:`TOP_K` ``texts``.
+
+    A passage also earns a term it holds in another form: an English word
+    with another ending (``backends`` / ``backend``, ``supported`` /
+    ``supports``), or — given ``question`` — a glossary translation of the
+    term (a Chinese question answered by an English passage, and back).
+    With ``dense_cosine`` (the top passages' best cosine, when the KB has
+    vectors) the confidence is the larger of the term coverage and
+    :func:`dense_confidence`.
+    """
+    matches = bundled_glossary().find(question) if question else []
+    if matches:  # a Chinese pair straddling two glossary terms (认证|令牌 → 证令) is no fact
+        seams = _seams(normalize(question or ""), matches)
+        terms = [t for t in terms if t.text not in seams]
     by_weight = sorted(terms, key=lambda t: t.weight, reverse=True)
     best, best_i, best_present = -1.0, None, frozenset[str]()
     if any(t.weight > 0 for t in terms):
         for i, text in enumerate(texts):
             if i >= TOP_K:
                 break
-            present = frozenset(tokenize(text))
+            present = _present(terms, tokenize(text), matches)
             cov = coverage(terms, present)
             if cov > best:
                 best, best_i, best_present = cov, i, present
+    dense = dense_confidence(dense_cosine) if dense_cosine is not None else 0.0
     if best_i is None:
-        return Confidence(0.0, threshold, missing=[t.text for t in by_weight])
+        return Confidence(dense, threshold, missing=[t.text for t in by_weight])
     return Confidence(
-        value=best,
+        value=max(best, dense),
         threshold=threshold,
         best_passage=best_i,
         matched=[t.text for t in by_weight if t.credit(best_present) > 0],
         missing=[t.text for t in by_weight if t.credit(best_present) == 0],
     )
+
+
+_SUFFIXES = ("ing", "ed", "es", "s")
+
+
+def _stem(token: str) -> str:
+    """A crude English stem for coverage only (never for the index): endings off."""
+    if not token.isascii() or not token.isalpha() or len(token) < 5:
+        return token
+    for suffix in _SUFFIXES:
+        if token.endswith(suffix) and len(token) - len(suffix) >= 4:
+            return token[: -len(suffix)].rstrip("e")
+    return token.rstrip("e")
+
+
+def _present(terms: Sequence[Term], passage: list[str], matches: list[Any]) -> frozenset[str]:
+    """The passage's tokens plus the question tokens it holds in another form."""
+    have = set(passage)
+    stems = {_stem(t) for t in passage}
+    extra = {tok for t in terms for tok in t.tokens if tok not in have and _stem(tok) in stems}
+    for m in matches:
+        for target, _ in m.translations:
+            toks = [t for t in tokenize(target) if len(t) > 1 or t.isascii()]
+            if toks and all(t in have or _stem(t) in stems for t in toks):
+                extra.update(tokenize(m.term))
+                break
+    return frozenset(have | extra)
+
+
+def _seams(text: str, matches: list[Any]) -> set[str]:
+    """The character pairs that cross the edge of a Chinese glossary term in ``text``."""
+    out: set[str] = set()
+    for m in matches:
+        if m.lang != "zh":
+            continue
+        if m.start > 0:
+            out.add(text[m.start - 1 : m.start + 1])
+        if m.end < len(text):
+            out.add(text[m.end - 1 : m.end + 1])
+    return {p for p in out if len(p) == 2 and all(_CJK_RUN.fullmatch(c) for c in p)}
+
+
+def has_vectors(kb: Any) -> bool:
+    """True when the KB holds dense vectors (so searches run hybrid by default)."""
+    from clawkb.embed import vectors
+
+    return vectors.stored_signature(kb.conn) is not None
+
+
+def dense_top(hits: Sequence[Any]) -> float | None:
+    """The best dense cosine among the first :data:`TOP_K` hits' explanations, if any."""
+    cos = [
+        float(h.explanation["channels"]["dense"]["raw"])
+        for h in hits[:TOP_K]
+        if h.explanation
+        and isinstance(h.explanation.get("channels"), dict)
+        and h.explanation["channels"].get("dense", {}).get("raw") is not None
+    ]
+    return max(cos, default=None)

@@ -19,8 +19,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from clawkb.answer.abstain import (
     DEFAULT_MIN_CONFIDENCE,
+    DENSE_MIN_CONFIDENCE,
     NOT_FOUND,
     Confidence,
+    dense_top,
+    has_vectors,
     question_terms,
     retrieval_confidence,
 )
@@ -130,11 +133,19 @@ def answer(
     role_obj = load_role(role or str(opts.get("role", DEFAULT_ROLE)), kb.home)
     client = _client(kb, llm)
     t0 = time.perf_counter()
-    res = kb.search(question, limit=limit, path_glob=path_glob, explain=explain)
+    vectors = has_vectors(kb)  # crossling: the dense cosine joins the confidence
+    res = kb.search(question, limit=limit, path_glob=path_glob, explain=explain or vectors)
     t1 = time.perf_counter()
     terms = question_terms(kb.lexical, question)
+    cos = dense_top(res.hits) if vectors else None
+    if cos is not None and min_confidence is None and "min_confidence" not in opts:
+        threshold = DENSE_MIN_CONFIDENCE
     conf = retrieval_confidence(
-        terms, (" ".join((h.title, *h.anchor.heading_path, h.text)) for h in res.hits), threshold
+        terms,
+        (" ".join((h.title, *h.anchor.heading_path, h.text)) for h in res.hits),
+        threshold,
+        question,
+        cos,
     )
     passages = build_context(kb.repo, res.hits, budget_tokens=budget, max_passages=limit)
     t2 = time.perf_counter()

@@ -25,8 +25,9 @@ import numpy as np
 
 from clawkb.embed import vectors
 from clawkb.embed.base import Embedder, get_embedder
-from clawkb.retrieve import fusion
+from clawkb.retrieve import adaptive, fusion
 from clawkb.retrieve.cache import TTLCache
+from clawkb.retrieve.crossling import balance, llm_translation
 from clawkb.retrieve.filters import allowed_ids
 from clawkb.retrieve.merge import Candidate, merge_adjacent
 from clawkb.retrieve.query import Query
@@ -34,6 +35,7 @@ from clawkb.retrieve.result import SearchResult
 from clawkb.retrieve.rewrite import SynonymGroup, load_synonyms, rewrite
 from clawkb.retrieve.settings import RetrievalSettings, embedding_config, from_config
 from clawkb.retrieve.stages import budget, confidence, decisive, fuse, hit, rerank, stage
+from clawkb.text.glossary import bundled_glossary
 
 if TYPE_CHECKING:
     from clawkb.index.dense import DenseIndex
@@ -141,10 +143,16 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
             )  # fmt: skip
 
     st = time.perf_counter()
-    rw = rewrite(q.text, r.synonyms(s))
-    weights = rw.weights if rw.expansions else None
+    rw = rewrite(q.text, r.synonyms(s), bundled_glossary() if s.glossary else None)
     stage(stages, "rewrite", st, "ok", f"{len(rw.expansions)} expansions")
     allowed, hidden = _candidates(kb, q, stages)
+    if s.translate:  # crossling: optional LLM query translation (off by default)
+        st = time.perf_counter()
+        rw, note = llm_translation(kb, rw, s.budget_translate_ms)
+        stage(stages, "translate", st, "ok", note)
+    if resolved != "dense":  # crossling: scale glossary translations to this index
+        rw = balance(kb.lexical, rw, s.glossary_share, allowed)
+    weights = rw.weights if rw.expansions else None
     merge_on = s.merge if s.merge is not None else resolved != "lexical"
     deep = bool(s.rerank) or merge_on or q.group_of is not None or resolved != "lexical"
     k = max(s.candidates, q.limit) if deep else q.limit
@@ -184,8 +192,12 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
             stage(stages, "dense", st, "ok", f"{len(dense.ids)} candidates")
 
     st = time.perf_counter()
-    fused = fuse(kb, channels, s)
-    stage(stages, "fusion", st, "ok", s.fusion if len(channels) > 1 else "single channel")
+    fs, note = s, s.fusion if len(channels) > 1 else "single channel"
+    if s.adaptive and len(channels) > 1:  # crossling hook: per-query weights (adaptive.py)
+        fs, trace = adaptive.tune(kb.lexical, rw, channels, s)
+        note += " adaptive " + " ".join(f"{k}={v}" for k, v in trace.items())
+    fused = fuse(kb, channels, fs)
+    stage(stages, "fusion", st, "ok", note)
     if q.boost is not None:
         fused = _boost(fused, q)
     if q.group_of is not None:

@@ -10,6 +10,13 @@ config) has one group per line; every term of a group expands to the others::
 Expansions are appended to the lexical query with their weight (the original
 terms keep weight 1), so an alias can help recall without outranking the
 words the user typed. The dense channel sees the original query.
+
+Cross-lingual expansion: the bundled zh↔en glossary
+(:mod:`clawkb.text.glossary`) adds the translations of the engineering terms a
+query contains, both directions, at :data:`GLOSSARY_WEIGHT` (below a user
+synonym's default, so the user's file wins where both apply). Chinese
+translations contribute their bigrams, not single characters, which would
+match nearly every Chinese passage.
 """
 
 from __future__ import annotations
@@ -19,8 +26,17 @@ from pathlib import Path
 
 from clawkb.errors import ConfigError
 from clawkb.text import normalize, tokenize
+from clawkb.text.glossary import Glossary, bundled_glossary
 
 DEFAULT_WEIGHT = 0.5
+#: Weight of a glossary translation (times the pair's own weight).
+GLOSSARY_WEIGHT = 0.4
+#: English glossary terms this short (acronyms) are not expanded into Chinese.
+ACRONYM_MAX = 4
+#: Upper bound of one expansion token's weight.
+MAX_WEIGHT = 1.0
+#: English function words inside glossary phrases ("angle of attack") add nothing.
+_FUNCTION_WORDS = frozenset({"a", "an", "and", "of", "the", "to", "in", "on", "for", "s"})
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,8 @@ class Rewritten:
     tokens: list[str]
     weights: list[float]
     expansions: list[dict[str, object]] = field(default_factory=list)
+    #: how many of the last tokens are glossary translations (see clawkb.retrieve.crossling)
+    n_glossary: int = 0
 
 
 def load_synonyms(path: Path) -> list[SynonymGroup]:
@@ -67,11 +85,20 @@ def load_synonyms(path: Path) -> list[SynonymGroup]:
     return groups
 
 
-def rewrite(query: str, groups: list[SynonymGroup]) -> Rewritten:
-    """Tokens of ``query`` plus weighted tokens of the aliases of terms it contains."""
+def rewrite(
+    query: str,
+    groups: list[SynonymGroup],
+    glossary: Glossary | None = None,
+    glossary_weight: float = GLOSSARY_WEIGHT,
+) -> Rewritten:
+    """Tokens of ``query`` plus weighted tokens of the aliases of terms it contains.
+
+    With ``glossary``, the translations of its terms found in the query follow
+    at ``glossary_weight`` × the pair's weight.
+    """
     tokens = tokenize(query)
     weights = [1.0] * len(tokens)
-    if not groups:
+    if not groups and glossary is None:
         return Rewritten(query, tokens, weights)
     text = normalize(query)
     expansions: list[dict[str, object]] = []
@@ -88,7 +115,39 @@ def rewrite(query: str, groups: list[SynonymGroup]) -> Rewritten:
             tokens += added
             weights += [g.weight] * len(added)
             expansions.append({"from": present[0], "to": alias, "weight": g.weight})
-    return Rewritten(query, tokens, weights, expansions)
+    before = len(tokens)
+    if glossary is not None and glossary_weight > 0:
+        for m in glossary.find(query):
+            if m.lang == "en" and len(m.term) <= ACRONYM_MAX and " " not in m.term:
+                continue  # I2C, DDR, API: Chinese text writes these in Latin letters too
+            span = len(tokenize(m.term))
+            for target, pair_weight in m.translations:
+                toks = _expansion_tokens(target)
+                added = [t for t in toks if t not in seen]
+                if not added:
+                    continue
+                # the translation carries ``glossary_weight`` of the mass of the words it
+                # translates: 边界层 is five query tokens, "boundary layer" two
+                w = round(min(glossary_weight * pair_weight * span / len(toks), MAX_WEIGHT), 4)
+                seen.update(added)
+                tokens += added
+                weights += [w] * len(added)
+                expansions.append({"from": m.term, "to": target, "weight": w, "source": "glossary"})
+    return Rewritten(query, tokens, weights, expansions, len(tokens) - before)
+
+
+def expand_query(query: str, glossary: bool = True) -> Rewritten:
+    """The plain lexical path's rewrite: the bundled glossary only (no synonym file)."""
+    return rewrite(query, [], bundled_glossary() if glossary else None)
+
+
+def _expansion_tokens(term: str) -> list[str]:
+    """Tokens of a translation: no function words, no lone CJK characters of a longer term."""
+    toks = tokenize(term)
+    cjk_words = [t for t in toks if len(t) > 1 and not t.isascii()]
+    return [
+        t for t in toks if t not in _FUNCTION_WORDS and (t.isascii() or len(t) > 1 or not cjk_words)
+    ]
 
 
 def _contains(text: str, term: str) -> bool:

@@ -41,6 +41,11 @@ class RetrievalSettings:
     cache_size: int = 256
     cache_ttl_s: float = 300.0
     synonyms: str = ""  # path; default <kb>/synonyms.txt when present
+    glossary: bool = True  # zh<->en glossary expansion (clawkb.text.glossary)
+    glossary_share: float = 0.5  # best translated passage vs best own-words passage (crossling)
+    adaptive: bool = True  # query-adaptive fusion weights (clawkb.retrieve.adaptive)
+    translate: bool = False  # translate the query with the configured LLM (crossling)
+    budget_translate_ms: float = 1500.0
     ann_threshold: int = 50_000
     extra: dict[str, Any] = field(default_factory=dict)  # rerank endpoint options etc.
 

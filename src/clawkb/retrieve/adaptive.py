@@ -1,0 +1,137 @@
+"""Query-adaptive fusion weights: trust the lexical channel as much as it earns.
+
+Fixed RRF weights lose to the dense channel alone whenever the lexical
+channel is weak for a query: a Chinese question against English passages (its
+words are not in the index), or a natural-language question whose words are
+common and spread over many passages. Per query, from what the pipeline
+already has, this module reads how much the lexical channel can be trusted
+and sets both channels' RRF weights from it:
+
+* ``translated`` — how much better the best passage fits the query's glossary
+  translations than its own words (0 without translations): high for a
+  Chinese question over English passages, and back;
+* ``cjk`` — the query's language (share of CJK tokens);
+* ``agreement`` — overlap of the two channels' top 10: where both lists agree
+  fusion only sharpens; where they disagree the weaker channel must not
+  outvote the stronger one;
+* ``coverage`` and ``margin`` — share of the query's IDF mass the index knows,
+  and the lexical top-1 lead over the 10th (traced for ``--explain``; they
+  did not separate the sets where dense wins, see the bench report).
+
+:func:`features` computes them, :func:`channel_weights` maps them to the
+channel weight multipliers (the constants were fitted with ``bench/adaptive_fusion.py`` on
+the shared sets and the cross-lingual set, see
+bench/results/adaptive-fusion.md), and :func:`tune` is the pipeline's hook.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from clawkb.index.segment import hash_terms
+from clawkb.retrieve.fusion import Channel
+
+__all__ = ["channel_weights", "features", "tune"]
+
+#: Lowest lexical weight multiplier for a Latin-script query.
+MIN_WEIGHT = 0.15
+#: ``translated`` above which the dense channel steps back (fully at +0.2).
+XL_FROM = 0.3
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+#: Top-k compared for the channels' agreement.
+AGREE_K = 10
+
+
+def features(
+    lexical: Any,
+    tokens: Sequence[str],
+    weights: Sequence[float],
+    n_glossary: int,
+    channels: Mapping[str, Channel],
+) -> dict[str, float]:
+    """The per-query signals :func:`lexical_weight` reads (all in [0, 1])."""
+    cut = len(tokens) - n_glossary
+    own, own_w = list(tokens[:cut]), list(weights[:cut])
+    coverage, own_known = _coverage(lexical, own, own_w)
+    tr, tr_w = list(tokens[cut:]), list(weights[cut:])
+    _, tr_known = _coverage(lexical, tr, tr_w)
+    fit_own = _best(lexical, own, own_w) / own_known if own_known > 0 else 0.0
+    fit_tr = _best(lexical, tr, tr_w) / tr_known if tr_known > 0 else 0.0
+    out = {
+        "cjk": sum(1 for t in own if _CJK.search(t)) / len(own) if own else 0.0,
+        "coverage": coverage,
+        # how much better the best passage fits the translations than the own words
+        "translated": fit_tr / (fit_own + fit_tr) if fit_tr > 0 else 0.0,
+        "agreement": 0.0,
+        "margin": 0.0,
+    }
+    lex, dense = channels.get("lexical"), channels.get("dense")
+    if lex is not None and len(lex.scores):
+        top = float(lex.scores[0])
+        tenth = float(lex.scores[min(len(lex.scores), AGREE_K) - 1])
+        out["margin"] = (top - tenth) / top if top > 0 else 0.0
+    if lex is not None and dense is not None and len(lex.ids) and len(dense.ids):
+        a = set(lex.ids[:AGREE_K].tolist())
+        b = set(dense.ids[:AGREE_K].tolist())
+        out["agreement"] = len(a & b) / min(AGREE_K, len(a), len(b))
+    return {k: round(v, 4) for k, v in out.items()}
+
+
+def channel_weights(f: Mapping[str, float]) -> tuple[float, float]:
+    """(lexical, dense) RRF weight multipliers in [0, 1] for these features.
+
+    * A cross-lingual query (the best passage fits the query's glossary
+      translations better than its own words: ``translated`` above
+      :data:`XL_FROM`) is answered by the translations, so the dense channel
+      steps back (fully 0.2 above): the small multilingual model scored 0.32
+      hit@3 on the cross-lingual set where lexical + glossary scored 0.77.
+    * A Chinese query, or one whose translations found anything, keeps the
+      full lexical weight (on both Chinese sets the character/bigram channel
+      is as strong as dense, and fusion gains).
+    * Otherwise (a Latin-script query in the corpus's language) lexical gets
+      half the channels' top-10 agreement, at least :data:`MIN_WEIGHT`: on
+      natural-language English questions e5 is the stronger channel, and the
+      lexical list should only outvote it where the two agree.
+    """
+    x = float(np.clip((f["translated"] - XL_FROM) / 0.2, 0.0, 1.0))
+    if f["cjk"] >= 0.5 or f["translated"] > 0:
+        w_lex = 1.0
+    else:
+        w_lex = float(np.clip(0.5 * f["agreement"], MIN_WEIGHT, 1.0))
+    return w_lex, 1.0 - x
+
+
+def tune(lexical: Any, rw: Any, channels: Mapping[str, Channel], settings: Any) -> tuple[Any, dict]:
+    """Settings with the adaptive channel weights, and the trace for ``--explain``."""
+    f = features(lexical, rw.tokens, rw.weights, getattr(rw, "n_glossary", 0), channels)
+    wl, wd = channel_weights(f)
+    w_lex, w_dense = round(settings.w_lexical * wl, 4), round(settings.w_dense * wd, 4)
+    tuned = replace(settings, w_lexical=w_lex, w_dense=w_dense)
+    return tuned, {**f, "w_lexical": w_lex, "w_dense": w_dense}
+
+
+def _best(lexical: Any, tokens: list[str], weights: list[float]) -> float:
+    if not tokens:
+        return 0.0
+    _, scores, _ = lexical.search(tokens, k=1, term_weights=weights)
+    return float(scores[0]) if len(scores) else 0.0
+
+
+def _coverage(lexical: Any, tokens: list[str], weights: list[float]) -> tuple[float, float]:
+    """Share of the weighted IDF mass carried by terms the index has, and that mass."""
+    if not tokens:
+        return 0.0, 0.0
+    per: dict[str, float] = {}
+    for t, w in zip(tokens, weights, strict=True):
+        per[t] = per.get(t, 0.0) + w
+    uniq = list(per)
+    df = lexical.doc_freqs(hash_terms(uniq))
+    idf = lexical.idf(df)
+    total = sum(per[t] * float(v) for t, v in zip(uniq, idf, strict=True))
+    known = sum(per[t] * float(v) for t, v, d in zip(uniq, idf, df, strict=True) if d > 0)
+    return (known / total if total > 0 else 0.0), known

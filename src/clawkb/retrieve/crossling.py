@@ -1,0 +1,158 @@
+"""Balance a query's glossary translations against its own words, per query.
+
+A Chinese question's own tokens (characters and bigrams) and its English
+translations score in different parts of a bilingual knowledge base, on
+different scales: twenty CJK tokens add up to a high BM25 score on any
+Chinese passage that shares a few common characters, while the English
+passage that answers the question can only match the handful of translated
+terms. A fixed expansion weight is either too weak there or too strong in a
+monolingual corpus.
+
+:func:`balance` therefore rescales the translations per query from the
+index's document frequencies: the translated tokens together get ``share`` of
+the IDF mass (Σ weight × IDF over tokens some passage has) of the query's own
+tokens, each at most :data:`MAX_TOKEN_WEIGHT`. A passage matching all the
+translations then scores like one matching ``share`` of the query's own
+words, whichever language dominates the index. When one side matches nothing
+in the index (an English question over Chinese-only notes) the translations
+keep their weight and carry the query alone. ``share`` 0.5 was chosen on the
+cross-lingual set and the two Chinese sets (bench/results/crossling-latest.md):
+larger shares cost monolingual Chinese nDCG (cmrc2018-dev −0.009 at 1.0 in
+an earlier variant of this scaling); at 0.5 cmrc2018-dev and qbqtc-dev are
+unchanged to four decimals.
+
+:func:`translate_query` adds an optional LLM translation of the whole query
+(off by default, time-budgeted) as more translation tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from clawkb.index.segment import hash_terms
+from clawkb.retrieve.rewrite import Rewritten
+
+#: IDF mass of the translations relative to the query's own words.
+DEFAULT_SHARE = 0.5
+#: No translated token may weigh more than this many of the query's own tokens: when
+#: only a weak token of a translation is in the index (DDR's 数据), it must not carry
+#: the whole translated share.
+MAX_TOKEN_WEIGHT = 2.0
+#: False: the query's own words the index lacks count too (the translations stand in for them).
+OWN_KNOWN_ONLY = False
+
+
+def balance(
+    lexical: Any, rw: Rewritten, share: float = DEFAULT_SHARE, allowed: np.ndarray | None = None
+) -> Rewritten:
+    """``rw`` with its glossary translation weights rescaled for this index.
+
+    ``allowed`` is accepted for symmetry with the search call; the scale comes
+    from index-wide document frequencies.
+    """
+    n = rw.n_glossary
+    if n == 0 or share <= 0:
+        return rw
+    own = _ideal(lexical, rw.tokens[:-n], rw.weights[:-n], known_only=OWN_KNOWN_ONLY)
+    tr = _ideal(lexical, rw.tokens[-n:], rw.weights[-n:])
+    if own <= 0 or tr <= 0:
+        return rw  # one side matches nothing in this index: nothing to balance
+    factor = share * own / tr
+    weights = rw.weights[:-n] + [
+        round(min(w * factor, MAX_TOKEN_WEIGHT), 6) for w in rw.weights[-n:]
+    ]
+    expansions = [
+        {**e, "weight": round(min(float(e["weight"]) * factor, MAX_TOKEN_WEIGHT), 4)}  # type: ignore[arg-type]
+        if e.get("source") == "glossary"
+        else e
+        for e in rw.expansions
+    ]
+    return replace(rw, weights=weights, expansions=expansions)
+
+
+def _ideal(lexical: Any, tokens: list[str], weights: list[float], known_only: bool = True) -> float:
+    """Σ weight × IDF over the tokens (only those some passage has, by default)."""
+    if not tokens:
+        return 0.0
+    per: dict[str, float] = {}
+    for t, w in zip(tokens, weights, strict=True):
+        per[t] = per.get(t, 0.0) + w
+    uniq = list(per)
+    df = lexical.doc_freqs(hash_terms(uniq))
+    idf = lexical.idf(df)
+    return float(
+        sum(
+            per[t] * float(v)
+            for t, v, d in zip(uniq, idf, df, strict=True)
+            if d > 0 or not known_only
+        )
+    )
+
+
+# -- optional query translation by the configured LLM ------------------------------
+TRANSLATE_PROMPT = (
+    "Translate this search query for an engineering knowledge base. If it is Chinese,"
+    " answer in English; otherwise answer in Simplified Chinese. Keep identifiers,"
+    " part numbers and code unchanged. Reply with the translation only."
+)
+
+
+def translate_query(client: Any, query: str, budget_ms: float) -> str | None:
+    """The query in the other language from ``client`` (a ChatClient), or None.
+
+    Runs under ``budget_ms`` and returns None on time-out or any model error:
+    translation only adds recall, it must never fail or stall a search.
+    """
+    from clawkb.retrieve.stages import budget
+
+    messages = [
+        {"role": "system", "content": TRANSLATE_PROMPT},
+        {"role": "user", "content": query},
+    ]
+
+    def call() -> str | None:
+        try:
+            return str(client.chat(messages).text).strip() or None
+        except Exception:  # a model failure must not fail the search
+            return None
+
+    text = budget(call, budget_ms)
+    return text.splitlines()[0][:500] if text else None
+
+
+def add_translation(rw: Rewritten, text: str, weight: float) -> Rewritten:
+    """``rw`` plus the tokens of a translated query, counted as glossary translations."""
+    from clawkb.text import tokenize
+
+    seen = set(rw.tokens)
+    added = [t for t in dict.fromkeys(tokenize(text)) if t not in seen]
+    if not added:
+        return rw
+    return replace(
+        rw,
+        tokens=rw.tokens + added,
+        weights=rw.weights + [weight] * len(added),
+        expansions=[
+            *rw.expansions,
+            {"from": rw.query, "to": text, "weight": weight, "source": "llm"},
+        ],
+        n_glossary=rw.n_glossary + len(added),
+    )
+
+
+def llm_translation(kb: Any, rw: Rewritten, budget_ms: float) -> tuple[Rewritten, str]:
+    """The pipeline's translation step: (rewrite, note for the stage trace)."""
+    from clawkb.answer.llm import load_llm_settings, make_client
+
+    client = make_client(load_llm_settings(kb.config))
+    if client is None:
+        return rw, "no LLM configured"
+    text = translate_query(client, rw.query, budget_ms)
+    if text is None:
+        return rw, f"no translation within {budget_ms:.0f} ms"
+    from clawkb.retrieve.rewrite import GLOSSARY_WEIGHT
+
+    return add_translation(rw, text, GLOSSARY_WEIGHT), "translated"
