@@ -90,12 +90,13 @@ def _short(exc: BaseException) -> str:
     return text[-1] if text else type(exc).__name__
 
 
-def properties(dim: int, model: str) -> dict[str, str]:
+def properties(dim: int, model: str, signature: str = "") -> dict[str, str]:
     return {
         "clawkb.schema": SCHEMA_VERSION,
         "clawkb.tokenizer": TOKENIZER_VERSION,
         "clawkb.model": model,
         "clawkb.dim": str(dim),
+        "clawkb.signature": signature,  # the embedder signature (JSON), for import
     }
 
 
@@ -159,7 +160,7 @@ def index_params(c: Any, s: MilvusSettings, dim: int, k1: float, b: float) -> An
 
 def open_collection(
     s: MilvusSettings, *, dim: int = 0, model: str = NO_MODEL, create: bool = False,
-    k1: float = 1.2, b: float = 0.75,
+    k1: float = 1.2, b: float = 0.75, signature: str = "",
 ) -> dict[str, str]:  # fmt: skip
     """Make sure the collection exists, is loaded and matches; return its properties.
 
@@ -183,7 +184,7 @@ def open_collection(
             s.collection,
             schema=build_schema(pm, dim),
             index_params=index_params(c, s, dim, k1, b),
-            properties=properties(dim, model),
+            properties=properties(dim, model, signature),
         )
     props = collection_properties(s)
     check_properties(s, props, model if create or model != NO_MODEL else None)

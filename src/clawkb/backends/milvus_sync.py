@@ -15,6 +15,7 @@ indexing), a full reconcile compares chunk ids instead.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -86,8 +87,10 @@ def sync_milvus(
     t0 = time.perf_counter()
     rep = SyncReport()
     mkey, dim, emb = model_of(kb, s)
-    k1 = kb.config.k1
-    open_collection(s, dim=dim, model=mkey, create=True, k1=k1, b=kb.config.field_b[1])
+    sig = json.dumps(emb.signature(), sort_keys=True) if emb is not None else ""
+    open_collection(
+        s, dim=dim, model=mkey, create=True, k1=kb.config.k1, b=kb.config.field_b[1], signature=sig
+    )
     src = source_id(kb)
     if emb is not None:
         from clawkb.embed.vectors import embed_pending

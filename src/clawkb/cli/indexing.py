@@ -137,6 +137,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json(st)
         return
+    if st.get("backend", {}).get("kind", "local") != "local":
+        from clawkb.cli.backend import backend_status_line
+
+        click.echo(backend_status_line(st["backend"]))
+        if st.get("remote"):
+            return
     lex = st["lexical"]
     click.echo(f"knowledge base  {st['home']}")
     click.echo(

@@ -14,7 +14,17 @@ import click
 from clawkb import __version__
 
 #: Command modules under clawkb.cli; each exposes ``COMMANDS``.
-MODULES = ("indexing", "searching", "evaluate", "asking", "memory", "hardware", "mcp", "dense")
+MODULES = (
+    "indexing",
+    "searching",
+    "evaluate",
+    "asking",
+    "memory",
+    "hardware",
+    "mcp",
+    "dense",
+    "backend",
+)
 
 #: Which module defines a command, so running one imports only that module
 #: (start-up time matters: `clawkb search` should answer in well under a second).
@@ -37,6 +47,9 @@ COMMAND_MODULES = {
     "mcp": "mcp",
     "embed": "dense",
     "embedders": "dense",
+    "sync": "backend",
+    "export": "backend",
+    "import": "backend",
 }
 
 
