@@ -174,7 +174,7 @@ def after_write(kb: Any, report: Any) -> Any:
     from clawkb.errors import ClawkbError
 
     s = kb_backend(kb)
-    if s is not None:
+    if s is not None and s.auto_sync:
         try:
             sync_milvus(kb, s)
         except ClawkbError as exc:

@@ -49,6 +49,10 @@ class BackendError(ClawkbError):
 
 
 def require_pymilvus() -> Any:
+    import logging
+
+    # Milvus Lite has no MVCC timestamp API; pymilvus logs that on every iterator.
+    logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
     try:
         import pymilvus
     except ImportError:

@@ -99,9 +99,11 @@ def sync_milvus(
     vec_key = mkey if emb is not None else None
     pos = cursor(kb, s)
     if full or pos is None or pos < kb.repo.pruned_upto():
-        pos = kb.repo.max_seq()
-        _set_cursor(kb, s, pos)  # hold the log from here before the long copy
+        start = kb.repo.max_seq()
+        _set_cursor(kb, s, -1)  # "compare pending": holds the whole log; a kill repeats it
         _reconcile(kb, s, src, vec_key, rep, progress)
+        pos = start
+        _set_cursor(kb, s, pos)
         rep.full = True
     total = kb.repo.max_seq() - pos
     while True:

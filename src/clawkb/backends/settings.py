@@ -25,6 +25,7 @@ class MilvusSettings:
     index: str = "HNSW"  # dense index: HNSW | IVF_FLAT (cosine)
     dense: bool = True  # send vectors from the KB's embedder with the rows
     batch: int = 500  # rows per upsert / changes per sync step
+    auto_sync: bool = True  # sync after every index run (else only `clawkb sync`)
     hnsw_m: int = 16
     hnsw_ef: int = 128
     ivf_nlist: int = 1024
