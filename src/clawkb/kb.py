@@ -57,7 +57,7 @@ class KnowledgeBase:
     @classmethod
     def open(cls, home: str | os.PathLike[str], *, create: bool = False) -> KnowledgeBase:
         home = Path(home).expanduser().resolve()
-        if not create and not (home / db.DB_NAME).exists() and (home / "remote.yaml").is_file():
+        if not (home / db.DB_NAME).exists() and (home / "remote.yaml").is_file():
             from clawkb.backends.remote import RemoteKnowledgeBase  # no local store: Milvus only
 
             return RemoteKnowledgeBase.open_remote(home)
@@ -230,13 +230,13 @@ class KnowledgeBase:
 
             backend = kb_backend(self)
             if backend is not None:
-                res = kb_search(
+                remote = kb_search(
                     self, backend, query, limit=limit, path_globs=globs, explain=explain,
                     include_memory=include_memory, boards=boards, board_only=board_only,
                     mode=mode, filters=filters, options=retrieval,
                 )  # fmt: skip
-                res.warnings += warnings
-                return res
+                remote.warnings += warnings
+                return remote
         if boards:
             from clawkb.hardware.ranking import board_search
 

@@ -53,6 +53,8 @@ def require_pymilvus() -> Any:
 
     # Milvus Lite has no MVCC timestamp API; pymilvus logs that on every iterator.
     logging.getLogger("pymilvus.client.iterator.query_iterator").setLevel(logging.ERROR)
+    # Milvus Lite's in-process gRPC server logs each RPC it lacks (version probes).
+    logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
     try:
         import pymilvus
     except ImportError:
@@ -83,10 +85,18 @@ def client(s: MilvusSettings) -> Any:
 
 
 def close_client(s: MilvusSettings) -> None:
+    """Close the client; for Milvus Lite also stop its in-process server, which frees
+    the file for another process."""
     with _lock:
         c = _clients.pop((s.uri, s.token, s.db), None)
     if c is not None:
         c.close()
+    if s.is_lite:
+        try:
+            from milvus_lite.server_manager import server_manager_instance
+        except ImportError:
+            return
+        server_manager_instance.release_server(s.uri)
 
 
 def _short(exc: BaseException) -> str:

@@ -125,6 +125,8 @@ def sync_milvus(
         rep.applied += len(changes)
         if progress:
             progress(min(rep.applied, total), total)
+        if s.throttle_ms > 0:
+            time.sleep(s.throttle_ms / 1000)
     kb.repo.prune_changes(min(pos, kb.lexical.applied_seq))
     rep.seconds = time.perf_counter() - t0
     return rep

@@ -26,6 +26,7 @@ class MilvusSettings:
     dense: bool = True  # send vectors from the KB's embedder with the rows
     batch: int = 500  # rows per upsert / changes per sync step
     auto_sync: bool = True  # sync after every index run (else only `clawkb sync`)
+    throttle_ms: float = 0.0  # pause between sync batches (spare a busy cluster)
     hnsw_m: int = 16
     hnsw_ef: int = 128
     ivf_nlist: int = 1024
