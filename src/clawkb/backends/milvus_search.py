@@ -58,7 +58,13 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _channel(
-    s: MilvusSettings, field: str, data: Any, metric: str, expr: str, limit: int
+    s: MilvusSettings,
+    field: str,
+    data: Any,
+    metric: str,
+    expr: str,
+    limit: int,
+    fields: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     params: dict[str, Any] = {"metric_type": metric}
     if metric == "COSINE":
@@ -70,7 +76,7 @@ def _channel(
         anns_field=field,
         limit=limit,
         filter=expr,
-        output_fields=HIT_FIELDS,
+        output_fields=HIT_FIELDS if fields is None else fields,
         search_params=params,
     )
     rows = [_flat(h) for h in res[0]]
@@ -158,11 +164,17 @@ def search(
     lex: list[dict[str, Any]] = []
     dense: list[dict[str, Any]] = []
     used = mode
-    if mode in ("lexical", "hybrid") and qtext:
+    if mode == "lexical" or (mode == "hybrid" and qtext and explain):
         st = time.perf_counter()
         depth = limit if mode == "lexical" and not explain else max(limit, candidates)
-        lex = _channel(s, "sparse", qtext, "BM25", expr, depth)
+        lex = _channel(s, "sparse", qtext, "BM25", expr, depth) if qtext else []
         stages.append(_stage("lexical", st, f"{len(lex)} candidates"))
+    elif mode == "hybrid" and qtext and early_return > 0:
+        st = time.perf_counter()  # the early-return probe needs only the top two scores
+        lex = _channel(s, "sparse", qtext, "BM25", expr, 2, fields=["anchor"])
+        stages.append(_stage("lexical_probe", st, "top 2 for early return"))
+        if _decisive(lex, early_return):  # decisive: the lexical list is the answer
+            lex = _channel(s, "sparse", qtext, "BM25", expr, limit)
     if mode == "hybrid" and (not qtext or _decisive(lex, early_return)):
         used = "lexical" if qtext else "dense"
         note = "lexical decisive: dense skipped" if qtext else "no lexical terms"

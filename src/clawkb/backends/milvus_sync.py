@@ -127,6 +127,10 @@ def sync_milvus(
             progress(min(rep.applied, total), total)
         if s.throttle_ms > 0:
             time.sleep(s.throttle_ms / 1000)
+    if rep.upserted or rep.deleted:
+        # Seal what was written: Milvus searches unsealed (growing) segments by brute
+        # force, measured 25x slower on Milvus Lite at 1.8k rows.
+        client(s).flush(s.collection)
     kb.repo.prune_changes(min(pos, kb.lexical.applied_seq))
     rep.seconds = time.perf_counter() - t0
     return rep

@@ -96,6 +96,7 @@ def export_kb(kb: Any, target: str, *, collection: str | None = None) -> Transfe
         rows = build_rows(kb.conn, src, ids[i : i + s.batch], mkey if sig else None)
         client(s).upsert(s.collection, rows)
         rep.chunks += len(rows)
+    client(s).flush(s.collection)
     rep.documents = kb.repo.counts()["documents"]
     return rep
 
