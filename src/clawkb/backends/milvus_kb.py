@@ -95,6 +95,7 @@ def kb_search(
             weights=(rs.w_lexical, rs.w_dense),
             candidates=rs.candidates,
             early_return=rs.early_return,
+            min_confidence=rs.min_confidence,
         )
 
     res = run(expr)

@@ -22,6 +22,7 @@ from clawkb.backends.settings import MilvusSettings
 from clawkb.backends.surrogate import encode
 from clawkb.retrieve.pipeline import PipelineResult
 from clawkb.retrieve.search import make_hit
+from clawkb.retrieve.stages import E5_COS_HIGH, E5_COS_LOW
 from clawkb.store.repo import ChunkRow
 from clawkb.types import Hit
 
@@ -152,6 +153,7 @@ def search(
     weights: tuple[float, float] = (1.0, 1.0),
     candidates: int = 100,
     early_return: float = 0.0,
+    min_confidence: float = 0.0,
 ) -> PipelineResult:
     """One search on the collection; ``vector`` is the query embedding (dense/hybrid)."""
     t0 = time.perf_counter()
@@ -185,6 +187,8 @@ def search(
         stages.append(_stage("dense", st, f"{len(dense)} candidates"))
     if used == "hybrid":
         assert vector is not None
+        if not dense:  # the dense top-1 cosine feeds confidence, as locally
+            dense = _channel(s, "dense", vector.tolist(), "COSINE", expr, 1, fields=["anchor"])
         st = time.perf_counter()
         final = _hybrid(s, qtext, vector, expr, limit, candidates, fusion, rrf_k, weights)
         stages.append(_stage("hybrid_search", st, fusion))
@@ -195,6 +199,7 @@ def search(
         _hit(e, rank, tokens, used, channels, explain, fusion, rrf_k)
         for rank, e in enumerate(final, 1)
     ]
+    conf = _confidence(hits, tokens, dense)
     return PipelineResult(
         query,
         tokens,
@@ -202,8 +207,24 @@ def search(
         (time.perf_counter() - t0) * 1000,
         len(lex) or len(dense),
         mode=used,
+        confidence=conf,
+        abstained=bool(hits) and used != "lexical" and conf < min_confidence,
         stages=stages,
     )
+
+
+def _confidence(hits: list[Hit], tokens: list[str], dense: list[dict[str, Any]]) -> float:
+    """The local pipeline's confidence: share of query terms in the top hit, or the
+    dense top-1 cosine mapped onto [0, 1] (whichever is larger)."""
+    if not hits:
+        return 0.0
+    uniq = set(tokens)
+    lex = len(set(hits[0].matched_terms) & uniq) / len(uniq) if uniq else 0.0
+    cos = 0.0
+    if dense:
+        span = E5_COS_HIGH - E5_COS_LOW
+        cos = float(np.clip((dense[0]["_score"] - E5_COS_LOW) / span, 0.0, 1.0))
+    return max(lex, cos)
 
 
 def _stage(name: str, started: float, note: str) -> dict[str, Any]:
