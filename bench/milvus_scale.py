@@ -48,6 +48,21 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
+def _row_shape(kb: KnowledgeBase, sample: int = 2000) -> dict[str, float]:
+    """Average bytes of text, surrogate terms and distinct terms per chunk (a sample)."""
+    from clawkb.backends.milvus_rows import build_rows
+
+    ids = kb.repo.all_chunk_ids()[:: max(1, kb.repo.counts()["chunks"] // sample)][:sample]
+    rows = build_rows(kb.conn, "x", ids, None)
+    n = max(1, len(rows))
+    return {
+        "avg_text_bytes": round(sum(len(r["text"].encode()) for r in rows) / n, 1),
+        "avg_terms_bytes": round(sum(len(r["terms"]) for r in rows) / n, 1),
+        "avg_tokens": round(sum(len(r["terms"].split()) for r in rows) / n, 1),
+        "avg_distinct_tokens": round(sum(len(set(r["terms"].split())) for r in rows) / n, 1),
+    }
+
+
 def run(n_docs: int, n_queries: int, dense: bool) -> dict[str, object]:
     texts, queries = generate(n_docs, n_queries=n_queries)
     proc = psutil.Process()
@@ -91,6 +106,7 @@ def run(n_docs: int, n_queries: int, dense: bool) -> dict[str, object]:
             want = f"doc{q.doc:07d}"
             found_local += any(h.anchor.path == want for h in lo.hits)
             found_milvus += any(h.anchor.path == want for h in mi.hits)
+        shape = _row_shape(kb)
         stats = client(s).get_collection_stats(s.collection)
         close_client(s)
         lite_bytes = _dir_bytes(Path(tmp) / "lite.db")
@@ -120,6 +136,7 @@ def run(n_docs: int, n_queries: int, dense: bool) -> dict[str, object]:
         "lexical_index_bytes": lexical_bytes,
         "rss_growth_during_sync_bytes": rss1 - rss0,
         "rss_after_bytes": rss1,
+        **shape,
     }
 
 
