@@ -3,8 +3,8 @@
 For each dataset: one throw-away local KB and one KB searched on Milvus Lite,
 same corpus, same tokens (surrogate words), same embedder; nDCG@10 and
 recall@100 per mode side by side, and the difference (target: |Δ nDCG@10|
-<= 0.01). Writes bench/results/milvus-parity.json and, with the scale bench,
-bench/results/milvus-latest.md.
+<= 0.01). Writes bench/results/milvus-parity.json and bench/results/milvus-latest.md (with the
+scale results of bench/milvus_scale.py when present).
 
     python bench/milvus_parity.py [--datasets DIR] [--limit-queries N] [--embedder static]
 
@@ -75,13 +75,56 @@ def markdown(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def scale_markdown(rows: list[dict[str, object]]) -> str:
+    lines = [
+        "| chunks | vectors | local ingest chunks/s | Milvus Lite sync chunks/s |"
+        " local p50 / p95 ms | Milvus Lite p50 / p95 ms | found@10 local / Milvus |"
+        " Lite disk MB | store + BM25F MB |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        local_mb = (int(r["store_bytes"]) + int(r["lexical_index_bytes"])) / 1e6  # type: ignore[call-overload]
+        lines.append(
+            f"| {r['chunks']} | {'static' if r['dense'] else 'none'} |"
+            f" {r['local_chunks_per_s']} | {r['milvus_sync_chunks_per_s']} |"
+            f" {r['local_p50_ms']} / {r['local_p95_ms']} | {r['milvus_p50_ms']} / {r['milvus_p95_ms']} |"
+            f" {r['local_found_at10']} / {r['milvus_found_at10']} |"
+            f" {int(r['lite_disk_bytes']) / 1e6:.1f} | {local_mb:.1f} |"  # type: ignore[call-overload]
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_latest() -> None:
+    """bench/results/milvus-latest.md from the parity and scale JSON files."""
+    parts = ["# Milvus backend: parity and scale (latest run)\n"]
+    parity = RESULTS / "milvus-parity.json"
+    if parity.exists():
+        rows = json.loads(parity.read_text())
+        n = rows[0]["queries"] if rows else 0
+        parts.append(
+            f"## Parity (`python bench/milvus_parity.py`; first {n} judged queries per set,"
+            " embedder `static` on both sides)\n\n" + markdown(rows)
+        )
+    scale = RESULTS / "milvus-scale.json"
+    if scale.exists():
+        parts.append(
+            "## Ingest and query (`python bench/milvus_scale.py --docs N`; synthetic"
+            " bilingual corpus, lexical top-10)\n\n" + scale_markdown(json.loads(scale.read_text()))
+        )
+    (RESULTS / "milvus-latest.md").write_text("\n".join(parts))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", type=Path, default=ROOT.parent / "shared" / "datasets")
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--limit-queries", type=int, default=200)
     ap.add_argument("--embedder", default="static")
+    ap.add_argument("--report-only", action="store_true", help="Only rewrite milvus-latest.md.")
     args = ap.parse_args()
+    if args.report_only:
+        write_latest()
+        return
     rows = []
     for name in args.sets.split(","):
         folder = args.datasets / name
@@ -92,7 +135,7 @@ def main() -> None:
         print(json.dumps(rows[-1]), flush=True)
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "milvus-parity.json").write_text(json.dumps(rows, indent=2) + "\n")
-        (RESULTS / "milvus-parity.md").write_text(markdown(rows))
+        write_latest()
     print(markdown(rows))
 
 

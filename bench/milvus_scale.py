@@ -153,6 +153,9 @@ def main() -> None:
     rows = json.loads(path.read_text()) if path.exists() else []
     rows = [r for r in rows if (r["docs"], r["dense"]) != (row["docs"], row["dense"])] + [row]
     path.write_text(json.dumps(rows, indent=2) + "\n")
+    from milvus_parity import write_latest
+
+    write_latest()
 
 
 if __name__ == "__main__":

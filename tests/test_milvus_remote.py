@@ -237,3 +237,14 @@ def test_bad_backend_settings_are_one_line_errors(tmp_path: Path) -> None:
     with KnowledgeBase.open(home) as kb, pytest.raises(ClawkbError, match="needs a `uri`"):
         kb_backend(kb)
     assert res.exit_code == 2 and "colection" in res.output
+
+
+def test_eval_backend_milvus_scores_like_local() -> None:
+    mini = str(Path(__file__).parent / "data" / "beir-mini" / "cranfield")
+    local = run("eval", mini, "--limit-queries", "10", "--json")
+    remote = run("eval", mini, "--limit-queries", "10", "--backend", "milvus", "--json")
+    assert local.exit_code == 0 and remote.exit_code == 0, remote.output
+    lo = json.loads(local.stdout)["metrics"]["ndcg@10"]
+    data = json.loads(remote.stdout)
+    assert data["backend"] == "milvus" and set(data["modes"]) == {"lexical"}
+    assert abs(data["modes"]["lexical"]["metrics"]["ndcg@10"] - lo) <= 0.01
