@@ -32,14 +32,27 @@ SETS = ("cranfield", "cmrc2018-dev", "agentset-msmarco", "qbqtc-dev")
 RESULTS = ROOT / "bench" / "results"
 
 
-def run(folder: Path, limit: int, embedder: str) -> dict[str, object]:
+def run(
+    folder: Path,
+    limit: int,
+    embedder: str,
+    modes: tuple[str, ...] = MODES,
+    early_return: float | None = None,
+) -> dict[str, object]:
+    opts = {m: {"early_return": early_return} for m in modes} if early_return is not None else None
     t0 = time.perf_counter()
-    local = compare_modes(folder, modes=MODES, embedder=get_embedder(embedder), limit_queries=limit)
+    local = compare_modes(
+        folder, modes=modes, embedder=get_embedder(embedder), limit_queries=limit, options=opts
+    )
     t1 = time.perf_counter()
-    milvus = compare_on_milvus(folder, modes=MODES, embedder=embedder, limit_queries=limit)
+    milvus = compare_on_milvus(
+        folder, modes=modes, embedder=embedder, limit_queries=limit, options=opts
+    )
     t2 = time.perf_counter()
     out: dict[str, object] = {"dataset": folder.name, "queries": limit, "embedder": embedder}
-    for mode in MODES:
+    if early_return is not None:
+        out["early_return"] = early_return
+    for mode in modes:
         lo, mi = local.reports[mode], milvus.reports[mode]
         out[mode] = {
             "local_ndcg10": round(lo.metrics["ndcg@10"], 4),
@@ -50,7 +63,7 @@ def run(folder: Path, limit: int, embedder: str) -> dict[str, object]:
             "local_p50_ms": round(lo.latency_p50_ms, 1),
             "milvus_p50_ms": round(mi.latency_p50_ms, 1),
         }
-    out["chunks"] = local.reports["lexical"].chunk_count
+    out["chunks"] = local.reports[modes[0]].chunk_count
     out["local_seconds"] = round(t1 - t0, 1)
     out["milvus_seconds"] = round(t2 - t1, 1)
     return out
@@ -63,7 +76,7 @@ def markdown(rows: list[dict[str, object]]) -> str:
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        for mode in MODES:
+        for mode in (m for m in MODES if m in r):
             m = r[mode]
             assert isinstance(m, dict)
             lines.append(
@@ -105,6 +118,16 @@ def write_latest() -> None:
             f"## Parity (`python bench/milvus_parity.py`; first {n} judged queries per set,"
             " embedder `static` on both sides)\n\n" + markdown(rows)
         )
+    ner = RESULTS / "milvus-parity-no-early-return.json"
+    if ner.exists():
+        parts.append(
+            "## Hybrid without the early-return heuristic (`--early-return 0` on both sides)\n\n"
+            "The local pipeline skips the dense channel when the lexical top-1 beats the"
+            " runner-up by a relative margin (`retrieval.early_return`, 0.5). Milvus's BM25"
+            " scores are not BM25F scores, so that decision differs per query between the two"
+            " backends; with it off, both fuse every query.\n\n"
+            + markdown(json.loads(ner.read_text()))
+        )
     scale = RESULTS / "milvus-scale.json"
     if scale.exists():
         parts.append(
@@ -121,6 +144,11 @@ def main() -> None:
     ap.add_argument("--limit-queries", type=int, default=200)
     ap.add_argument("--embedder", default="static")
     ap.add_argument("--report-only", action="store_true", help="Only rewrite milvus-latest.md.")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument(
+        "--early-return", type=float, help="Override retrieval.early_return on both sides."
+    )
+    ap.add_argument("--out", default="milvus-parity.json", help="Result file under bench/results.")
     args = ap.parse_args()
     if args.report_only:
         write_latest()
@@ -131,10 +159,11 @@ def main() -> None:
         if not folder.is_dir():
             print(f"skip {name}: {folder} not found", file=sys.stderr)
             continue
-        rows.append(run(folder, args.limit_queries, args.embedder))
+        modes = tuple(m.strip() for m in args.modes.split(","))
+        rows.append(run(folder, args.limit_queries, args.embedder, modes, args.early_return))
         print(json.dumps(rows[-1]), flush=True)
         RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "milvus-parity.json").write_text(json.dumps(rows, indent=2) + "\n")
+        (RESULTS / args.out).write_text(json.dumps(rows, indent=2) + "\n")
         write_latest()
     print(markdown(rows))
 

@@ -28,6 +28,7 @@ def compare_on_milvus(
     limit_queries: int | None = None,
     uri: str | None = None,
     collection: str = "clawkb_eval",
+    options: dict[str, dict[str, Any]] | None = None,
 ) -> Any:
     """:func:`clawkb.evaluate.compare.compare_modes` with search on Milvus."""
     from clawkb.embed.base import get_embedder
@@ -56,6 +57,7 @@ def compare_on_milvus(
                 embedder=get_embedder(embedder) if dense else None,
                 limit_queries=limit_queries,
                 kb_home=home,
+                options=options,
             )
         finally:
             if uri is None:
