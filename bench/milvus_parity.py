@@ -123,9 +123,9 @@ def write_latest() -> None:
         parts.append(
             "## Hybrid without the early-return heuristic (`--early-return 0` on both sides)\n\n"
             "The local pipeline skips the dense channel when the lexical top-1 beats the"
-            " runner-up by a relative margin (`retrieval.early_return`, 0.5). Milvus's BM25"
-            " scores are not BM25F scores, so that decision differs per query between the two"
-            " backends; with it off, both fuse every query.\n\n"
+            " runner-up by a relative margin (`retrieval.early_return`, 0.5); it reads BM25F"
+            " scores locally and Milvus BM25 scores remotely. With it off, both fuse every"
+            " query (this checks whether the heuristic explains a hybrid gap).\n\n"
             + markdown(json.loads(ner.read_text()))
         )
     scale = RESULTS / "milvus-scale.json"

@@ -63,7 +63,7 @@ def _row_shape(kb: KnowledgeBase, sample: int = 2000) -> dict[str, float]:
     }
 
 
-def run(n_docs: int, n_queries: int, dense: bool) -> dict[str, object]:
+def run(n_docs: int, n_queries: int, dense: bool, uri: str | None = None) -> dict[str, object]:
     texts, queries = generate(n_docs, n_queries=n_queries)
     proc = psutil.Process()
     with tempfile.TemporaryDirectory(prefix="clawkb-milvus-scale-") as tmp:
@@ -72,7 +72,7 @@ def run(n_docs: int, n_queries: int, dense: bool) -> dict[str, object]:
         conf: dict[str, object] = {
             "backend": {
                 "kind": "milvus",
-                "uri": str(Path(tmp) / "lite.db"),
+                "uri": uri or str(Path(tmp) / "lite.db"),
                 "collection": "scale",
                 "dense": dense,
                 "auto_sync": False,
@@ -108,8 +108,10 @@ def run(n_docs: int, n_queries: int, dense: bool) -> dict[str, object]:
             found_milvus += any(h.anchor.path == want for h in mi.hits)
         shape = _row_shape(kb)
         stats = client(s).get_collection_stats(s.collection)
+        if uri:
+            client(s).drop_collection(s.collection)
         close_client(s)
-        lite_bytes = _dir_bytes(Path(tmp) / "lite.db")
+        lite_bytes = 0 if uri else _dir_bytes(Path(tmp) / "lite.db")
         store_bytes = sum(p.stat().st_size for p in home.glob("clawkb.sqlite*"))
         lexical_bytes = _dir_bytes(home / "index" / "lexical")
         kb.close()
@@ -145,8 +147,9 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--dense", action="store_true")
+    ap.add_argument("--uri", help="A Milvus server (http://host:19530) instead of a Lite file.")
     args = ap.parse_args()
-    row = run(args.docs, args.queries, args.dense)
+    row = run(args.docs, args.queries, args.dense, args.uri)
     print(json.dumps(row, indent=2))
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / "milvus-scale.json"
