@@ -137,12 +137,13 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json(st)
         return
-    if st.get("backend", {}).get("kind", "local") != "local":
+    backend = st.get("backend", {})
+    if st.get("remote"):
         from clawkb.cli.backend import backend_status_line
 
-        click.echo(backend_status_line(st["backend"]))
-        if st.get("remote"):
-            return
+        click.echo(f"knowledge base  {st['home']} (remote-only)")
+        click.echo(backend_status_line(backend))
+        return
     lex = st["lexical"]
     click.echo(f"knowledge base  {st['home']}")
     click.echo(
@@ -163,6 +164,10 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(dense_status_line(st["dense"]))
     if st["last_run"]:
         click.echo(f"last run        {st['last_run']['status']}")
+    if backend.get("kind", "local") != "local":
+        from clawkb.cli.backend import backend_status_line
+
+        click.echo(backend_status_line(backend))
 
 
 @click.command()
