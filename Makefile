@@ -10,7 +10,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 $(STAMP): pyproject.toml setup.py src/clawkb/index/_bm25native.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,bench,pdf,mcp,formats,fuzz,dense,rerank,server]'
+	$(BIN)/pip install -q -e '.[dev,bench,pdf,mcp,formats,fuzz,dense,rerank,server,milvus]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -165,6 +165,8 @@ class Config:
     llm: LLMSettings = field(default_factory=LLMSettings)
     answer: AnswerSection = field(default_factory=AnswerSection)
     memory: MemorySection = field(default_factory=MemorySection)
+    #: ``local`` or ``{kind: milvus, uri, ...}``: checked by clawkb.backends.settings
+    backend: str | dict[str, Any] = "local"
 
     @classmethod
     def load(cls, home: Path, env: typing.Mapping[str, str] | None = None) -> Config:
@@ -212,5 +214,6 @@ class Config:
             "answer": self._set("answer"),
             "memory": self._set("memory"),
             "board_boost": self.board_boost,
+            "backend": self.backend,
             **({"datasheets": list(self.datasheets)} if self.datasheets else {}),
         }

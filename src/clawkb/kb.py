@@ -86,6 +86,10 @@ class KnowledgeBase:
     @classmethod
     def open(cls, home: str | os.PathLike[str], *, create: bool = False) -> KnowledgeBase:
         home = Path(home).expanduser().resolve()
+        if not (home / db.DB_NAME).exists() and (home / "remote.yaml").is_file():
+            from clawkb.backends.remote import RemoteKnowledgeBase  # no local store: Milvus only
+
+            return RemoteKnowledgeBase.open_remote(home)
         conn = db.connect(home, create=create)
         if db.get_meta(conn, "created_at") is None:
             with db.transaction(conn):
@@ -297,14 +301,22 @@ class KnowledgeBase:
         ``include`` globs index files that a default ignore would skip.
         """
         with self.writer(wait, on_wait):
-            return self._ingestor().index_paths(paths, progress, include)
+            return self._after_write(self._ingestor().index_paths(paths, progress, include))
 
     def index_texts(
         self, records: Iterable[TextRecord], *, progress: Progress | None = None
     ) -> IndexReport:
         """Index in-memory documents keyed by ``record.path``."""
         with self.writer():
-            return self._ingestor().index_records(records, progress)
+            return self._after_write(self._ingestor().index_records(records, progress))
+
+    def _after_write(self, report: IndexReport) -> IndexReport:
+        """With a Milvus backend, replay the new changes there (clawkb.backends)."""
+        if self.config.extra.get("backend") in (None, "local"):
+            return report
+        from clawkb.backends.milvus_kb import after_write
+
+        return after_write(self, report)
 
     def reindex(self) -> int:
         """Rebuild the lexical index from the store; returns the chunk count.
@@ -363,6 +375,19 @@ class KnowledgeBase:
         from clawkb.retrieve.query import Query
 
         globs = (path_glob,) if isinstance(path_glob, str) else tuple(path_glob or ())
+        if self.config.extra.get("backend") not in (None, "local"):  # Milvus (clawkb.backends)
+            from clawkb.backends.milvus_kb import kb_backend, kb_search
+
+            backend = kb_backend(self)
+            if backend is not None:
+                warnings = self.ensure_fresh()
+                remote = kb_search(
+                    self, backend, query, limit=limit, path_globs=globs, explain=explain,
+                    include_memory=include_memory, boards=boards, board_only=board_only,
+                    mode=mode, filters=filters, options=retrieval,
+                )  # fmt: skip
+                remote.warnings += warnings
+                return remote
         extra: dict[str, Any] = {}
         if boards:
             from clawkb.hardware.ranking import board_restriction
@@ -453,6 +478,7 @@ class KnowledgeBase:
             "index_check": index_problem(self.repo, self.lexical) or "ok",
             "warnings": warnings + self.repairs,
             "dense": _dense_status(self),
+            "backend": _backend_status(self),
             "last_run": (
                 {"started_at": last[0], "finished_at": last[1], "status": last[2]} if last else None
             ),
@@ -489,6 +515,14 @@ def _dense_status(kb: KnowledgeBase) -> dict[str, Any] | None:
     from clawkb.embed.run import dense_status
 
     return dense_status(kb)
+
+
+def _backend_status(kb: KnowledgeBase) -> dict[str, Any]:
+    if kb.config.extra.get("backend") in (None, "local"):
+        return {"kind": "local"}
+    from clawkb.backends.milvus_kb import backend_status
+
+    return backend_status(kb)
 
 
 def __getattr__(name: str) -> Any:

@@ -29,6 +29,13 @@ _HEADLINE = ("ndcg@10", "mrr@10", "recall@10", "recall@100")
     help="Comma-separated retrieval modes to compare side by side (lexical,dense,hybrid or all).",
 )
 @click.option("--embedder", help="Embedder for dense/hybrid (default e5-small).")
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "milvus"]),
+    default="local",
+    show_default=True,
+    help="Search the throw-away KB locally or on Milvus (a throw-away Milvus Lite file).",
+)
 @handle_errors
 def eval_cmd(
     dataset_dir: Path,
@@ -36,12 +43,18 @@ def eval_cmd(
     as_json: bool,
     modes: str = "lexical",
     embedder: str | None = None,
+    backend: str = "local",
 ) -> None:
     """Score retrieval on a BEIR-layout DATASET_DIR in a throw-away knowledge base.
 
     DATASET_DIR holds corpus.jsonl, queries.jsonl and qrels.tsv. Your own
     knowledge base is not touched.
     """
+    if backend == "milvus":
+        from clawkb.cli.backend import run_milvus_eval
+
+        run_milvus_eval(dataset_dir, modes, embedder, limit_queries, as_json)
+        return
     if modes != "lexical":
         from clawkb.cli.dense import run_compare
 

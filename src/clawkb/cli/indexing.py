@@ -136,6 +136,13 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json(st)
         return
+    backend = st.get("backend", {})
+    if st.get("remote"):
+        from clawkb.cli.backend import backend_status_line
+
+        echo(f"knowledge base  {st['home']} (remote-only)")
+        echo(backend_status_line(backend))
+        return
     lex = st["lexical"]
     echo(f"knowledge base  {st['home']}")
     echo(
@@ -160,6 +167,10 @@ def status(ctx: click.Context, as_json: bool) -> None:
         echo(dense_status_line(st["dense"]))
     if st["last_run"]:
         echo(f"last run        {st['last_run']['status']}")
+    if backend.get("kind", "local") != "local":
+        from clawkb.cli.backend import backend_status_line
+
+        echo(backend_status_line(backend))
 
 
 @click.command()

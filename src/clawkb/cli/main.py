@@ -27,6 +27,7 @@ MODULES = (
     "skill",
     "maintenance",
     "serving",
+    "backend",
 )
 
 #: Which module defines a command, so running one imports only that module
@@ -58,6 +59,9 @@ COMMAND_MODULES = {
     "restore": "maintenance",
     "serve": "serving",
     "watch": "serving",
+    "sync": "backend",
+    "export": "backend",
+    "import": "backend",
 }
 
 

@@ -57,7 +57,7 @@ def serve(
         if paths and (use_watch or not kb.status()["documents"]):
             report = kb.index(list(paths), on_wait=lambda m: echo(m, err=True))
             echo(_report_line(report.to_dict()), err=True)
-    run(settings, watch=use_watch, announce=click.echo)
+    run(settings, watch=use_watch, announce=echo)
 
 
 @click.command()

@@ -405,7 +405,16 @@ class Repository:
         ).fetchall()
 
     def prune_changes(self, upto: int) -> None:
-        """Drop applied log rows; remember how far, so a lagging index knows to rebuild."""
+        """Drop applied log rows; remember how far, so a lagging index knows to rebuild.
+
+        A ``changes_hold:<name>`` meta row (a replica's cursor, e.g. a Milvus
+        sync) keeps every change past it until that replica has applied it.
+        """
+        hold = self.conn.execute(
+            "SELECT MIN(CAST(value AS INTEGER)) FROM meta WHERE key LIKE 'changes_hold:%'"
+        ).fetchone()[0]
+        if hold is not None:
+            upto = min(upto, int(hold))
         if upto <= self.pruned_upto():
             return
         self.conn.execute("DELETE FROM changes WHERE seq <= ?", (upto,))

@@ -1,0 +1,172 @@
+"""Parity of the Milvus backend with the local backend on the shared datasets.
+
+For each dataset: one throw-away local KB and one KB searched on Milvus Lite,
+same corpus, same tokens (surrogate words), same embedder; nDCG@10 and
+recall@100 per mode side by side, and the difference (target: |Δ nDCG@10|
+<= 0.01). Writes bench/results/milvus-parity.json and bench/results/milvus-latest.md (with the
+scale results of bench/milvus_scale.py when present).
+
+    python bench/milvus_parity.py [--datasets DIR] [--limit-queries N] [--embedder static]
+
+``--datasets`` defaults to ``../shared/datasets`` relative to the repository
+root. The embedder defaults to ``static`` (parity needs the same vectors on
+both sides, not the best ones; e5-small takes minutes per set on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from clawkb.backends.evaluate import compare_on_milvus  # noqa: E402
+from clawkb.embed.base import get_embedder  # noqa: E402
+from clawkb.evaluate.compare import MODES, compare_modes  # noqa: E402
+
+SETS = ("cranfield", "cmrc2018-dev", "agentset-msmarco", "qbqtc-dev")
+RESULTS = ROOT / "bench" / "results"
+
+
+def run(
+    folder: Path,
+    limit: int,
+    embedder: str,
+    modes: tuple[str, ...] = MODES,
+    early_return: float | None = None,
+) -> dict[str, object]:
+    opts = {m: {"early_return": early_return} for m in modes} if early_return is not None else None
+    t0 = time.perf_counter()
+    local = compare_modes(
+        folder, modes=modes, embedder=get_embedder(embedder), limit_queries=limit, options=opts
+    )
+    t1 = time.perf_counter()
+    milvus = compare_on_milvus(
+        folder, modes=modes, embedder=embedder, limit_queries=limit, options=opts
+    )
+    t2 = time.perf_counter()
+    out: dict[str, object] = {"dataset": folder.name, "queries": limit, "embedder": embedder}
+    if early_return is not None:
+        out["early_return"] = early_return
+    for mode in modes:
+        lo, mi = local.reports[mode], milvus.reports[mode]
+        out[mode] = {
+            "local_ndcg10": round(lo.metrics["ndcg@10"], 4),
+            "milvus_ndcg10": round(mi.metrics["ndcg@10"], 4),
+            "delta_ndcg10": round(mi.metrics["ndcg@10"] - lo.metrics["ndcg@10"], 4),
+            "local_recall100": round(lo.metrics["recall@100"], 4),
+            "milvus_recall100": round(mi.metrics["recall@100"], 4),
+            "local_p50_ms": round(lo.latency_p50_ms, 1),
+            "milvus_p50_ms": round(mi.latency_p50_ms, 1),
+        }
+    out["chunks"] = local.reports[modes[0]].chunk_count
+    out["local_seconds"] = round(t1 - t0, 1)
+    out["milvus_seconds"] = round(t2 - t1, 1)
+    return out
+
+
+def markdown(rows: list[dict[str, object]]) -> str:
+    lines = [
+        "| dataset | chunks | mode | nDCG@10 local | nDCG@10 Milvus | Δ | recall@100 local |"
+        " recall@100 Milvus | p50 ms local | p50 ms Milvus |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        for mode in (m for m in MODES if m in r):
+            m = r[mode]
+            assert isinstance(m, dict)
+            lines.append(
+                f"| {r['dataset']} | {r['chunks']} | {mode} | {m['local_ndcg10']:.4f} |"
+                f" {m['milvus_ndcg10']:.4f} | {m['delta_ndcg10']:+.4f} |"
+                f" {m['local_recall100']:.4f} | {m['milvus_recall100']:.4f} |"
+                f" {m['local_p50_ms']} | {m['milvus_p50_ms']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def scale_markdown(rows: list[dict[str, object]]) -> str:
+    lines = [
+        "| chunks | vectors | local ingest chunks/s | Milvus Lite sync chunks/s |"
+        " local p50 / p95 ms | Milvus Lite p50 / p95 ms | found@10 local / Milvus |"
+        " Lite disk MB | store + BM25F MB |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        local_mb = (int(r["store_bytes"]) + int(r["lexical_index_bytes"])) / 1e6  # type: ignore[call-overload]
+        lines.append(
+            f"| {r['chunks']} | {'static' if r['dense'] else 'none'} |"
+            f" {r['local_chunks_per_s']} | {r['milvus_sync_chunks_per_s']} |"
+            f" {r['local_p50_ms']} / {r['local_p95_ms']} | {r['milvus_p50_ms']} / {r['milvus_p95_ms']} |"
+            f" {r['local_found_at10']} / {r['milvus_found_at10']} |"
+            f" {int(r['lite_disk_bytes']) / 1e6:.1f} | {local_mb:.1f} |"  # type: ignore[call-overload]
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_latest() -> None:
+    """bench/results/milvus-latest.md from the parity and scale JSON files."""
+    parts = ["# Milvus backend: parity and scale (latest run)\n"]
+    parity = RESULTS / "milvus-parity.json"
+    if parity.exists():
+        rows = json.loads(parity.read_text())
+        n = rows[0]["queries"] if rows else 0
+        parts.append(
+            f"## Parity (`python bench/milvus_parity.py`; first {n} judged queries per set,"
+            " embedder `static` on both sides)\n\n" + markdown(rows)
+        )
+    ner = RESULTS / "milvus-parity-no-early-return.json"
+    if ner.exists():
+        parts.append(
+            "## Hybrid without the early-return heuristic (`--early-return 0` on both sides)\n\n"
+            "The local pipeline skips the dense channel when the lexical top-1 beats the"
+            " runner-up by a relative margin (`retrieval.early_return`, 0.5); it reads BM25F"
+            " scores locally and Milvus BM25 scores remotely. With it off, both fuse every"
+            " query (this checks whether the heuristic explains a hybrid gap).\n\n"
+            + markdown(json.loads(ner.read_text()))
+        )
+    scale = RESULTS / "milvus-scale.json"
+    if scale.exists():
+        parts.append(
+            "## Ingest and query (`python bench/milvus_scale.py --docs N`; synthetic"
+            " bilingual corpus, lexical top-10)\n\n" + scale_markdown(json.loads(scale.read_text()))
+        )
+    (RESULTS / "milvus-latest.md").write_text("\n".join(parts))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", type=Path, default=ROOT.parent / "shared" / "datasets")
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--limit-queries", type=int, default=200)
+    ap.add_argument("--embedder", default="static")
+    ap.add_argument("--report-only", action="store_true", help="Only rewrite milvus-latest.md.")
+    ap.add_argument("--modes", default=",".join(MODES))
+    ap.add_argument(
+        "--early-return", type=float, help="Override retrieval.early_return on both sides."
+    )
+    ap.add_argument("--out", default="milvus-parity.json", help="Result file under bench/results.")
+    args = ap.parse_args()
+    if args.report_only:
+        write_latest()
+        return
+    rows = []
+    for name in args.sets.split(","):
+        folder = args.datasets / name
+        if not folder.is_dir():
+            print(f"skip {name}: {folder} not found", file=sys.stderr)
+            continue
+        modes = tuple(m.strip() for m in args.modes.split(","))
+        rows.append(run(folder, args.limit_queries, args.embedder, modes, args.early_return))
+        print(json.dumps(rows[-1]), flush=True)
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / args.out).write_text(json.dumps(rows, indent=2) + "\n")
+        write_latest()
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()

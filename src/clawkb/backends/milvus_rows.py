@@ -1,0 +1,98 @@
+"""Store chunks → Milvus rows (fields of :mod:`clawkb.backends.milvus_schema`)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from clawkb.backends.surrogate import surrogate_text
+from clawkb.errors import IndexError_
+from clawkb.ingest.sync import doc_fields
+
+MEMORY_PREFIX = "memory://"
+_TEXT_BYTES = 65000
+
+_ROW_SQL = (
+    "SELECT c.id, c.anchor, c.ordinal, c.text, c.heading_path, c.line_start, c.line_end,"
+    " c.page, c.kind, c.language, d.path, d.root, d.title, d.parser, d.board, d.mtime_ns,"
+    " d.metadata FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})"
+)
+
+
+def namespace_of(path: str) -> str:
+    """The memory namespace of ``memory://<ns>/<id>`` documents, "" for files."""
+    if not path.startswith(MEMORY_PREFIX):
+        return ""
+    return path[len(MEMORY_PREFIX) :].partition("/")[0] or "default"
+
+
+def lexical_terms(chunk_id: int, title: str, heading_json: str, kind: str, text: str) -> str:
+    """clawkb's tokens of a chunk as surrogate words: title/heading twice (its BM25F
+    weight is 2), then the body or code tokens."""
+    f = doc_fields(chunk_id, title, heading_json, kind, text)
+    return surrogate_text([*f.title, *f.title, *f.body, *f.code])
+
+
+def _cut(text: str, limit: int = _TEXT_BYTES) -> str:
+    raw = text.encode("utf-8")
+    return text if len(raw) <= limit else raw[:limit].decode("utf-8", "ignore")
+
+
+def vectors_for(conn: sqlite3.Connection, mkey: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
+    marks = ",".join("?" * len(ids))
+    rows = conn.execute(
+        "SELECT cv.chunk_id, v.vec FROM chunk_vectors cv JOIN vectors v"
+        " ON v.model = cv.model AND v.key = cv.key"
+        f" WHERE cv.model = ? AND cv.chunk_id IN ({marks})",
+        [mkey, *ids],
+    )
+    return {cid: np.frombuffer(vec, "<f4") for cid, vec in rows}
+
+
+def build_rows(
+    conn: sqlite3.Connection, source: str, ids: Sequence[int], mkey: str | None
+) -> list[dict[str, Any]]:
+    """Milvus rows for the chunks ``ids`` still in the store (deleted ones are skipped)."""
+    if not ids:
+        return []
+    rows = conn.execute(_ROW_SQL.format(marks=",".join("?" * len(ids))), list(ids)).fetchall()
+    vecs = vectors_for(conn, mkey, [r[0] for r in rows]) if mkey else {}
+    out = []
+    for r in rows:
+        (cid, anchor, ordinal, text, heading, ls, le, page, kind, lang) = r[:10]
+        path, root, title, parser, board, mtime_ns, meta = r[10:]
+        rel = path[len(root) + 1 :] if root and path.startswith(root.rstrip("/") + "/") else path
+        row: dict[str, Any] = {
+            "anchor": anchor,
+            "source": source,
+            "chunk_id": cid,
+            "path": _cut(path, 4096),
+            "rel_path": _cut(rel, 4096),
+            "title": _cut(title or "", 2000),
+            "heading": _cut(heading, 8000),
+            "ordinal": ordinal,
+            "line_start": ls,
+            "line_end": le,
+            "page": -1 if page is None else page,
+            "kind": _cut(kind or "text", 32),
+            "language": _cut(lang or "", 64),
+            "doc_type": _cut(parser or "", 64),
+            "board": _cut(board or "", 256),
+            "datasheet": board is not None,
+            "namespace": _cut(namespace_of(path), 256),
+            "mtime": mtime_ns / 1e9,
+            "meta": json.loads(meta or "{}"),
+            "text": _cut(text),
+            "terms": lexical_terms(cid, title or "", heading, kind, text),
+        }
+        if mkey:
+            vec = vecs.get(cid)
+            if vec is None:
+                raise IndexError_(f"chunk {anchor} of {path} has no vector for {mkey!r} yet")
+            row["dense"] = vec.tolist()
+        out.append(row)
+    return out

@@ -1,0 +1,232 @@
+"""A remote-only knowledge base: a folder with just ``remote.yaml``, no local store.
+
+``remote.yaml`` holds the same settings as ``config.yaml`` (at least
+``backend: {kind: milvus, uri: ...}``, and ``embedding:`` when the collection
+has vectors). Every read goes to Milvus: search, ``show`` (chunk by anchor and
+its neighbours, by path and ordinal), ``ask`` and ``context``. Hits are kept
+in a small in-memory scratch store for the life of the object so the answer
+layer can merge neighbouring passages exactly as it does locally. Writes
+(index, memory) belong on an ingesting machine and are refused clearly.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clawkb.backends.milvus_filters import quote
+from clawkb.backends.milvus_kb import collection_props, kb_search
+from clawkb.backends.milvus_schema import HIT_FIELDS, BackendError, client
+from clawkb.backends.milvus_search import entity_row
+from clawkb.backends.settings import REMOTE_FILE, backend_settings
+from clawkb.config import Config
+from clawkb.errors import ConfigError, NotFoundError
+from clawkb.kb import KnowledgeBase
+from clawkb.retrieve.hits import hit_dict
+from clawkb.retrieve.result import SearchResult
+from clawkb.store import db
+from clawkb.store.repo import ChunkRow, Repository
+from clawkb.types import Hit
+
+
+class UniformTermStats:
+    """Stands in for the lexical index where only term statistics are read (``ask``'s
+    question-term weights): Milvus does not expose document frequencies, so every
+    term weighs the same."""
+
+    n_docs = 0
+
+    def doc_freqs(self, hashes: np.ndarray) -> np.ndarray:
+        return np.ones(len(hashes), np.int64)
+
+    def idf(self, df: np.ndarray) -> np.ndarray:
+        return np.where(np.asarray(df) > 0, 1.0, 2.0)
+
+    def close(self) -> None:
+        """Nothing to release: no index files are open."""
+
+
+class RemoteKnowledgeBase(KnowledgeBase):
+    remote = True
+
+    def __init__(self, home: Path, config: Config) -> None:  # no super(): no local store
+        settings = backend_settings(config.extra, home)
+        if settings is None:
+            raise ConfigError(f"{home / REMOTE_FILE}: needs backend: {{kind: milvus, uri: ...}}")
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        db.migrate(conn, home / REMOTE_FILE)
+        self.home = home
+        self.conn = conn
+        self.config = config
+        self.repo = Repository(conn)
+        self.lexical = UniformTermStats()  # type: ignore[assignment]
+        self._registry = None
+        self.store_id = ""
+        self._writing = 0
+        self._superseded = []
+        self.__dict__["_backend"] = settings
+        self.settings = settings
+
+    @classmethod
+    def open_remote(cls, home: Path) -> RemoteKnowledgeBase:
+        import yaml
+
+        path = home / REMOTE_FILE
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: invalid YAML ({exc})") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping of settings")
+        kb = cls(home, Config.from_dict(data, str(path)))
+        collection_props(kb.settings)  # fail fast on a wrong address or collection
+        return kb
+
+    # -- writes are for ingesting machines ---------------------------------
+    @contextmanager
+    def writer(
+        self, wait: float = 30.0, on_wait: Callable[[str], None] | None = None
+    ) -> Iterator[None]:
+        raise ConfigError(
+            f"{self.home}: a remote-only knowledge base (remote.yaml) is read-only;"
+            " index on an ingesting machine and `clawkb sync` into Milvus"
+        )
+        yield  # pragma: no cover
+
+    def _catch_up(self) -> list[str]:
+        return []
+
+    # -- reads ---------------------------------------------------------------
+    def search(self, query: str, **kwargs: Any) -> SearchResult:
+        res = super().search(query, **kwargs)
+        self._remember(res.hits)
+        return res
+
+    def _query(self, expr: str, limit: int = 100) -> list[dict[str, Any]]:
+        try:
+            rows = client(self.settings).query(
+                self.settings.collection, filter=expr, output_fields=HIT_FIELDS, limit=limit
+            )
+        except Exception as exc:
+            raise BackendError(f"Milvus query failed: {str(exc).strip()[-200:]}") from exc
+        return [dict(r) for r in rows]
+
+    def _remember(self, hits: list[Hit]) -> None:
+        """Keep hit rows in the scratch store (for context merging in ``ask``)."""
+        if not hits:
+            return
+        rows = self._query(
+            "anchor in [" + ", ".join(quote(h.anchor.id) for h in hits) + "]", len(hits)
+        )
+        for e in rows:
+            self._scratch(e)
+
+    def _scratch(self, e: dict[str, Any]) -> None:
+        c = self.conn
+        c.execute(
+            "INSERT OR IGNORE INTO documents (path, content_hash, title, indexed_at)"
+            " VALUES (?, '', ?, ?)",
+            (e["path"], e.get("title", ""), time.time()),
+        )
+        doc_id = c.execute("SELECT id FROM documents WHERE path = ?", (e["path"],)).fetchone()[0]
+        page = int(e.get("page", -1))
+        c.execute(
+            "INSERT OR IGNORE INTO chunks (doc_id, anchor, ordinal, text, content_hash,"
+            " heading_path, line_start, line_end, page, kind, language)"
+            " VALUES (?,?,?,?,'',?,?,?,?,?,?)",
+            (
+                doc_id,
+                e["anchor"],
+                e["ordinal"],
+                e["text"],
+                e.get("heading") or "[]",
+                e["line_start"],
+                e["line_end"],
+                None if page < 0 else page,
+                e.get("kind", "text"),
+                e.get("language") or None,
+            ),
+        )
+
+    def chunk(self, anchor: str) -> ChunkRow:
+        a = anchor.strip()
+        rows = self._query(f"anchor == {quote(a)}", 1) or self._query(
+            "anchor like " + quote(a.replace("%", "").replace("_", "\\_") + "%"), 2
+        )
+        if len(rows) != 1:
+            raise NotFoundError(
+                f"no chunk with anchor {anchor!r} in Milvus collection {self.settings.collection!r}"
+            )
+        return entity_row(rows[0])
+
+    def neighbours(
+        self, row: ChunkRow, before: int = 1, after: int = 1
+    ) -> tuple[list[ChunkRow], list[ChunkRow]]:
+        lo, hi = row.ordinal - before, row.ordinal + after
+        rows = self._query(
+            f"path == {quote(row.path)} and ordinal >= {lo} and ordinal <= {hi}",
+            before + after + 1,
+        )
+        got = sorted((entity_row(e) for e in rows), key=lambda r: r.ordinal)
+        return [r for r in got if r.ordinal < row.ordinal], [
+            r for r in got if r.ordinal > row.ordinal
+        ]
+
+    def status(self) -> dict[str, Any]:
+        props = collection_props(self.settings)
+        try:
+            stats = client(self.settings).get_collection_stats(self.settings.collection)
+        except Exception as exc:
+            raise BackendError(f"Milvus stats failed: {exc}") from exc
+        return {
+            "home": str(self.home),
+            "remote": True,
+            "backend": {**self.settings.describe(), "rows": int(stats.get("row_count", 0))},
+            "collection": props,
+        }
+
+    @property
+    def memory(self) -> Any:
+        raise ConfigError(
+            f"{self.home}: agent memory needs a local store; this knowledge base is remote-only"
+        )
+
+
+def remote_context(kb: RemoteKnowledgeBase, query: str, boards: Any, limit: int) -> dict[str, Any]:
+    """``clawkb context`` on a remote KB: datasheet passages from Milvus (no pin aliases,
+    which live in the ingesting machine's store)."""
+    t0 = time.perf_counter()
+    names = [b.strip() for b in boards if b.strip()]
+    res = kb_search(
+        kb, kb.settings, query, limit=limit, boards=names, board_only=bool(names),
+        datasheets_only=True,
+    )  # fmt: skip
+    board_of = {}
+    if res.hits:
+        ents = kb._query("anchor in [" + ", ".join(quote(h.anchor.id) for h in res.hits) + "]")
+        board_of = {e["anchor"]: e.get("board") or None for e in ents}
+    passages = []
+    for h in res.hits:
+        d = hit_dict(h)
+        d["board"] = board_of.get(h.anchor.id)
+        for key in ("snippet", "highlights", "explanation"):
+            d.pop(key, None)
+        passages.append(d)
+    return {
+        "query": query,
+        "boards": names,
+        "aliases": [],
+        "conflicts": [],
+        "passages": passages,
+        "warnings": [
+            *res.warnings,
+            "remote knowledge base: pin aliases are kept on the ingesting machine only",
+        ],
+        "took_ms": round((time.perf_counter() - t0) * 1000, 3),
+    }
