@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE))
 import report  # noqa: E402
 import synth  # noqa: E402
 
-ENGINES = ["clawkb", "bm25s", "tantivy"]
+ENGINES = ["clawkb", "bm25s-numba", "tantivy", "tantivy-own"]
 DATASETS = Path("/work/shared/datasets")
 WARMUP = 20
 THREAD_ENV = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
@@ -52,7 +52,7 @@ def environment() -> dict[str, Any]:
     with open("/proc/meminfo", encoding="utf-8") as fh:
         mem_kib = int(fh.readline().split()[1])
     versions = {}
-    for pkg in ("clawkb", "numpy", "bm25s", "tantivy"):
+    for pkg in ("clawkb", "numpy", "bm25s", "numba", "tantivy"):
         try:
             versions[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
