@@ -61,7 +61,7 @@ from operator import add
 
 from clawkb.text.normalize import nfkc, normalize
 
-__all__ = ["MAX_TOKEN_LEN", "TOKENIZER_VERSION", "normalize", "tokenize"]
+__all__ = ["MAX_TOKEN_LEN", "NATIVE_TOKENIZER", "TOKENIZER_VERSION", "normalize", "tokenize"]
 
 #: Bump whenever the output of :func:`tokenize` changes: indexes record it.
 TOKENIZER_VERSION = "1"
@@ -110,9 +110,26 @@ _CACHE: dict[str, tuple[str, ...]] = {}
 _CACHE_MAX_ENTRIES = 65_536
 _CACHE_MAX_RUN = 32
 
+# The C module (_toknative.c) does run splitting, CJK runs and plain words and
+# calls _expand_run for the rest: same output, several times faster.
+try:
+    from clawkb.text import _toknative as _native  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - no compiler on this machine
+    _native = None
+
+#: True when the native tokenizer is in use.
+NATIVE_TOKENIZER = _native is not None
+
 
 def tokenize(text: str) -> list[str]:
     """Split ``text`` into index/query terms, in order, duplicates kept."""
+    if _native is not None:
+        return _native.tokenize(nfkc(text), _CACHE, _expand_run)
+    return tokenize_python(text)
+
+
+def tokenize_python(text: str) -> list[str]:
+    """The reference implementation (the oracle the native one is tested against)."""
     tokens: list[str] = []
     extend = tokens.extend
     cached = _CACHE.get
