@@ -29,6 +29,11 @@ setup(
             extra_compile_args=["-O3"],
         ),
         Extension(
+            "clawkb.index._blockmax",
+            sources=["src/clawkb/index/_blockmax.c"],
+            extra_compile_args=["-O3"],
+        ),
+        Extension(
             "clawkb.text._toknative",
             sources=["src/clawkb/text/_toknative.c"],
             extra_compile_args=["-O3"],

@@ -26,7 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from clawkb.index.scorer import score_topk, score_topk_pruned
+from clawkb.index.scorer import (
+    BLOCKMAX_AVAILABLE,
+    score_topk,
+    score_topk_blockmax,
+    score_topk_pruned,
+)
 from clawkb.index.segment import (
     FIELDS,
     N_FIELDS,
@@ -70,6 +75,9 @@ class LexicalIndex:
     #: Below this many postings a plain scan is faster than pruning's bookkeeping
     #: (measured: at 100k docs pruning cost +50% p50; it pays on long lists).
     PRUNE_MIN_POSTINGS = 200_000
+    #: Segments with at least this many postings for the query use the exact
+    #: block-max kernel (when built); shorter ones the plain scan.
+    BLOCKMAX_MIN_POSTINGS = 50_000
 
     def __init__(
         self, folder: Path, params: BM25FParams | None = None, *, writable: bool = False
@@ -325,7 +333,25 @@ class LexicalIndex:
                 mask[seg.locate(allowed)] = 1
                 live = mask & live
             n_post = int((ranges[1::2] - ranges[0::2]).sum())
-            if prune and use_native and len(w) > 1 and n_post >= self.PRUNE_MIN_POSTINGS:
+            blockmax = BLOCKMAX_AVAILABLE and n_post >= self.BLOCKMAX_MIN_POSTINGS
+            if prune and use_native and blockmax and len(w) > 1 and bool((w > 0).all()):
+                theta0 = float(best[k - 1]) if len(best) >= k else 0.0
+                local, sc = score_topk_blockmax(
+                    seg.docs,
+                    seg.tfs,
+                    self._factor(seg),
+                    ranges,
+                    seg.first_blocks(hashes),
+                    seg.blocks,
+                    w,
+                    live,
+                    self._block_params(),
+                    self.params.k1,
+                    k,
+                    theta0,
+                )
+                m = -1
+            elif prune and use_native and len(w) > 1 and n_post >= self.PRUNE_MIN_POSTINGS:
                 theta0 = float(best[k - 1]) if len(best) >= k else 0.0
                 local, sc, m = self._score_pruned(seg, hashes, ranges, w, live, k, theta0)
             else:
@@ -352,6 +378,11 @@ class LexicalIndex:
             order = np.lexsort((ids, -scores))[:k]
             ids, scores = ids[order], scores[order]
         return ids, scores, matched
+
+    def _block_params(self) -> np.ndarray:
+        """float32 [field weights, field b, average field lengths] for block bounds."""
+        avg = self._stats()[1]
+        return np.array([*self.params.weights, *self.params.b, *avg.tolist()], np.float32)
 
     def _score_pruned(
         self,

@@ -9,7 +9,10 @@ A segment is a folder of ``.npy`` arrays, memory-mapped when opened:
 ``docs``       uint32 [P]     local doc numbers, ascending within a term
 ``tfs``        uint8 [P, 3]   per-field term frequency, saturated at 255
 
-Deletions never rewrite a segment: a separate ``live.npy`` mask (uint8 [N]) is
+``blk_*``, ``term_blocks``             per-block score bounds (:mod:`clawkb.index.blocks`)
+
+Format 3 added the block arrays; a segment written before them gets them
+computed in memory when first needed. Deletions never rewrite a segment: a separate ``live.npy`` mask (uint8 [N]) is
 replaced atomically. Segments are merged (dropping deleted docs) by
 :func:`merge_segments`. Terms are stored as hashes so that a lookup is one
 binary search in a memory-mapped array, with no vocabulary to load.
@@ -28,6 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
+from clawkb.index.blocks import BLOCK_ARRAYS, block_arrays
+
+#: Version of the files a segment folder holds (meta.json "format").
+SEGMENT_FORMAT = 3
 N_FIELDS = 3
 FIELDS = ("title", "body", "code")
 _FLUSH = 1 << 18
@@ -100,9 +107,15 @@ def write_segment(
         docs=docs.astype(np.uint32),
         tfs=tfs.astype(np.uint8),
     )
+    arrays.update(block_arrays(arrays["offsets"], arrays["docs"], arrays["tfs"], arrays["lens"]))
     for name, arr in arrays.items():
         _save(tmp, name, np.ascontiguousarray(arr))
-    meta = {"n_docs": len(chunk_ids), "n_terms": len(terms), "n_postings": len(docs)}
+    meta = {
+        "format": SEGMENT_FORMAT,
+        "n_docs": len(chunk_ids),
+        "n_terms": len(terms),
+        "n_postings": len(docs),
+    }
     (tmp / "meta.json").write_text(json.dumps(meta))
     os.replace(tmp, folder)
 
@@ -278,6 +291,25 @@ class Segment:
             np.load(live_path) if live_path.exists() else np.ones(len(self.chunk_ids), np.uint8)
         )
         self._sorted_ids: np.ndarray | None = None
+        self._blocks: dict[str, np.ndarray] | None = None
+        if all((folder / f"{n}.npy").exists() for n in BLOCK_ARRAYS):
+            self._blocks = {n: np.load(folder / f"{n}.npy", mmap_mode="r") for n in BLOCK_ARRAYS}
+
+    @property
+    def blocks(self) -> dict[str, np.ndarray]:
+        """Block bounds (``blocks.BLOCK_ARRAYS``); computed once for older segments."""
+        if self._blocks is None:
+            self._blocks = block_arrays(self.offsets, self.docs, self.tfs, self.lens)
+        return self._blocks
+
+    def first_blocks(self, hashes: np.ndarray) -> np.ndarray:
+        """First block number of each hashed term (0 for terms not in the segment)."""
+        pos = np.minimum(np.searchsorted(self.terms, hashes), max(len(self.terms) - 1, 0))
+        return (
+            np.asarray(self.blocks["term_blocks"][pos], np.int64)
+            if len(self.terms)
+            else (np.zeros(len(hashes), np.int64))
+        )
 
     @property
     def n_docs(self) -> int:
