@@ -29,6 +29,7 @@
 
 #define BLOCK 128
 #define SLACK 1.0005f
+#define WINDOW 4096 /* docs per window; a multiple of 64 */
 
 typedef struct { float score; uint32_t doc; } Entry;
 
@@ -52,6 +53,7 @@ typedef struct {
     int64_t b0;          /* first block of the term */
     const float *bub;    /* bound of each of its blocks */
     float ub, w;         /* largest block bound; idf x query weight */
+    float wub;           /* largest block bound inside the current window */
 } Term;
 
 typedef struct {
@@ -130,13 +132,15 @@ static PyObject *topk(PyObject *self, PyObject *args) {
     Py_ssize_t *ord = calloc(T ? T : 1, sizeof(Py_ssize_t));
     float *prefix = calloc(T + 1, sizeof(float)), *contrib = calloc(T ? T : 1, sizeof(float));
     Entry *heap = calloc(k ? k : 1, sizeof(Entry));
+    float *acc = malloc(WINDOW * sizeof(float));
+    uint64_t *bits = malloc(WINDOW / 8);
     int64_t total_blocks = 0;
     for (Py_ssize_t t = 0; t < T; t++) {
         int64_t n = ranges[2 * t + 1] - ranges[2 * t];
         if (n > 0) total_blocks += (n + BLOCK - 1) / BLOCK;
     }
     float *bub = malloc((total_blocks ? total_blocks : 1) * sizeof(float));
-    if (!terms || !ord || !prefix || !contrib || !heap || !bub) {
+    if (!terms || !ord || !prefix || !contrib || !heap || !bub || !acc || !bits) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -165,66 +169,85 @@ static PyObject *topk(PyObject *self, PyObject *args) {
         }
         used += nb;
     }
-    /* terms by ascending bound (insertion sort: queries are short) */
-    for (Py_ssize_t i = 0; i < T; i++) {
-        Py_ssize_t j = i;
-        while (j > 0 && terms[ord[j - 1]].ub > terms[i].ub) { ord[j] = ord[j - 1]; j--; }
-        ord[j] = i;
-    }
-    for (Py_ssize_t i = 0; i < T; i++) prefix[i + 1] = prefix[i] + terms[ord[i]].ub;
-
-    Py_ssize_t h = 0, ne = 0, scored = 0;
+    /* Windows of WINDOW docs. In each: every term's bound is its largest
+     * block bound inside the window; terms sorted by it, the prefix summing
+     * below theta is non-essential. Essential postings are added term at a
+     * time into acc (a pruning estimate); each candidate then gets the
+     * non-essential terms while it can still reach theta, and survivors are
+     * scored exactly, summing contributions in the caller's term order. */
+    Py_ssize_t h = 0, scored = 0;
     float theta = (float)theta0;
-    while (ne < T && prefix[ne + 1] < theta) ne++;
-    for (;;) {
-        if (ne >= T) break;
-        uint32_t d = UINT32_MAX, stretch_end = UINT32_MAX;
-        float ub_blocks = prefix[ne];
-        for (Py_ssize_t i = ne; i < T; i++) {
+    uint32_t max_doc = 0;
+    for (Py_ssize_t t = 0; t < T; t++)
+        if (terms[t].e > terms[t].s && g.docs[terms[t].e - 1] + 1 > max_doc)
+            max_doc = g.docs[terms[t].e - 1] + 1;
+    for (uint32_t lo = 0; lo < max_doc; lo += WINDOW) {
+        uint32_t hi = lo + WINDOW;
+        Py_ssize_t nt = 0;
+        for (Py_ssize_t t = 0; t < T; t++) {
+            Term *tm = &terms[t];
+            seek(&g, tm, lo);
+            tm->wub = 0.0f;
+            if (tm->pos >= tm->e || g.docs[tm->pos] >= hi) continue;
+            int64_t blk = block_of(tm, tm->pos), b_end = block_of(tm, tm->e - 1) + 1;
+            for (; blk < b_end; blk++) {
+                if (g.docs[tm->s + (blk - tm->b0) * BLOCK] >= hi) break;
+                if (tm->bub[blk - tm->b0] > tm->wub) tm->wub = tm->bub[blk - tm->b0];
+            }
+            /* insertion by ascending window bound */
+            Py_ssize_t j = nt++;
+            while (j > 0 && terms[ord[j - 1]].wub > tm->wub) { ord[j] = ord[j - 1]; j--; }
+            ord[j] = t;
+        }
+        if (nt == 0) continue;
+        for (Py_ssize_t i = 0; i < nt; i++) prefix[i + 1] = prefix[i] + terms[ord[i]].wub;
+        if (prefix[nt] < theta) continue; /* nothing in this window can enter */
+        Py_ssize_t ne = 0;
+        while (ne < nt && prefix[ne + 1] < theta) ne++;
+        /* essential terms, term at a time */
+        memset(bits, 0, sizeof(uint64_t) * (WINDOW / 64));
+        for (Py_ssize_t i = ne; i < nt; i++) {
             Term *tm = &terms[ord[i]];
-            uint32_t c = cur_doc(&g, tm);
-            if (c == UINT32_MAX) continue;
-            if (c < d) d = c;
-            int64_t blk = block_of(tm, tm->pos);
-            ub_blocks += tm->bub[blk - tm->b0];
-            if (g.blk_last[blk] < stretch_end) stretch_end = g.blk_last[blk];
+            for (int64_t p = tm->pos; p < tm->e; p++) {
+                uint32_t d = g.docs[p];
+                if (d >= hi) break;
+                const uint8_t *tf = g.tfs + 3 * p;
+                const float *f = g.factor + 3 * (size_t)d;
+                float x = tf[0] * f[0] + tf[1] * f[1] + tf[2] * f[2];
+                if (x <= 0.0f) continue;
+                uint32_t r = d - lo;
+                if (!(bits[r >> 6] & (1ULL << (r & 63)))) { bits[r >> 6] |= 1ULL << (r & 63); acc[r] = 0.0f; }
+                acc[r] += tm->w * x * kp1 / (x + k1);
+            }
         }
-        if (d == UINT32_MAX) break;
-        if (ub_blocks < theta) {
-            /* nothing up to the end of the shortest current block can enter */
-            if (stretch_end == UINT32_MAX) break;
-            for (Py_ssize_t i = ne; i < T; i++) seek(&g, &terms[ord[i]], stretch_end + 1);
-            continue;
-        }
-        int dead = (Py_ssize_t)d >= n_docs || (live && !live[d]);
-        float partial = 0.0f;
-        int pruned = dead;
-        if (!dead) {
-            memset(contrib, 0, T * sizeof(float));
-            for (Py_ssize_t i = ne; i < T; i++) {
-                Term *tm = &terms[ord[i]];
-                if (cur_doc(&g, tm) == d) {
-                    contrib[ord[i]] = contribution(&g, tm, d, k1);
-                    partial += contrib[ord[i]];
+        /* candidates in doc order */
+        for (uint32_t word = 0; word < WINDOW / 64; word++) {
+            uint64_t m = bits[word];
+            while (m) {
+                uint32_t r = word * 64 + (uint32_t)__builtin_ctzll(m);
+                m &= m - 1;
+                uint32_t d = lo + r;
+                if ((Py_ssize_t)d >= n_docs || (live && !live[d])) continue;
+                float partial = acc[r];
+                int pruned = 0;
+                for (Py_ssize_t i = ne - 1; i >= 0; i--) {
+                    Term *tm = &terms[ord[i]];
+                    if ((partial + prefix[i + 1]) * SLACK < theta) { pruned = 1; break; }
+                    seek(&g, tm, d);
+                    if (cur_doc(&g, tm) != d) continue;
+                    partial += contribution(&g, tm, d, k1);
                 }
-            }
-            for (Py_ssize_t i = ne - 1; i >= 0 && !pruned; i--) {
-                Term *tm = &terms[ord[i]];
-                if ((partial + prefix[i + 1]) * SLACK < theta) { pruned = 1; break; }
-                seek(&g, tm, d);
-                if (cur_doc(&g, tm) != d) continue;
-                float bb = tm->bub[block_of(tm, tm->pos) - tm->b0];
-                if ((partial + bb + prefix[i]) * SLACK < theta) { pruned = 1; break; }
-                contrib[ord[i]] = contribution(&g, tm, d, k1);
-                partial += contrib[ord[i]];
-            }
-        }
-        if (!pruned) {
-            float score = 0.0f;
-            for (Py_ssize_t t = 0; t < T; t++) score += contrib[t];
-            scored++;
-            Entry en = {score, d};
-            if (score > 0.0f) {
+                if (pruned || partial * SLACK < theta) continue;
+                /* exact score in the caller's term order */
+                float score = 0.0f;
+                for (Py_ssize_t t = 0; t < T; t++) {
+                    Term *tm = &terms[t];
+                    seek(&g, tm, d); /* candidates ascend: cursors only move forward */
+                    if (cur_doc(&g, tm) == d) score += contribution(&g, tm, d, k1);
+                }
+                scored++;
+                if (score <= 0.0f) continue;
+                Entry en = {score, d};
                 if (h < k) {
                     Py_ssize_t i = h++;
                     heap[i] = en;
@@ -236,15 +259,8 @@ static PyObject *topk(PyObject *self, PyObject *args) {
                     heap[0] = en;
                     sift_down(heap, h, 0);
                 }
-                if (h == k && k > 0 && heap[0].score > theta) {
-                    theta = heap[0].score;
-                    while (ne < T && prefix[ne + 1] < theta) ne++;
-                }
+                if (h == k && k > 0 && heap[0].score > theta) theta = heap[0].score;
             }
-        }
-        for (Py_ssize_t i = 0; i < T; i++) {
-            Term *tm = &terms[i];
-            if (cur_doc(&g, tm) == d) tm->pos++;
         }
     }
     /* heap -> descending score, ascending doc on ties */
@@ -256,11 +272,11 @@ static PyObject *topk(PyObject *self, PyObject *args) {
         out_docs[h] = top.doc;
         out_scores[h] = top.score;
     }
-    free(terms); free(ord); free(prefix); free(contrib); free(heap); free(bub);
+    free(terms); free(ord); free(prefix); free(contrib); free(heap); free(bub); free(acc); free(bits);
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
     return Py_BuildValue("(nn)", n_out, scored);
 fail:
-    free(terms); free(ord); free(prefix); free(contrib); free(heap); free(bub);
+    free(terms); free(ord); free(prefix); free(contrib); free(heap); free(bub); free(acc); free(bits);
 fail_bufs:
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
     return NULL;
