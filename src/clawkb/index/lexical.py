@@ -77,7 +77,7 @@ class LexicalIndex:
     PRUNE_MIN_POSTINGS = 200_000
     #: Segments with at least this many postings for the query use the exact
     #: block-max kernel (when built); shorter ones the plain scan.
-    BLOCKMAX_MIN_POSTINGS = 50_000
+    BLOCKMAX_MIN_POSTINGS = 0
 
     def __init__(
         self, folder: Path, params: BM25FParams | None = None, *, writable: bool = False
@@ -321,6 +321,7 @@ class LexicalIndex:
         ids_out, sc_out = [], []
         matched = 0
         best: np.ndarray = np.empty(0, np.float32)  # top-k scores so far, all segments
+        block_params = self._block_params() if BLOCKMAX_AVAILABLE else None
         # Bigger segments first: they set the bar the others must pass.
         for seg, (ranges, _) in sorted(
             zip(self.segments, per_seg, strict=True), key=lambda sr: -sr[0].n_docs
@@ -334,7 +335,15 @@ class LexicalIndex:
                 live = mask & live
             n_post = int((ranges[1::2] - ranges[0::2]).sum())
             blockmax = BLOCKMAX_AVAILABLE and n_post >= self.BLOCKMAX_MIN_POSTINGS
-            if prune and use_native and blockmax and len(w) > 1 and bool((w > 0).all()):
+            positive = bool((w > 0).all())
+            if (
+                prune
+                and use_native
+                and blockmax
+                and len(w) > 1
+                and positive
+                and block_params is not None
+            ):
                 theta0 = float(best[k - 1]) if len(best) >= k else 0.0
                 local, sc = score_topk_blockmax(
                     seg.docs,
@@ -345,7 +354,7 @@ class LexicalIndex:
                     seg.blocks,
                     w,
                     live,
-                    self._block_params(),
+                    block_params,
                     self.params.k1,
                     k,
                     theta0,

@@ -99,7 +99,7 @@ def write_segment(
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    arrays = dict(
+    arrays: dict[str, np.ndarray] = dict(
         chunk_ids=chunk_ids.astype(np.int64),
         lens=lens.astype(np.uint32),
         terms=terms.astype(np.uint64),
