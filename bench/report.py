@@ -9,6 +9,7 @@ RATIO_METRICS: list[tuple[str, str]] = [
     ("query p50", "query.p50_ms"),
     ("query p95", "query.p95_ms"),
     ("query mean", "query.mean_ms"),
+    ("query CPU time", "query.cpu_ms"),
     ("peak RSS", "rss_peak_mb"),
     ("RSS over baseline", "rss_delta_mb"),
     ("index on disk", "index_bytes"),
