@@ -56,6 +56,7 @@ ordinary text): a lower-case query still finds a CamelCase document.
 
 from __future__ import annotations
 
+import functools
 import re
 from operator import add
 
@@ -88,9 +89,21 @@ _HARD = (
 )
 _SEP = rf"\s{_HARD}{_CJK}"
 
-# One scan finds every run: a CJK run or a run of anything else.
-_RUN = re.compile(rf"[{_CJK}]+|[^{_SEP}]+")
-_CJK_START = re.compile(rf"[{_CJK}]")
+
+# One scan finds every run: a CJK run or a run of anything else. These two
+# big character classes take ~0.1 s to compile, and only the pure-Python path
+# needs them, so they are compiled on its first use (a fresh `clawkb search`
+# with the native tokenizer never pays for them).
+@functools.cache
+def _run_re() -> re.Pattern[str]:
+    return re.compile(rf"[{_CJK}]+|[^{_SEP}]+")
+
+
+@functools.cache
+def _cjk_start_re() -> re.Pattern[str]:
+    return re.compile(rf"[{_CJK}]")
+
+
 # The run without leading/trailing symbols; a trailing ++ or # survives.
 _CORE = re.compile(r"[^\W_](?:.*[^\W_])?(?:\+\+|#)?", re.DOTALL)
 _SEGMENT_SPLIT = re.compile(r"[^\w.\-]+")
@@ -133,7 +146,7 @@ def tokenize_python(text: str) -> list[str]:
     tokens: list[str] = []
     extend = tokens.extend
     cached = _CACHE.get
-    for run in _RUN.findall(nfkc(text)):
+    for run in _run_re().findall(nfkc(text)):
         found = cached(run)
         if found is None:
             found = _run_tokens(run)
@@ -147,7 +160,7 @@ def tokenize_python(text: str) -> list[str]:
 
 def _run_tokens(run: str) -> tuple[str, ...]:
     """Tokens of one run, CJK or not (see the module docstring)."""
-    if _CJK_START.match(run):
+    if _cjk_start_re().match(run):
         if len(run) == 1:
             return (run,)
         return (*run, *map(add, run, run[1:]))
