@@ -315,15 +315,17 @@ class LexicalIndex:
         if not uniq or not self.segments:
             return np.empty(0, np.int64), np.empty(0, np.float32), 0
         hashes = hash_terms(uniq)
-        per_seg = [seg.term_ranges(hashes) for seg in self.segments]
+        use_blocks = BLOCKMAX_AVAILABLE and prune and use_native
+        per_seg = [seg.lookup(hashes, blocks=use_blocks) for seg in self.segments]
         df = np.sum([p[1] for p in per_seg], axis=0)
         w = (self.idf(df) * np.asarray(weights)).astype(np.float32)
         ids_out, sc_out = [], []
         matched = 0
         best: np.ndarray = np.empty(0, np.float32)  # top-k scores so far, all segments
-        block_params = self._block_params() if BLOCKMAX_AVAILABLE else None
+        block_params = self._block_params() if use_blocks else None
+        positive = bool((w > 0).all())
         # Bigger segments first: they set the bar the others must pass.
-        for seg, (ranges, _) in sorted(
+        for seg, (ranges, _, first_blocks) in sorted(
             zip(self.segments, per_seg, strict=True), key=lambda sr: -sr[0].n_docs
         ):
             if not ranges[1::2].any():
@@ -335,7 +337,6 @@ class LexicalIndex:
                 live = mask & live
             n_post = int((ranges[1::2] - ranges[0::2]).sum())
             blockmax = BLOCKMAX_AVAILABLE and n_post >= self.BLOCKMAX_MIN_POSTINGS
-            positive = bool((w > 0).all())
             if (
                 prune
                 and use_native
@@ -350,7 +351,7 @@ class LexicalIndex:
                     seg.tfs,
                     self._factor(seg),
                     ranges,
-                    seg.first_blocks(hashes),
+                    first_blocks,
                     seg.blocks,
                     w,
                     live,

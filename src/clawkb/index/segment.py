@@ -309,15 +309,6 @@ class Segment:
             self._blocks = block_arrays(self.offsets, self.docs, self.tfs, self.lens)
         return self._blocks
 
-    def first_blocks(self, hashes: np.ndarray) -> np.ndarray:
-        """First block number of each hashed term (0 for terms not in the segment)."""
-        pos = np.minimum(np.searchsorted(self.terms, hashes), max(len(self.terms) - 1, 0))
-        return (
-            np.asarray(self.blocks["term_blocks"][pos], np.int64)
-            if len(self.terms)
-            else (np.zeros(len(hashes), np.int64))
-        )
-
     @property
     def n_docs(self) -> int:
         return int(self.chunk_ids.shape[0])
@@ -328,19 +319,34 @@ class Segment:
 
     def term_ranges(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return (ranges [s,e,...], doc freq per term) for hashed query terms."""
+        ranges, df, _ = self.lookup(hashes, blocks=False)
+        return ranges, df
+
+    def lookup(
+        self, hashes: np.ndarray, *, blocks: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ranges [s,e,...], doc freq, first block number) per hashed query term.
+
+        Terms not in the segment get an empty range and first block 0.
+        """
+        n_terms = len(self.terms)
+        if not n_terms:
+            zeros = np.zeros(len(hashes), np.int64)
+            return np.zeros(2 * len(hashes), np.int64), zeros, zeros
         pos = np.searchsorted(self.terms, hashes)
-        pos_c = np.minimum(pos, max(len(self.terms) - 1, 0))
-        found = (
-            (pos < len(self.terms)) & (self.terms[pos_c] == hashes)
-            if len(self.terms)
-            else (np.zeros(len(hashes), bool))
-        )
+        pos_c = np.minimum(pos, n_terms - 1)
+        found = (pos < n_terms) & (self.terms[pos_c] == hashes)
         starts = np.where(found, self.offsets[pos_c], 0)
-        ends = np.where(found, self.offsets[np.minimum(pos_c + 1, len(self.offsets) - 1)], 0)
+        ends = np.where(found, self.offsets[pos_c + 1], 0)
         ranges = np.empty(2 * len(hashes), np.int64)
         ranges[0::2] = starts
         ranges[1::2] = ends
-        return ranges, (ends - starts)
+        first = (
+            np.asarray(self.blocks["term_blocks"][pos_c], np.int64)
+            if blocks
+            else np.zeros(len(hashes), np.int64)
+        )
+        return ranges, ends - starts, first
 
     def locate(self, chunk_ids: np.ndarray) -> np.ndarray:
         """Local doc numbers of the given chunk ids that live in this segment."""
