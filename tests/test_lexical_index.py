@@ -241,7 +241,7 @@ def test_segments_without_block_files_still_search(tmp_path: Path) -> None:
     idx.apply(docs, [], 1)
     expected = idx.search(["w1", "w2", "w3"], k=5, prune=False)
     for seg in idx.segments:
-        for name in ("blk_last", "blk_maxtf", "blk_minlen", "term_blocks"):
+        for name in ("blk_maxtf", "blk_minlen", "term_blocks"):
             (seg.folder / f"{name}.npy").unlink()
     old = LexicalIndex(tmp_path / "lex")
     old.BLOCKMAX_MIN_POSTINGS = 0

@@ -61,7 +61,6 @@ typedef struct {
     const uint32_t *docs;
     const uint8_t *tfs;
     const float *factor;
-    const uint32_t *blk_last;
 } Seg;
 
 static inline uint32_t cur_doc(const Seg *g, const Term *t) {
@@ -70,11 +69,17 @@ static inline uint32_t cur_doc(const Seg *g, const Term *t) {
 
 static inline int64_t block_of(const Term *t, int64_t pos) { return t->b0 + (pos - t->s) / BLOCK; }
 
+/* One past the last posting of block b (a block's last doc is docs[end - 1]). */
+static inline int64_t block_end(const Term *t, int64_t b) {
+    int64_t end = t->s + (b - t->b0 + 1) * BLOCK;
+    return end < t->e ? end : t->e;
+}
+
 /* Move the cursor to the first posting >= d (never backwards). */
 static void seek(const Seg *g, Term *t, uint32_t d) {
     if (t->pos >= t->e || g->docs[t->pos] >= d) return;
     int64_t b = block_of(t, t->pos), b_end = block_of(t, t->e - 1) + 1;
-    while (b < b_end && g->blk_last[b] < d) b++;
+    while (b < b_end && g->docs[block_end(t, b) - 1] < d) b++;
     if (b == b_end) { t->pos = t->e; return; }
     int64_t p = t->s + (b - t->b0) * BLOCK;
     if (p < t->pos) p = t->pos;
@@ -99,35 +104,35 @@ static int get_buf(PyObject *o, Py_buffer *b, const char *what) {
 }
 
 static PyObject *topk(PyObject *self, PyObject *args) {
-    PyObject *o_docs, *o_tfs, *o_fac, *o_ranges, *o_blk0, *o_last, *o_maxtf, *o_minlen, *o_w;
+    PyObject *o_docs, *o_tfs, *o_fac, *o_ranges, *o_blk0, *o_maxtf, *o_minlen, *o_w;
     PyObject *o_live, *o_par, *o_out_docs, *o_out_scores;
     float k1;
     Py_ssize_t n_docs;
     double theta0;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOfnOOd", &o_docs, &o_tfs, &o_fac, &o_ranges, &o_blk0,
-                          &o_last, &o_maxtf, &o_minlen, &o_w, &o_live, &o_par, &k1, &n_docs,
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOfnOOd", &o_docs, &o_tfs, &o_fac, &o_ranges, &o_blk0,
+                          &o_maxtf, &o_minlen, &o_w, &o_live, &o_par, &k1, &n_docs,
                           &o_out_docs, &o_out_scores, &theta0))
         return NULL;
-    Py_buffer b[13];
-    PyObject *objs[13] = {o_docs, o_tfs, o_fac, o_ranges, o_blk0, o_last, o_maxtf, o_minlen,
+    Py_buffer b[12];
+    PyObject *objs[12] = {o_docs, o_tfs, o_fac, o_ranges, o_blk0, o_maxtf, o_minlen,
                           o_w, o_par, o_out_docs, o_out_scores, o_live};
-    const char *names[13] = {"docs", "tfs", "factor", "ranges", "first_blocks", "blk_last",
+    const char *names[12] = {"docs", "tfs", "factor", "ranges", "first_blocks",
                              "blk_maxtf", "blk_minlen", "weights", "params", "out_docs",
                              "out_scores", "live"};
-    int n_bufs = o_live == Py_None ? 12 : 13, got = 0;
+    int n_bufs = o_live == Py_None ? 11 : 12, got = 0;
     for (; got < n_bufs; got++)
         if (get_buf(objs[got], &b[got], names[got]) < 0) goto fail_bufs;
 
-    Seg g = {b[0].buf, b[1].buf, b[2].buf, b[5].buf};
+    Seg g = {b[0].buf, b[1].buf, b[2].buf};
     const int64_t *ranges = b[3].buf, *blk0 = b[4].buf;
-    const uint8_t *maxtf = b[6].buf;
-    const uint32_t *minlen = b[7].buf;
-    const float *wts = b[8].buf, *par = b[9].buf; /* par: weight[3], b[3], avg[3] */
-    const uint8_t *live = o_live == Py_None ? NULL : b[12].buf;
-    Py_ssize_t T = b[8].len / (Py_ssize_t)sizeof(float);
-    Py_ssize_t k = b[10].len / (Py_ssize_t)sizeof(int64_t);
-    int64_t *out_docs = b[10].buf;
-    float *out_scores = b[11].buf;
+    const uint8_t *maxtf = b[5].buf;
+    const uint16_t *minlen = b[6].buf;
+    const float *wts = b[7].buf, *par = b[8].buf; /* par: weight[3], b[3], avg[3] */
+    const uint8_t *live = o_live == Py_None ? NULL : b[11].buf;
+    Py_ssize_t T = b[7].len / (Py_ssize_t)sizeof(float);
+    Py_ssize_t k = b[9].len / (Py_ssize_t)sizeof(int64_t);
+    int64_t *out_docs = b[9].buf;
+    float *out_scores = b[10].buf;
 
     Term *terms = calloc(T ? T : 1, sizeof(Term));
     Py_ssize_t *ord = calloc(T ? T : 1, sizeof(Py_ssize_t));
@@ -285,7 +290,7 @@ fail_bufs:
 
 static PyMethodDef methods[] = {
     {"topk", topk, METH_VARARGS,
-     "topk(docs, tfs, factor, ranges, first_blocks, blk_last, blk_maxtf, blk_minlen, weights,"
+     "topk(docs, tfs, factor, ranges, first_blocks, blk_maxtf, blk_minlen, weights,"
      " live, params, k1, n_docs, out_docs, out_scores, theta0) -> (n_out, n_scored)"},
     {NULL, NULL, 0, NULL},
 };

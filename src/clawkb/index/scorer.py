@@ -176,7 +176,6 @@ def score_topk_blockmax(
         factor,
         np.ascontiguousarray(ranges, np.int64),
         np.ascontiguousarray(first_blocks, np.int64),
-        blocks["blk_last"],
         blocks["blk_maxtf"],
         blocks["blk_minlen"],
         np.ascontiguousarray(weights, np.float32),

@@ -300,7 +300,9 @@ class Segment:
         self._sorted_ids: np.ndarray | None = None
         self._blocks: dict[str, np.ndarray] | None = None
         if all((folder / f"{n}.npy").exists() for n in BLOCK_ARRAYS):
-            self._blocks = {n: _open_array(folder / f"{n}.npy") for n in BLOCK_ARRAYS}
+            blocks = {n: _open_array(folder / f"{n}.npy") for n in BLOCK_ARRAYS}
+            if blocks["blk_minlen"].dtype == np.uint16:  # else an early layout: recompute
+                self._blocks = blocks
 
     @property
     def blocks(self) -> dict[str, np.ndarray]:
