@@ -11,7 +11,7 @@ import pytest
 
 from clawkb.index.lexical import BM25FParams, LexicalIndex
 from clawkb.index.scorer import NATIVE_AVAILABLE
-from clawkb.index.segment import DocFields
+from clawkb.index.segment import DocFields, hash_terms
 
 WORDS = [f"w{i}" for i in range(60)] + ["ddr", "阻抗", "走线", "stm32"]
 
@@ -247,3 +247,38 @@ def test_segments_without_block_files_still_search(tmp_path: Path) -> None:
     old.BLOCKMAX_MIN_POSTINGS = 0
     got = old.search(["w1", "w2", "w3"], k=5, prune=True)
     assert got[0].tolist() == expected[0].tolist()
+
+
+def test_blockmax_skips_the_long_low_idf_lists(tmp_path: Path) -> None:
+    """Common terms in every doc (CJK unigrams) next to rare ones: the kernel
+    must score only a small share of the matching docs, and still be exact."""
+    from clawkb.index import scorer
+
+    if not scorer.BLOCKMAX_AVAILABLE:
+        pytest.skip("block-max kernel not built (no C compiler at install)")
+    rng = random.Random(4)
+    common = ["线", "的", "电", "阻"]
+    vocab = [f"r{i}" for i in range(300)]
+    docs = [
+        DocFields(i + 1, [], [rng.choice(vocab) for _ in range(rng.randint(2, 40))] + common, [])
+        for i in range(4000)
+    ]
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(docs, [], 1)
+    seg = idx.segments[0]
+    counts = []
+    for _ in range(20):
+        q = [rng.choice(vocab), rng.choice(vocab), *common]
+        uniq, qw = idx._query_terms(q, None)
+        hashes = hash_terms(uniq)
+        ranges, df, first = seg.lookup(hashes)
+        w = (idx.idf(df) * np.asarray(qw)).astype(np.float32)
+        args = (seg.docs, seg.tfs, idx._factor(seg), ranges)
+        local, sc, scored = scorer.score_topk_blockmax(
+            *args, first, seg.blocks, w, seg.live, idx._block_params(), idx.params.k1, 10
+        )
+        exp_local, exp_sc, matched = scorer.score_topk(*args, w, seg.live, idx.params.k1, 10)
+        assert local.tolist() == exp_local.tolist() and sc.tolist() == exp_sc.tolist()
+        counts.append((scored, matched))
+    assert all(m == 4000 for _, m in counts)
+    assert sum(s for s, _ in counts) < 0.1 * sum(m for _, m in counts), counts

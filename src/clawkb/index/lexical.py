@@ -346,7 +346,7 @@ class LexicalIndex:
                 and block_params is not None
             ):
                 theta0 = float(best[k - 1]) if len(best) >= k else 0.0
-                local, sc = score_topk_blockmax(
+                local, sc, _ = score_topk_blockmax(
                     seg.docs,
                     seg.tfs,
                     self._factor(seg),

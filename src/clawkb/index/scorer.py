@@ -158,19 +158,20 @@ def score_topk_blockmax(
     k1: float,
     k: int,
     theta0: float = 0.0,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Exact top-k like :func:`score_topk` by block-max MaxScore (``_blockmax.c``).
 
     ``first_blocks`` holds each term's first block number, ``blocks`` the
     segment's block arrays, ``params`` float32 ``[weight x3, b x3, avg len x3]``
     and ``theta0`` a score k docs elsewhere already reach (docs below it are
-    skipped). Weights must be positive.
+    skipped). Weights must be positive. Returns (local doc numbers, scores,
+    number of docs scored in full), the last for measuring the pruning.
     """
     if _blockmax is None:
         raise RuntimeError("the block-max kernel is not built")
     out_docs = np.empty(max(k, 0), np.int64)
     out_scores = np.empty(max(k, 0), np.float32)
-    n, _scored = _blockmax.topk(
+    n, scored = _blockmax.topk(
         docs,
         tfs,
         factor,
@@ -187,4 +188,4 @@ def score_topk_blockmax(
         out_scores,
         float(theta0),
     )
-    return out_docs[:n], out_scores[:n]
+    return out_docs[:n], out_scores[:n], int(scored)
