@@ -43,7 +43,7 @@ from clawkb.index.segment import (
     write_segment,
 )
 
-ENGINE = "clawkb-bm25f-segments/2"  # /2: FNV-1a + splitmix64 term hashes
+ENGINE = "clawkb-bm25f-segments/3"  # /2: FNV-1a + splitmix64 hashes; /3: block bounds
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,9 @@ A segment is a folder of ``.npy`` arrays, memory-mapped when opened:
 
 ``blk_*``, ``term_blocks``             per-block score bounds (:mod:`clawkb.index.blocks`)
 
-Format 3 added the block arrays; a segment written before them gets them
-computed in memory when first needed. Deletions never rewrite a segment: a separate ``live.npy`` mask (uint8 [N]) is
+Format 3 added the block arrays (the index's engine string changed with it,
+so older indexes are rebuilt from the store); a segment lacking them anyway
+gets them computed in memory when first needed. Deletions never rewrite a segment: a separate ``live.npy`` mask (uint8 [N]) is
 replaced atomically. Segments are merged (dropping deleted docs) by
 :func:`merge_segments`. Terms are stored as hashes so that a lookup is one
 binary search in a memory-mapped array, with no vocabulary to load.
