@@ -1,4 +1,5 @@
-"""Build the optional native BM25F scorer; clawkb falls back to numpy without it."""
+"""Build the optional native BM25F scorer and tokenizer; clawkb falls back to
+numpy / pure Python without them."""
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -26,7 +27,17 @@ setup(
             "clawkb.index._bm25native",
             sources=["src/clawkb/index/_bm25native.c"],
             extra_compile_args=["-O3"],
-        )
+        ),
+        Extension(
+            "clawkb.index._blockmax",
+            sources=["src/clawkb/index/_blockmax.c"],
+            extra_compile_args=["-O3"],
+        ),
+        Extension(
+            "clawkb.text._toknative",
+            sources=["src/clawkb/text/_toknative.c"],
+            extra_compile_args=["-O3"],
+        ),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

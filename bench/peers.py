@@ -49,14 +49,24 @@ class Engine:
     def index_bytes(self) -> int | None:
         return None
 
+    def save(self, folder: str) -> str:
+        """Persist the index (``folder`` is a fresh empty directory); returns where it is."""
+        raise NotImplementedError
+
+    @classmethod
+    def open_saved(cls, folder: str) -> Engine:
+        """Open what :meth:`save` wrote, ready to query (used for the cold-start column)."""
+        raise NotImplementedError
+
     def close(self) -> None:
         pass
 
 
 class Bm25sEngine(Engine):
-    """bm25s with its own default tokenizer and the numpy backend."""
+    """bm25s with its own default tokenizer; ``backend`` is "numpy" or "numba"."""
 
     name = "bm25s"
+    backend = "numpy"
 
     def __init__(self) -> None:
         import bm25s
@@ -67,7 +77,7 @@ class Bm25sEngine(Engine):
 
     def build(self, texts: list[str]) -> None:
         tokens = self._bm25s.tokenize(texts, show_progress=False)
-        self._retriever = self._bm25s.BM25(backend="numpy")
+        self._retriever = self._bm25s.BM25(backend=self.backend)
         self._retriever.index(tokens, show_progress=False)
         self._n = len(texts)
 
@@ -77,8 +87,8 @@ class Bm25sEngine(Engine):
             tokens,
             k=min(k, self._n),
             show_progress=False,
-            n_threads=0,
-            backend_selection="numpy",
+            n_threads=0 if self.backend == "numpy" else 1,
+            backend_selection=self.backend,
         )
         # bm25s fills k slots even when nothing matches; keep real matches only.
         return docs[0][scores[0] > 0]
@@ -88,8 +98,21 @@ class Bm25sEngine(Engine):
             "version": self._bm25s.__version__,
             "tokenizer": "bm25s.tokenize defaults (regex \\w\\w+, lowercase, English stopwords)",
             "method": "lucene k1=1.5 b=0.75 (defaults)",
-            "backend": "numpy scoring, numpy top-k",
+            "backend": f"{self.backend} scoring and top-k, one thread",
         }
+
+    def save(self, folder: str) -> str:
+        self._retriever.save(folder)
+        return folder
+
+    @classmethod
+    def open_saved(cls, folder: str) -> Engine:
+        self = cls()
+        self._retriever = self._bm25s.BM25.load(folder, mmap=True)
+        if self.backend == "numba":
+            self._retriever.backend = "numba"
+        self._n = int(self._retriever.scores["num_docs"])
+        return self
 
     def index_bytes(self) -> int | None:
         tmp = tempfile.mkdtemp(prefix="bench-bm25s-")
@@ -100,12 +123,21 @@ class Bm25sEngine(Engine):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class Bm25sNumbaEngine(Bm25sEngine):
+    """bm25s with its numba backend: its documented fast path."""
+
+    name = "bm25s-numba"
+    backend = "numba"
+
+
 class TantivyEngine(Engine):
     """tantivy-py fed clawkb tokens through the whitespace tokenizer (same terms as clawkb)."""
 
     name = "tantivy"
+    #: tantivy's tokenizer for the body field; "whitespace" means clawkb tokens go in.
+    tokenizer = "whitespace"
 
-    def __init__(self, threads: int = 1, heap_bytes: int = 256_000_000) -> None:
+    def __init__(self, threads: int = 1, heap_bytes: int = 256_000_000, folder: str = "") -> None:
         import tantivy
 
         from clawkb.text.tokenize import tokenize
@@ -114,13 +146,22 @@ class TantivyEngine(Engine):
         self._tokenize = tokenize
         self._threads = threads
         self._heap = heap_bytes
+        self._searcher: Any = None
+        if folder:  # an index saved by an earlier run
+            self._dir = folder
+            self._index = tantivy.Index.open(folder)
+            self._schema = self._index.schema
+            self._searcher = self._index.searcher()
+            return
         self._dir = tempfile.mkdtemp(prefix="bench-tantivy-")
         builder = tantivy.SchemaBuilder()
-        builder.add_text_field("body", tokenizer_name="whitespace", index_option="freq")
+        builder.add_text_field("body", tokenizer_name=self.tokenizer, index_option="freq")
         builder.add_unsigned_field("id", fast=True)
         self._schema = builder.build()
         self._index = tantivy.Index(self._schema, path=self._dir)
-        self._searcher: Any = None
+
+    def _body(self, text: str) -> str:
+        return " ".join(self._tokenize(text))
 
     def build(self, texts: list[str]) -> None:
         t = self._t
@@ -128,22 +169,26 @@ class TantivyEngine(Engine):
         for i, text in enumerate(texts):
             doc = t.Document()
             doc.add_unsigned("id", i)
-            doc.add_text("body", " ".join(self._tokenize(text)))
+            doc.add_text("body", self._body(text))
             writer.add_document(doc)
         writer.commit()
         writer.wait_merging_threads()
         self._index.reload()
         self._searcher = self._index.searcher()
 
-    def query_raw(self, q: str, k: int) -> Any:
+    def _query(self, q: str) -> Any:
         t = self._t
         clauses = [
             (t.Occur.Should, t.Query.term_query(self._schema, "body", tok, index_option="freq"))
             for tok in self._tokenize(q)
         ]
-        if not clauses:
+        return t.Query.boolean_query(clauses) if clauses else None
+
+    def query_raw(self, q: str, k: int) -> Any:
+        query = self._query(q)
+        if query is None:
             return []
-        hits = self._searcher.search(t.Query.boolean_query(clauses), k, count=False).hits
+        hits = self._searcher.search(query, k, count=False).hits
         return self._searcher.fast_field_values("id", [addr for _score, addr in hits])
 
     def settings(self) -> dict[str, Any]:
@@ -157,11 +202,42 @@ class TantivyEngine(Engine):
             "query": "boolean OR of term queries, BM25 k1=1.2 b=0.75 (tantivy fixed)",
         }
 
+    def save(self, folder: str) -> str:
+        return self._dir
+
+    @classmethod
+    def open_saved(cls, folder: str) -> Engine:
+        return cls(folder=folder)
+
     def index_bytes(self) -> int | None:
         return dir_size(self._dir)
 
     def close(self) -> None:
         shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class TantivyOwnEngine(TantivyEngine):
+    """tantivy with its default tokenizer on the raw text: what a user gets out of the box.
+
+    CJK runs become single tokens, so Chinese recall is poor: a speed ceiling,
+    not a quality peer. Queries go through tantivy's own (lenient) query parser.
+    """
+
+    name = "tantivy-own"
+    tokenizer = "default"
+
+    def _body(self, text: str) -> str:
+        return text
+
+    def _query(self, q: str) -> Any:
+        query, _errors = self._index.parse_query_lenient(q, ["body"])
+        return query
+
+    def settings(self) -> dict[str, Any]:
+        out = super().settings()
+        out["tokenizer"] = "tantivy 'default' (split on non-alphanumerics, lowercase, <= 40 bytes)"
+        out["query"] = "index.parse_query_lenient(q, ['body']) (OR of terms), BM25 k1=1.2 b=0.75"
+        return out
 
 
 class ClawkbEngine(Engine):
@@ -210,6 +286,19 @@ class ClawkbEngine(Engine):
             out["index_report"] = _plain(self.report)
         return out
 
+    def save(self, folder: str) -> str:
+        return self._dir
+
+    @classmethod
+    def open_saved(cls, folder: str) -> Engine:
+        from clawkb.kb import KnowledgeBase
+
+        self = cls.__new__(cls)
+        self._dir = folder
+        self.kb = KnowledgeBase.open(folder)
+        self.report = None
+        return self
+
     def index_bytes(self) -> int | None:
         return dir_size(self._dir)
 
@@ -240,7 +329,9 @@ def _plain(obj: Any) -> Any:
 ENGINES: dict[str, type[Engine]] = {
     "clawkb": ClawkbEngine,
     "bm25s": Bm25sEngine,
+    "bm25s-numba": Bm25sNumbaEngine,
     "tantivy": TantivyEngine,
+    "tantivy-own": TantivyOwnEngine,
 }
 
 

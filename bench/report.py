@@ -9,9 +9,11 @@ RATIO_METRICS: list[tuple[str, str]] = [
     ("query p50", "query.p50_ms"),
     ("query p95", "query.p95_ms"),
     ("query mean", "query.mean_ms"),
+    ("query CPU time", "query.cpu_ms"),
     ("peak RSS", "rss_peak_mb"),
     ("RSS over baseline", "rss_delta_mb"),
     ("index on disk", "index_bytes"),
+    ("cold start (fresh process)", "cold_start.wall_s"),
 ]
 
 
@@ -44,12 +46,12 @@ def _hits(r: dict[str, Any]) -> str:
 def engine_table(rows: list[dict[str, Any]]) -> list[str]:
     out = [
         "| engine | index s | docs/s | p50 ms | p95 ms | mean ms | q/s | peak RSS MB "
-        "| RSS over baseline MB | index MB | self-hit@10 all / en / mixed / zh |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| RSS over baseline MB | index MB | cold start s | self-hit@10 all / en / mixed / zh |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['engine']} | failed: {r['error'][:120]} |" + " |" * 9)
+            out.append(f"| {r['engine']} | failed: {r['error'][:120]} |" + " |" * 10)
             continue
         q = r["query"]
         size = r.get("index_bytes")
@@ -64,13 +66,14 @@ def engine_table(rows: list[dict[str, Any]]) -> list[str]:
             fmt(r["rss_peak_mb"]),
             fmt(r["rss_delta_mb"]),
             fmt(size / 2**20 if size else None),
+            fmt(get(r, "cold_start.wall_s")),
             _hits(r),
         ]
         out.append("| " + " | ".join(cells) + " |")
         full = r.get("full_search")
         if full:
             cells = ["clawkb `kb.search` (full)", "", "", fmt(full["p50_ms"]), fmt(full["p95_ms"])]
-            cells += [fmt(full["mean_ms"]), fmt(full["qps"]), "", "", ""]
+            cells += [fmt(full["mean_ms"]), fmt(full["qps"]), "", "", "", ""]
             h = full.get("self_hit_at_k", {})
             cells.append(" / ".join(f"{h.get(x, 0):.2f}" for x in ("all", "en", "mixed", "zh")))
             out.append("| " + " | ".join(cells) + " |")
@@ -93,6 +96,11 @@ def ratio_table(rows: list[dict[str, Any]]) -> list[str]:
             a, b = get(ours, key), get(by[p], key)
             cells.append(f"{a / b:.2f}×" if a is not None and b else "–")
         out.append(f"| {label} | " + " | ".join(cells) + " |")
+    cells = []
+    for p in peers:  # throughput: higher is better, so shown peer-relative the other way
+        a, b = get(ours, "query.qps"), get(by[p], "query.qps")
+        cells.append(f"{a / b:.2f}×" if a and b else "–")
+    out.append("| throughput q/s (higher is better) | " + " | ".join(cells) + " |")
     return out
 
 

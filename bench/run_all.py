@@ -33,7 +33,7 @@ import report  # noqa: E402
 import synth  # noqa: E402
 from shared_data import add_datasets_flag, datasets_dir  # noqa: E402
 
-ENGINES = ["clawkb", "bm25s", "tantivy"]
+ENGINES = ["clawkb", "bm25s-numba", "tantivy", "tantivy-own"]
 DATASETS = datasets_dir()
 WARMUP = 20
 THREAD_ENV = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
@@ -53,7 +53,7 @@ def environment() -> dict[str, Any]:
     with open("/proc/meminfo", encoding="utf-8") as fh:
         mem_kib = int(fh.readline().split()[1])
     versions = {}
-    for pkg in ("clawkb", "numpy", "bm25s", "tantivy"):
+    for pkg in ("clawkb", "numpy", "bm25s", "numba", "tantivy"):
         try:
             versions[pkg] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:

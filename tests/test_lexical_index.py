@@ -11,7 +11,7 @@ import pytest
 
 from clawkb.index.lexical import BM25FParams, LexicalIndex
 from clawkb.index.scorer import NATIVE_AVAILABLE
-from clawkb.index.segment import DocFields
+from clawkb.index.segment import DocFields, hash_terms
 
 WORDS = [f"w{i}" for i in range(60)] + ["ddr", "阻抗", "走线", "stm32"]
 
@@ -190,3 +190,95 @@ def test_pruned_search_returns_the_exhaustive_top_k(tmp_path: Path) -> None:
                 b = idx.search(q, k=k, allowed=flt, prune=False)
                 assert a[0].tolist() == b[0].tolist(), (trial, q, k)
                 np.testing.assert_allclose(a[1], b[1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_blockmax_search_returns_the_exhaustive_top_k(tmp_path: Path, seed: int) -> None:
+    """Block-max MaxScore is exact: same ids, same scores, ties by chunk id, with
+    skewed term frequencies (long low-idf lists like CJK unigrams), repeated
+    documents (exact ties), deletes, filters and several segments."""
+    from clawkb.index.scorer import BLOCKMAX_AVAILABLE
+
+    if not BLOCKMAX_AVAILABLE:
+        pytest.skip("block-max kernel not built (no C compiler at install)")
+    rng = random.Random(seed)
+    common = ["线", "的", "电", "阻"]  # in most docs, like CJK unigrams
+    vocab = [f"r{i}" for i in range(300)] + [f"m{i}" for i in range(20)] * 10
+    docs = []
+    for i in range(4000):
+        if i % 97 == 5:  # an exact copy of an earlier doc: equal scores
+            src = docs[rng.randrange(len(docs))]
+            docs.append(DocFields(i + 1, src.title, src.body, src.code))
+            continue
+        body = [rng.choice(vocab) for _ in range(rng.randint(2, 40))]
+        body += [c for c in common if rng.random() < 0.7] * rng.randint(1, 3)
+        title = [rng.choice(vocab) for _ in range(rng.randint(0, 4))]
+        code = [rng.choice(vocab) for _ in range(rng.randint(0, 6))] if i % 4 == 0 else []
+        docs.append(DocFields(i + 1, title, body, code))
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.BLOCKMAX_MIN_POSTINGS = 0  # use the block-max kernel on every segment
+    for start in range(0, 4000, 1300):
+        idx.apply(docs[start : start + 1300], [], start + 1)
+    idx.apply([], [d.chunk_id for d in docs if d.chunk_id % 11 == 0], 5000)
+    allowed = np.array([d.chunk_id for d in docs if d.chunk_id % 3], np.int64)
+    for trial in range(60):
+        q = [rng.choice(vocab) for _ in range(rng.randint(1, 4))]
+        q += rng.sample(common, rng.randint(0, 4))
+        for flt in (None, allowed):
+            for k in (1, 10, 50):
+                a = idx.search(q, k=k, allowed=flt, prune=True)
+                b = idx.search(q, k=k, allowed=flt, prune=False)
+                assert a[0].tolist() == b[0].tolist(), (trial, q, k)
+                assert a[1].tolist() == b[1].tolist(), (trial, q, k)
+
+
+def test_segments_without_block_files_still_search(tmp_path: Path) -> None:
+    """A segment written before format 3 gets its block bounds computed in memory."""
+    rng = random.Random(9)
+    vocab = [f"w{i}" for i in range(50)]
+    docs = [DocFields(i + 1, [], [rng.choice(vocab) for _ in range(12)], []) for i in range(500)]
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(docs, [], 1)
+    expected = idx.search(["w1", "w2", "w3"], k=5, prune=False)
+    for seg in idx.segments:
+        for name in ("blk_maxtf", "blk_minlen", "term_blocks"):
+            (seg.folder / f"{name}.npy").unlink()
+    old = LexicalIndex(tmp_path / "lex")
+    old.BLOCKMAX_MIN_POSTINGS = 0
+    got = old.search(["w1", "w2", "w3"], k=5, prune=True)
+    assert got[0].tolist() == expected[0].tolist()
+
+
+def test_blockmax_skips_the_long_low_idf_lists(tmp_path: Path) -> None:
+    """Common terms in every doc (CJK unigrams) next to rare ones: the kernel
+    must score only a small share of the matching docs, and still be exact."""
+    from clawkb.index import scorer
+
+    if not scorer.BLOCKMAX_AVAILABLE:
+        pytest.skip("block-max kernel not built (no C compiler at install)")
+    rng = random.Random(4)
+    common = ["线", "的", "电", "阻"]
+    vocab = [f"r{i}" for i in range(300)]
+    docs = [
+        DocFields(i + 1, [], [rng.choice(vocab) for _ in range(rng.randint(2, 40))] + common, [])
+        for i in range(4000)
+    ]
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(docs, [], 1)
+    seg = idx.segments[0]
+    counts = []
+    for _ in range(20):
+        q = [rng.choice(vocab), rng.choice(vocab), *common]
+        uniq, qw = idx._query_terms(q, None)
+        hashes = hash_terms(uniq)
+        ranges, df, first = seg.lookup(hashes)
+        w = (idx.idf(df) * np.asarray(qw)).astype(np.float32)
+        args = (seg.docs, seg.tfs, idx._factor(seg), ranges)
+        local, sc, scored = scorer.score_topk_blockmax(
+            *args, first, seg.blocks, w, seg.live, idx._block_params(), idx.params.k1, 10
+        )
+        exp_local, exp_sc, matched = scorer.score_topk(*args, w, seg.live, idx.params.k1, 10)
+        assert local.tolist() == exp_local.tolist() and sc.tolist() == exp_sc.tolist()
+        counts.append((scored, matched))
+    assert all(m == 4000 for _, m in counts)
+    assert sum(s for s, _ in counts) < 0.1 * sum(m for _, m in counts), counts

@@ -35,7 +35,12 @@ import numpy as np
 
 from clawkb.errors import IndexError_
 from clawkb.index import generations as gens
-from clawkb.index.scorer import score_topk, score_topk_pruned
+from clawkb.index.scorer import (
+    BLOCKMAX_AVAILABLE,
+    score_topk,
+    score_topk_blockmax,
+    score_topk_pruned,
+)
 from clawkb.index.segment import (
     FIELDS,
     N_FIELDS,
@@ -47,7 +52,7 @@ from clawkb.index.segment import (
     write_segment,
 )
 
-ENGINE = "clawkb-bm25f-segments/2"  # /2: FNV-1a + splitmix64 term hashes
+ENGINE = "clawkb-bm25f-segments/3"  # /2: FNV-1a + splitmix64 hashes; /3: block bounds
 MANIFEST_NAME = gens.MANIFEST
 
 
@@ -112,6 +117,9 @@ class LexicalIndex:
     #: Below this many postings a plain scan is faster than pruning's bookkeeping
     #: (measured: at 100k docs pruning cost +50% p50; it pays on long lists).
     PRUNE_MIN_POSTINGS = 200_000
+    #: Segments with at least this many postings for the query use the exact
+    #: block-max kernel (when built); shorter ones the plain scan.
+    BLOCKMAX_MIN_POSTINGS = 0
 
     def __init__(
         self,
@@ -535,14 +543,17 @@ class LexicalIndex:
         if not uniq or not self.segments:
             return np.empty(0, np.int64), np.empty(0, np.float32), 0
         hashes = hash_terms(uniq)
-        per_seg = [seg.term_ranges(hashes) for seg in self.segments]
+        use_blocks = BLOCKMAX_AVAILABLE and prune and use_native
+        per_seg = [seg.lookup(hashes, blocks=use_blocks) for seg in self.segments]
         df = np.sum([p[1] for p in per_seg], axis=0)
         w = (self.idf(df) * np.asarray(weights)).astype(np.float32)
         ids_out, sc_out = [], []
         matched = 0
         best: np.ndarray = np.empty(0, np.float32)  # top-k scores so far, all segments
+        block_params = self._block_params() if use_blocks else None
+        positive = bool((w > 0).all())
         # Bigger segments first: they set the bar the others must pass.
-        for seg, (ranges, _) in sorted(
+        for seg, (ranges, _, first_blocks) in sorted(
             zip(self.segments, per_seg, strict=True), key=lambda sr: -sr[0].n_docs
         ):
             if not ranges[1::2].any():
@@ -553,7 +564,32 @@ class LexicalIndex:
                 mask[seg.locate(allowed)] = 1
                 live = mask & live
             n_post = int((ranges[1::2] - ranges[0::2]).sum())
-            if prune and use_native and len(w) > 1 and n_post >= self.PRUNE_MIN_POSTINGS:
+            blockmax = BLOCKMAX_AVAILABLE and n_post >= self.BLOCKMAX_MIN_POSTINGS
+            if (
+                prune
+                and use_native
+                and blockmax
+                and len(w) > 1
+                and positive
+                and block_params is not None
+            ):
+                theta0 = float(best[k - 1]) if len(best) >= k else 0.0
+                local, sc, _ = score_topk_blockmax(
+                    seg.docs,
+                    seg.tfs,
+                    self._factor(seg),
+                    ranges,
+                    first_blocks,
+                    seg.blocks,
+                    w,
+                    live,
+                    block_params,
+                    self.params.k1,
+                    k,
+                    theta0,
+                )
+                m = -1
+            elif prune and use_native and len(w) > 1 and n_post >= self.PRUNE_MIN_POSTINGS:
                 theta0 = float(best[k - 1]) if len(best) >= k else 0.0
                 local, sc, m = self._score_pruned(seg, hashes, ranges, w, live, k, theta0)
             else:
@@ -580,6 +616,11 @@ class LexicalIndex:
             order = np.lexsort((ids, -scores))[:k]
             ids, scores = ids[order], scores[order]
         return ids, scores, matched
+
+    def _block_params(self) -> np.ndarray:
+        """float32 [field weights, field b, average field lengths] for block bounds."""
+        avg = self._stats()[1]
+        return np.array([*self.params.weights, *self.params.b, *avg.tolist()], np.float32)
 
     def _score_pruned(
         self,

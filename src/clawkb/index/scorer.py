@@ -14,7 +14,14 @@ try:  # pragma: no cover - which branch runs depends on the build
 except ImportError:  # pragma: no cover
     _native = None
 
+try:  # pragma: no cover
+    from clawkb.index import _blockmax  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover
+    _blockmax = None
+
 NATIVE_AVAILABLE = _native is not None
+#: True when the block-max kernel (_blockmax.c) is built.
+BLOCKMAX_AVAILABLE = _blockmax is not None
 
 
 def score_topk(
@@ -136,3 +143,49 @@ def score_topk_pruned(
     )
     matched = int(touched) if scanned == n_terms else -1
     return out_docs[:n], out_scores[:n], matched, out_maxx
+
+
+def score_topk_blockmax(
+    docs: np.ndarray,
+    tfs: np.ndarray,
+    factor: np.ndarray,
+    ranges: np.ndarray,
+    first_blocks: np.ndarray,
+    blocks: dict[str, np.ndarray],
+    weights: np.ndarray,
+    live: np.ndarray | None,
+    params: np.ndarray,
+    k1: float,
+    k: int,
+    theta0: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Exact top-k like :func:`score_topk` by block-max MaxScore (``_blockmax.c``).
+
+    ``first_blocks`` holds each term's first block number, ``blocks`` the
+    segment's block arrays, ``params`` float32 ``[weight x3, b x3, avg len x3]``
+    and ``theta0`` a score k docs elsewhere already reach (docs below it are
+    skipped). Weights must be positive. Returns (local doc numbers, scores,
+    number of docs scored in full), the last for measuring the pruning.
+    """
+    if _blockmax is None:
+        raise RuntimeError("the block-max kernel is not built")
+    out_docs = np.empty(max(k, 0), np.int64)
+    out_scores = np.empty(max(k, 0), np.float32)
+    n, scored = _blockmax.topk(
+        docs,
+        tfs,
+        factor,
+        np.ascontiguousarray(ranges, np.int64),
+        np.ascontiguousarray(first_blocks, np.int64),
+        blocks["blk_maxtf"],
+        blocks["blk_minlen"],
+        np.ascontiguousarray(weights, np.float32),
+        live,
+        np.ascontiguousarray(params, np.float32),
+        float(k1),
+        int(factor.shape[0]),
+        out_docs,
+        out_scores,
+        float(theta0),
+    )
+    return out_docs[:n], out_scores[:n], int(scored)

@@ -9,7 +9,11 @@ A segment is a folder of ``.npy`` arrays, memory-mapped when opened:
 ``docs``       uint32 [P]     local doc numbers, ascending within a term
 ``tfs``        uint8 [P, 3]   per-field term frequency, saturated at 255
 
-Deletions never rewrite a segment: a separate ``live.npy`` mask (uint8 [N]) is
+``blk_*``, ``term_blocks``             per-block score bounds (:mod:`clawkb.index.blocks`)
+
+Format 3 added the block arrays (the index's engine string changed with it,
+so older indexes are rebuilt from the store); a segment lacking them anyway
+gets them computed in memory when first needed. Deletions never rewrite a segment: a separate ``live.npy`` mask (uint8 [N]) is
 replaced atomically. Segments are merged (dropping deleted docs) by
 :func:`merge_segments`. Terms are stored as hashes so that a lookup is one
 binary search in a memory-mapped array, with no vocabulary to load.
@@ -28,6 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
+from clawkb.index.blocks import BLOCK_ARRAYS, block_arrays
+
+#: Version of the files a segment folder holds (meta.json "format").
+SEGMENT_FORMAT = 3
 N_FIELDS = 3
 FIELDS = ("title", "body", "code")
 _FLUSH = 1 << 18
@@ -92,7 +100,7 @@ def write_segment(
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    arrays = dict(
+    arrays: dict[str, np.ndarray] = dict(
         chunk_ids=chunk_ids.astype(np.int64),
         lens=lens.astype(np.uint32),
         terms=terms.astype(np.uint64),
@@ -100,9 +108,15 @@ def write_segment(
         docs=docs.astype(np.uint32),
         tfs=tfs.astype(np.uint8),
     )
+    arrays.update(block_arrays(arrays["offsets"], arrays["docs"], arrays["tfs"], arrays["lens"]))
     for name, arr in arrays.items():
         _save(tmp, name, np.ascontiguousarray(arr))
-    meta = {"n_docs": len(chunk_ids), "n_terms": len(terms), "n_postings": len(docs)}
+    meta = {
+        "format": SEGMENT_FORMAT,
+        "n_docs": len(chunk_ids),
+        "n_terms": len(terms),
+        "n_postings": len(docs),
+    }
     (tmp / "meta.json").write_text(json.dumps(meta))
     os.replace(tmp, folder)
 
@@ -260,13 +274,20 @@ def _assemble(
     return hashes, offsets, docs, tfs
 
 
+def _open_array(path: Path) -> np.ndarray:
+    """A read-only memory map of an ``.npy`` file, as a plain ndarray view."""
+    return np.load(path, mmap_mode="r").view(np.ndarray)
+
+
 class Segment:
     """A read-only, memory-mapped segment plus its (replaceable) live mask."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.name = folder.name
-        arrs = {n: np.load(folder / f"{n}.npy", mmap_mode="r") for n in _ARRAYS}
+        # Plain ndarray views of the maps: np.memmap's indexing overhead is
+        # several microseconds per call, paid on every query term lookup.
+        arrs = {n: _open_array(folder / f"{n}.npy") for n in _ARRAYS}
         self.chunk_ids: np.ndarray = arrs["chunk_ids"]
         self.lens: np.ndarray = arrs["lens"]
         self.terms: np.ndarray = arrs["terms"]
@@ -278,6 +299,18 @@ class Segment:
             np.load(live_path) if live_path.exists() else np.ones(len(self.chunk_ids), np.uint8)
         )
         self._sorted_ids: np.ndarray | None = None
+        self._blocks: dict[str, np.ndarray] | None = None
+        if all((folder / f"{n}.npy").exists() for n in BLOCK_ARRAYS):
+            blocks = {n: _open_array(folder / f"{n}.npy") for n in BLOCK_ARRAYS}
+            if blocks["blk_minlen"].dtype == np.uint16:  # else an early layout: recompute
+                self._blocks = blocks
+
+    @property
+    def blocks(self) -> dict[str, np.ndarray]:
+        """Block bounds (``blocks.BLOCK_ARRAYS``); computed once for older segments."""
+        if self._blocks is None:
+            self._blocks = block_arrays(self.offsets, self.docs, self.tfs, self.lens)
+        return self._blocks
 
     @property
     def n_docs(self) -> int:
@@ -289,19 +322,34 @@ class Segment:
 
     def term_ranges(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return (ranges [s,e,...], doc freq per term) for hashed query terms."""
+        ranges, df, _ = self.lookup(hashes, blocks=False)
+        return ranges, df
+
+    def lookup(
+        self, hashes: np.ndarray, *, blocks: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ranges [s,e,...], doc freq, first block number) per hashed query term.
+
+        Terms not in the segment get an empty range and first block 0.
+        """
+        n_terms = len(self.terms)
+        if not n_terms:
+            zeros = np.zeros(len(hashes), np.int64)
+            return np.zeros(2 * len(hashes), np.int64), zeros, zeros
         pos = np.searchsorted(self.terms, hashes)
-        pos_c = np.minimum(pos, max(len(self.terms) - 1, 0))
-        found = (
-            (pos < len(self.terms)) & (self.terms[pos_c] == hashes)
-            if len(self.terms)
-            else (np.zeros(len(hashes), bool))
-        )
+        pos_c = np.minimum(pos, n_terms - 1)
+        found = (pos < n_terms) & (self.terms[pos_c] == hashes)
         starts = np.where(found, self.offsets[pos_c], 0)
-        ends = np.where(found, self.offsets[np.minimum(pos_c + 1, len(self.offsets) - 1)], 0)
+        ends = np.where(found, self.offsets[pos_c + 1], 0)
         ranges = np.empty(2 * len(hashes), np.int64)
         ranges[0::2] = starts
         ranges[1::2] = ends
-        return ranges, (ends - starts)
+        first = (
+            np.asarray(self.blocks["term_blocks"][pos_c], np.int64)
+            if blocks
+            else np.zeros(len(hashes), np.int64)
+        )
+        return ranges, ends - starts, first
 
     def locate(self, chunk_ids: np.ndarray) -> np.ndarray:
         """Local doc numbers of the given chunk ids that live in this segment."""

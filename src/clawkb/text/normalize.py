@@ -13,8 +13,13 @@ import unicodedata
 
 
 def nfkc(text: str) -> str:
-    """NFKC-normalise ``text``, skipping the work for pure ASCII (already NFKC)."""
-    if text.isascii():
+    """NFKC-normalise ``text``, skipping the work for text that already is.
+
+    ``is_normalized`` is exact and, on CPython 3.11, tens of times cheaper than
+    ``normalize`` on text that needs no change (most Chinese text without
+    full-width punctuation, all ASCII).
+    """
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
         return text
     return unicodedata.normalize("NFKC", text)
 

@@ -56,12 +56,13 @@ ordinary text): a lower-case query still finds a CamelCase document.
 
 from __future__ import annotations
 
+import functools
 import re
 from operator import add
 
 from clawkb.text.normalize import nfkc, normalize
 
-__all__ = ["MAX_TOKEN_LEN", "TOKENIZER_VERSION", "normalize", "tokenize"]
+__all__ = ["MAX_TOKEN_LEN", "NATIVE_TOKENIZER", "TOKENIZER_VERSION", "normalize", "tokenize"]
 
 #: Bump whenever the output of :func:`tokenize` changes: indexes record it.
 TOKENIZER_VERSION = "1"
@@ -88,9 +89,21 @@ _HARD = (
 )
 _SEP = rf"\s{_HARD}{_CJK}"
 
-# One scan finds every run: a CJK run or a run of anything else.
-_RUN = re.compile(rf"[{_CJK}]+|[^{_SEP}]+")
-_CJK_START = re.compile(rf"[{_CJK}]")
+
+# One scan finds every run: a CJK run or a run of anything else. These two
+# big character classes take ~0.1 s to compile, and only the pure-Python path
+# needs them, so they are compiled on its first use (a fresh `clawkb search`
+# with the native tokenizer never pays for them).
+@functools.cache
+def _run_re() -> re.Pattern[str]:
+    return re.compile(rf"[{_CJK}]+|[^{_SEP}]+")
+
+
+@functools.cache
+def _cjk_start_re() -> re.Pattern[str]:
+    return re.compile(rf"[{_CJK}]")
+
+
 # The run without leading/trailing symbols; a trailing ++ or # survives.
 _CORE = re.compile(r"[^\W_](?:.*[^\W_])?(?:\+\+|#)?", re.DOTALL)
 _SEGMENT_SPLIT = re.compile(r"[^\w.\-]+")
@@ -110,13 +123,30 @@ _CACHE: dict[str, tuple[str, ...]] = {}
 _CACHE_MAX_ENTRIES = 65_536
 _CACHE_MAX_RUN = 32
 
+# The C module (_toknative.c) does run splitting, CJK runs and plain words and
+# calls _expand_run for the rest: same output, several times faster.
+try:
+    from clawkb.text import _toknative as _native  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - no compiler on this machine
+    _native = None
+
+#: True when the native tokenizer is in use.
+NATIVE_TOKENIZER = _native is not None
+
 
 def tokenize(text: str) -> list[str]:
     """Split ``text`` into index/query terms, in order, duplicates kept."""
+    if _native is not None:
+        return _native.tokenize(nfkc(text), _CACHE, _expand_run)
+    return tokenize_python(text)
+
+
+def tokenize_python(text: str) -> list[str]:
+    """The reference implementation (the oracle the native one is tested against)."""
     tokens: list[str] = []
     extend = tokens.extend
     cached = _CACHE.get
-    for run in _RUN.findall(nfkc(text)):
+    for run in _run_re().findall(nfkc(text)):
         found = cached(run)
         if found is None:
             found = _run_tokens(run)
@@ -130,7 +160,7 @@ def tokenize(text: str) -> list[str]:
 
 def _run_tokens(run: str) -> tuple[str, ...]:
     """Tokens of one run, CJK or not (see the module docstring)."""
-    if _CJK_START.match(run):
+    if _cjk_start_re().match(run):
         if len(run) == 1:
             return (run,)
         return (*run, *map(add, run, run[1:]))
