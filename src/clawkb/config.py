@@ -142,6 +142,22 @@ class MemorySection:
     recency_floor: Annotated[float, Interval(ge=0, le=1)] = 0.25
 
 
+Trust = Literal["official", "team", "community", "learned", "memory"]
+
+
+@dataclass(frozen=True)
+class KnowledgeSection:
+    """``knowledge:`` — trust tiers, agent write-back and the content health check."""
+
+    __pydantic_config__ = STRICT
+    writeback: Literal["pending", "direct"] = "direct"  # pending: agents' notes await approval
+    default_trust: Trust = "team"  # a document no rule, front matter or datasheet flag rates
+    duplicate_threshold: Annotated[float, Interval(ge=0, le=1)] = 0.7  # learned-note Jaccard
+    stale_days: Annotated[float, Gt(0)] = 180.0
+    stale_citations: Annotated[int, Ge(1)] = 3
+    golden: str | None = None  # a golden file for `clawkb health` (relative to the KB parent)
+
+
 @dataclass(frozen=True)
 class Config:
     """Knowledge-base settings: the whole of ``config.yaml``."""
@@ -165,6 +181,11 @@ class Config:
     llm: LLMSettings = field(default_factory=LLMSettings)
     answer: AnswerSection = field(default_factory=AnswerSection)
     memory: MemorySection = field(default_factory=MemorySection)
+    #: path glob -> trust tier, first match wins (globs as for ``datasheets``)
+    sources: dict[str, Trust] = field(default_factory=dict)
+    #: domain name -> path globs
+    domains: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    knowledge: KnowledgeSection = field(default_factory=KnowledgeSection)
 
     @classmethod
     def load(cls, home: Path, env: typing.Mapping[str, str] | None = None) -> Config:

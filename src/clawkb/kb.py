@@ -188,9 +188,16 @@ class KnowledgeBase:
     def _ingestor(self) -> Ingestor:
         from clawkb.hardware.hook import DatasheetHook
         from clawkb.ingest.pipeline import Ingestor
+        from clawkb.knowledge.hook import KnowledgeHook
 
-        hooks = [DatasheetHook.for_kb(self)]  # boards + pin aliases of datasheet files
-        return Ingestor(self.repo, self.lexical, self.config, self.registry, hooks=hooks)
+        hooks = (
+            DatasheetHook.for_kb(self),  # boards + pin aliases of datasheet files
+            KnowledgeHook.for_kb(self),  # trust tier, domain, links (after boards)
+        )
+        keep = [(self.home / "learned").as_posix()]  # agent notes live in the KB folder
+        return Ingestor(
+            self.repo, self.lexical, self.config, self.registry, hooks=hooks, keep_under=keep
+        )
 
     # -- reads ------------------------------------------------------------
     def search(

@@ -104,6 +104,8 @@ class Hit:
     snippet: str = ""
     highlights: tuple[tuple[int, int], ...] = ()  # (start, end) spans in ``snippet``
     explanation: dict[str, Any] | None = None
+    trust: str | None = None  # trust tier of the source (clawkb.knowledge.TIERS)
+    domain: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         a = self.anchor
@@ -123,4 +125,16 @@ class Hit:
             "snippet": self.snippet,
             "highlights": [list(h) for h in self.highlights],
             "explanation": self.explanation,
+            "trust": self.trust,
+            "domain": self.domain,
+            "records": _records(self.text),
         }
+
+
+def _records(text: str) -> list[dict[str, str]]:
+    """Rows of the pipe tables in ``text`` as header -> value (see clawkb.knowledge.records)."""
+    if "|" not in text:
+        return []
+    from clawkb.knowledge.records import table_records
+
+    return table_records(text)

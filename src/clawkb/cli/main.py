@@ -25,6 +25,7 @@ MODULES = (
     "dense",
     "settings",
     "skill",
+    "knowledge",
 )
 
 #: Which module defines a command, so running one imports only that module
@@ -51,6 +52,10 @@ COMMAND_MODULES = {
     "config": "settings",
     "plugins": "settings",
     "skill": "skill",
+    "learn": "knowledge",
+    "learned": "knowledge",
+    "links": "knowledge",
+    "health": "knowledge",
 }
 
 

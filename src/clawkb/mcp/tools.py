@@ -54,7 +54,10 @@ def _hit_dict(hit: Hit) -> dict[str, Any]:
         "score": round(hit.score, 6),
         **anchor_dict(hit.anchor),
         "title": hit.title,
+        "trust": hit.trust,
+        "domain": hit.domain,
         "text": hit.text,
+        "records": hit.to_dict()["records"],
         "injection_flags": flag_injection(hit.text),
     }
 
@@ -131,9 +134,36 @@ class KBTools:
             **anchor_dict(row.to_anchor()),
             "title": row.title,
             "kind": row.kind,
+            "trust": row.trust,
+            "domain": row.domain,
             "text": row.text,
             "injection_flags": flag_injection(row.text),
         }
+
+    def knowledge_write(
+        self,
+        text: str,
+        title: str | None = None,
+        domain: str | None = None,
+        agent: str = "agent",
+        task: str = "",
+        outcome: str = "",
+        anchors: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        from clawkb.knowledge.writeback import learn
+
+        with self.lock:
+            res = learn(
+                self.kb,
+                text,
+                title=title,
+                domain=domain,
+                agent=agent,
+                task=task,
+                outcome=outcome,
+                anchors=tuple(anchors),
+            )
+        return res.to_dict(self.kb.home)
 
     def memory_store(
         self,

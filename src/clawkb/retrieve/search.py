@@ -141,4 +141,6 @@ def make_hit(
         snippet=snippet,
         highlights=spans,
         explanation=explanation,
+        trust=row.trust,
+        domain=row.domain,
     )

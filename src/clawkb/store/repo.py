@@ -55,6 +55,8 @@ class ChunkRow:
     kind: str
     language: str | None
     metadata: dict[str, Any]
+    trust: str | None = None  # tier (clawkb.knowledge); memory records are "memory"
+    domain: str | None = None
 
     def to_anchor(self) -> Anchor:
         return Anchor(
@@ -69,7 +71,8 @@ class ChunkRow:
 
 _CHUNK_COLS = (
     "c.id, c.doc_id, d.path, d.title, c.anchor, c.ordinal, c.text, c.heading_path,"
-    " c.line_start, c.line_end, c.page, c.kind, c.language, d.metadata"
+    " c.line_start, c.line_end, c.page, c.kind, c.language, d.metadata,"
+    " COALESCE(d.trust, CASE WHEN d.path LIKE 'memory://%' THEN 'memory' END), d.domain"
 )
 
 
@@ -89,6 +92,8 @@ def _chunk_row(r: Sequence[Any]) -> ChunkRow:
         kind=r[11],
         language=r[12],
         metadata=json.loads(r[13]),
+        trust=r[14],
+        domain=r[15],
     )
 
 
