@@ -113,10 +113,10 @@ def search(
             click.style(f"{hit.rank:>2}. ", bold=True)
             + click.style(clean(loc), fg="cyan" if color else None)
             + clean(f"  [{hit.score:.3f}]  #{a.id}")
-            + clean(f"  ({hit.trust})" if hit.trust else "")
         )
-        if head:
-            echo(f"    § {head}")
+        tier = f"  ({hit.trust})" if hit.trust else ""
+        if head or tier:
+            echo(f"    § {head}{tier}")
         snip = highlight(
             clean(hit.snippet),
             hit.highlights,

@@ -59,10 +59,7 @@ def _edge(link: Link, path: str, line: int, kind: str | None) -> Edge | None:
         return None  # web links are not part of the note graph
     raw, _, frag = target.partition("#")
     raw = unquote(raw.split("?", 1)[0])
-    if raw:
-        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), raw))
-    else:
-        resolved = path
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), raw)) if raw else path
     return Edge(kind or "markdown", resolved, unquote(frag).strip(), link.text, line)
 
 
