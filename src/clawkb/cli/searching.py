@@ -114,7 +114,7 @@ def search(
             + click.style(clean(loc), fg="cyan" if color else None)
             + clean(f"  [{hit.score:.3f}]  #{a.id}")
         )
-        tier = f"  ({hit.trust})" if hit.trust else ""
+        tier = f"  ({hit.trust})" if hit.trust not in (None, "team") else ""  # team: default
         if head or tier:
             echo(f"    § {head}{tier}")
         snip = highlight(
