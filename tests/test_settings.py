@@ -62,7 +62,10 @@ def test_every_section_is_strict(tmp_path: Path, yaml_text: str, wanted: str) ->
         ("overlap: 0.7\n", "'overlap': Input should be less than 0.5"),
         ("retrieval:\n  mode: fast\n", "retrieval mode must be one of auto, lexical"),
         ("retrieval:\n  rrf_k: many\n", "'retrieval.rrf_k': Input should be a valid integer"),
-        ("follow_symlinks: always\n", "'follow_symlinks': Input should be 'inside' or 'outside'"),
+        (
+            "follow_symlinks: always\n",
+            "'follow_symlinks': Input should be 'inside', 'outside' or 'never'",
+        ),
         ("board_boost: 0\n", "'board_boost': Input should be greater than 0"),
         ("llm: http://h/v1\n", "'llm' must be a mapping of settings, got a string"),
         ("- a\n- b\n", "expected a mapping of settings, got a list"),

@@ -78,7 +78,7 @@ def test_no_control_sequence_reaches_the_terminal(kb_and_docs: tuple[Path, Path]
     assert "␛]52;c;" in outputs["search"] and "␛]0;pwned␇" in outputs["search"]
     assert "broken␛]0;pwned␇.json" in outputs["index"] and "skip\ufffd31m" in outputs["index"]
     assert "␛[2J" in outputs["show"]
-    assert "␛]52" in outputs["memory recall"] and "error: no chunk" in outputs["error"]
+    assert "␛]52" in outputs["memory recall"] and "error: not an anchor" in outputs["error"]
 
 
 def test_json_output_keeps_the_text_escaped_by_json(kb_and_docs: tuple[Path, Path]) -> None:
