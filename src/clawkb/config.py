@@ -156,6 +156,18 @@ class KnowledgeSection:
     stale_days: Annotated[float, Gt(0)] = 180.0
     stale_citations: Annotated[int, Ge(1)] = 3
     golden: str | None = None  # a golden file for `clawkb health` (relative to the KB parent)
+    #: fusion weight per tier (multiplies a hit's score; missing tiers weigh 1)
+    trust_weights: dict[Trust, Annotated[float, Ge(0)]] = field(
+        default_factory=lambda: {
+            "official": 1.0,
+            "team": 0.9,
+            "community": 0.6,
+            "learned": 0.75,
+            "memory": 0.6,
+        }
+    )
+    strict_priority: bool = False  # a higher tier's hits always above a lower tier's
+    graph_weight: Annotated[float, Ge(0)] = 0.9  # score of a linked passage vs its seed hit
 
 
 @dataclass(frozen=True)

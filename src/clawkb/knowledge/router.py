@@ -1,0 +1,83 @@
+"""Domain routing: which domain(s) a query belongs to, from the words of each domain.
+
+Each domain is a bag of the tokens of its chunks. A query scores a domain by
+how much more likely its terms are there than in the whole KB (a smoothed
+log-likelihood ratio, Dirichlet prior), so a term every domain uses says
+nothing and a term only one domain uses says a lot. The router picks the best
+domain, adds the second when it is close, and routes to all when no domain
+stands out (or the query shares no term with any).
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
+
+from clawkb.text import tokenize
+
+MU = 200.0  # Dirichlet prior strength
+
+
+@dataclass
+class Route:
+    domains: tuple[str, ...]  # empty: all domains (unsure)
+    scores: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "domains": list(self.domains) or "all",
+            "scores": {k: round(v, 3) for k, v in self.scores.items()},
+            "reason": self.reason,
+        }
+
+
+class DomainRouter:
+    def __init__(self, counts: dict[str, Counter[str]]) -> None:
+        self.counts = counts
+        self.totals = {d: sum(c.values()) for d, c in counts.items()}
+        self.background: Counter[str] = Counter()
+        for c in counts.values():
+            self.background.update(c)
+        self.total = sum(self.background.values()) or 1
+
+    @classmethod
+    def from_store(cls, conn: sqlite3.Connection) -> DomainRouter:
+        counts: dict[str, Counter[str]] = {}
+        rows = conn.execute(
+            "SELECT d.domain, d.title, c.heading_path, c.text FROM chunks c"
+            " JOIN documents d ON d.id = c.doc_id WHERE d.domain IS NOT NULL"
+        )
+        for domain, title, heading, text in rows:
+            counts.setdefault(domain, Counter()).update(tokenize(f"{title} {heading} {text}"))
+        return cls(counts)
+
+    def scores(self, query: str) -> dict[str, float]:
+        terms = [t for t in tokenize(query) if t in self.background]
+        out = {}
+        for d, c in self.counts.items():
+            n = self.totals[d]
+            s = 0.0
+            for t in terms:
+                p_bg = self.background[t] / self.total
+                s += math.log((c[t] + MU * p_bg) / (n + MU) / p_bg)
+            out[d] = s
+        return out
+
+    def route(self, query: str, margin: float = 1.0, second: float = 0.5) -> Route:
+        """Best domain; the runner-up too when within ``second`` nats of it; all when the
+        best is not ``margin`` nats above the median domain."""
+        scores = self.scores(query)
+        if not scores or all(v == 0 for v in scores.values()):
+            return Route((), scores, "no domain term in the query")
+        ranked = sorted(scores, key=lambda d: -scores[d])
+        best = scores[ranked[0]]
+        median = sorted(scores.values())[len(scores) // 2]
+        if best - median < margin:
+            return Route((), scores, f"unsure: best {best:.2f} vs median {median:.2f}")
+        chosen = [ranked[0]]
+        if len(ranked) > 1 and best - scores[ranked[1]] < second:
+            chosen.append(ranked[1])
+        return Route(tuple(chosen), scores, "lexical")
