@@ -2,7 +2,8 @@
 
 Each domain is a bag of the tokens of its chunks. A query scores a domain by
 how much more likely its terms are there than in the whole KB (a smoothed
-log-likelihood ratio, Dirichlet prior), so a term every domain uses says
+log-likelihood ratio, Jelinek-Mercer smoothing, so small and large domains
+compare on one scale), so a term every domain uses says
 nothing and a term only one domain uses says a lot. The router picks the best
 domain, adds the second when it is close, and routes to all when no domain
 stands out (or the query shares no term with any).
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 
 from clawkb.text import tokenize
 
-MU = 200.0  # Dirichlet prior strength
+LAMBDA = 0.5  # weight of the domain's own term distribution against the whole KB
 
 
 @dataclass
@@ -62,7 +63,8 @@ class DomainRouter:
             s = 0.0
             for t in terms:
                 p_bg = self.background[t] / self.total
-                s += math.log((c[t] + MU * p_bg) / (n + MU) / p_bg)
+                p_d = c[t] / n if n else 0.0
+                s += math.log((LAMBDA * p_d + (1 - LAMBDA) * p_bg) / p_bg)
             out[d] = s
         return out
 

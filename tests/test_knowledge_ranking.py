@@ -1,0 +1,100 @@
+"""Trust re-ranking, the domain router and the graph channel on small real KBs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clawkb import KnowledgeBase
+from clawkb.knowledge.graph import expand
+from clawkb.knowledge.ranking import apply_trust
+from clawkb.knowledge.router import DomainRouter
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def make_kb(tmp: Path, config: str) -> KnowledgeBase:
+    write(tmp / ".clawkb" / "config.yaml", config)
+    kb = KnowledgeBase.open(tmp / ".clawkb", create=True)
+    kb.index([tmp / "docs"])
+    return kb
+
+
+def test_trust_weights_min_tier_and_strict_priority(tmp_path: Path) -> None:
+    d = tmp_path / "docs"
+    write(d / "manuals" / "uart.md", "# Manual\n\nThe debug UART2 baud rate is 1500000.\n")
+    write(
+        d / "forum" / "uart.md",
+        "# What is the debug UART2 baud rate?\n\nI think the debug UART2 baud rate is 115200;"
+        " the UART2 baud rate 115200 works for me, debug UART2 baud rate.\n",
+    )
+    write(d / "notes" / "uart.md", "# Notes\n\nUART2 debug baud rate is set in the bootloader.\n")
+    kb = make_kb(
+        tmp_path,
+        'sources:\n  "manuals/*": official\n  "forum/*": community\n'
+        "knowledge:\n  trust_weights: {official: 1.0, team: 0.9, community: 0.01}\n",
+    )
+    with kb:
+        hits = kb.search("debug UART2 baud rate", limit=10).hits
+        assert hits[0].trust == "community"  # lexically the chatty post wins
+        weights = kb.config.knowledge.trust_weights
+        ranked = apply_trust(hits, weights, explain=True)
+        assert ranked[0].trust == "official" and [h.rank for h in ranked] == [1, 2, 3]
+        assert ranked[0].explanation["trust"] == {"tier": "official", "weight": 1.0}
+        assert ranked[-1].trust == "community"
+        team_up = apply_trust(hits, {}, min_trust="team")
+        assert {h.trust for h in team_up} == {"official", "team"}
+        strict = apply_trust(hits, {}, strict=True)
+        assert [h.trust for h in strict] == ["official", "team", "community"]
+
+
+def test_router_picks_the_domain_and_falls_back_when_unsure(tmp_path: Path) -> None:
+    d = tmp_path / "docs"
+    write(d / "nav" / "a.md", "# Lidar\n\nlidar odometry costmap waypoint 激光雷达 定位\n")
+    write(d / "nav" / "b.md", "# SLAM\n\nslam localization map obstacle planner 建图\n")
+    write(d / "ddr" / "a.md", "# DDR\n\nddr dram trace impedance termination 走线 阻抗\n")
+    write(d / "power" / "a.md", "# PMIC\n\npmic regulator buck ldo ripple 纹波 电源\n")
+    write(d / "shared.md", "# Shared\n\nthe board setting check\n")
+    kb = make_kb(tmp_path, "domains:\n  nav: [nav/*]\n  ddr: [ddr/*]\n  power: ['power/*']\n")
+    with kb:
+        router = DomainRouter.from_store(kb.conn)
+        assert router.route("lidar costmap on the board").domains == ("nav",)
+        assert router.route("走线 阻抗").domains[0] == "ddr"
+        assert router.route("buck ripple").domains == ("power",)
+        unsure = router.route("the board setting")
+        assert unsure.domains == () and unsure.reason.startswith(("unsure", "no domain term"))
+        assert router.route("quantum chromodynamics").domains == ()
+        assert router.route("lidar").to_dict()["domains"] == ["nav"]
+
+
+def test_graph_channel_reaches_the_linked_passage(tmp_path: Path) -> None:
+    d = tmp_path / "docs"
+    write(
+        d / "symptom.md",
+        "# Arm stops with error E42\n\nThe arm stops with error E42 after homing."
+        " The fix is in [[Encoder fix#Procedure]].\n",
+    )
+    write(
+        d / "Encoder fix.md",
+        "# Encoder fix\n\n## Background\n\nWhy encoders fail.\n\n## Procedure\n\n"
+        "Replace the joint cable and recalibrate.\n",
+    )
+    for i in range(4):
+        write(d / f"other{i}.md", f"# Arm log {i}\n\nThe arm stops sometimes, error unknown {i}.\n")
+    kb = make_kb(tmp_path, "")
+    with kb:
+        hits = kb.search("arm stops with error E42", limit=5).hits
+        assert hits[0].anchor.path.endswith("symptom.md")
+        assert not any("Encoder fix" in h.anchor.path for h in hits[:3])
+        more = expand(kb, "arm stops with error E42", hits, weight=0.9, explain=True)
+        second = more[1]
+        assert second.anchor.path.endswith("Encoder fix.md")
+        assert second.anchor.heading_path == ("Encoder fix", "Procedure")
+        assert (
+            second.explanation["graph"]["path"]
+            == "reached via [[Encoder fix#Procedure]] from hit 1"
+        )
+        assert [h.rank for h in more] == list(range(1, len(more) + 1))
+        assert expand(kb, "arm", hits, weight=0.0) == list(hits)
