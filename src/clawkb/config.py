@@ -168,6 +168,8 @@ class KnowledgeSection:
     )
     strict_priority: bool = False  # a higher tier's hits always above a lower tier's
     graph_weight: Annotated[float, Ge(0)] = 0.9  # score of a linked passage vs its seed hit
+    rewrite: bool = False  # LLM query variants + HyDE (needs `llm:`)
+    rewrite_budget_s: Annotated[float, Gt(0)] = 2.0  # over budget: the original query only
 
 
 @dataclass(frozen=True)
