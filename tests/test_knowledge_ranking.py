@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from clawkb import KnowledgeBase
@@ -98,3 +99,41 @@ def test_graph_channel_reaches_the_linked_passage(tmp_path: Path) -> None:
         )
         assert [h.rank for h in more] == list(range(1, len(more) + 1))
         assert expand(kb, "arm", hits, weight=0.0) == list(hits)
+
+
+def test_tune_fits_weights_checks_held_out_and_writes_config(tmp_path: Path) -> None:
+    import yaml
+    from click.testing import CliRunner
+
+    from clawkb.cli.main import cli
+
+    d = tmp_path / "docs"
+    entries = []
+    for i in range(6):
+        subject = f"widget{i} torque limit"
+        write(d / "manuals" / f"m{i}.md", f"# Manual {i}\n\nThe {subject} is {i + 1} Nm.\n")
+        write(
+            d / "forum" / f"f{i}.md",
+            f"# {subject}?\n\nI think the {subject} is {i + 9} Nm; {subject} {subject}.\n",
+        )
+        entries.append({"query": f"{subject}", "expect_path": f"manuals/m{i}.md"})
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(yaml.safe_dump({"queries": entries}), encoding="utf-8")
+    make_kb(
+        tmp_path,
+        'sources:\n  "manuals/*": official\n  "forum/*": community\n'
+        "knowledge:\n  trust_weights: {official: 1.0, community: 1.0}\n  stale_days: 30\n",
+    ).close()
+    res = CliRunner().invoke(
+        cli, ["--kb", str(tmp_path / ".clawkb"), "tune", str(golden), "--write", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    assert report["held_out"]["tuned"] > report["held_out"]["default"]
+    assert report["weights"]["trust_weights"]["community"] < 1.0
+    saved = yaml.safe_load((tmp_path / ".clawkb" / "config.yaml").read_text())
+    assert saved["sources"] == {"manuals/*": "official", "forum/*": "community"}
+    assert saved["knowledge"]["stale_days"] == 30
+    assert saved["knowledge"]["trust_weights"]["community"] < 1.0
+    with KnowledgeBase.open(tmp_path / ".clawkb") as kb:
+        assert kb.config.knowledge.trust_weights["community"] < 1.0

@@ -230,3 +230,33 @@ def health_cmd(ctx: click.Context, checks: tuple[str, ...], as_json: bool) -> No
 
 
 COMMANDS = [learn_cmd, learned, links_cmd, health_cmd]
+
+
+@click.command("tune")
+@click.argument("golden", type=click.Path(dir_okay=False))
+@click.option("--write", "write", is_flag=True, help="Store the fitted weights in config.yaml.")
+@_json_option
+@click.pass_context
+@handle_errors
+def tune_cmd(ctx: click.Context, golden: str, write: bool, as_json: bool) -> None:
+    """Fit trust and graph weights to a golden file (grid search on one half, checked on
+    the other)."""
+    from clawkb.knowledge.tune import tune, write_weights
+
+    with open_kb(ctx) as kb:
+        report = tune(kb, golden)
+        if write:
+            report["written"] = str(write_weights(kb, report["weights"]))
+    if as_json:
+        echo_json(report)
+        return
+    fit, held = report["fit"], report["held_out"]
+    echo(f"{report['queries']} golden queries; MRR@10 default -> tuned")
+    echo(f"  fit half:      {fit['default']:.3f} -> {fit['tuned']:.3f}")
+    echo(f"  held-out half: {held['default']:.3f} -> {held['tuned']:.3f}")
+    echo(f"  weights: {report['weights']}")
+    if write:
+        echo(f"written to {report['written']}")
+
+
+COMMANDS.append(tune_cmd)

@@ -56,6 +56,7 @@ COMMAND_MODULES = {
     "learned": "knowledge",
     "links": "knowledge",
     "health": "knowledge",
+    "tune": "knowledge",
 }
 
 
