@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 	$(BIN)/python bench/cli_latency.py
 	$(BIN)/python bench/hardware_context.py
+	$(BIN)/python bench/soak.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

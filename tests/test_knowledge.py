@@ -301,15 +301,20 @@ def test_health_finds_broken_orphans_duplicates_conflicts_stale(project: Path) -
     assert report["counts"]["golden"] == 0
 
 
-def test_health_cli_exit_status(project: Path) -> None:
+def test_doctor_content_exit_status_and_json(project: Path) -> None:
     with open_kb(project) as kb:
         kb.index([project / "docs"])
     runner = CliRunner()
     home = str(project / ".clawkb")
-    res = runner.invoke(cli, ["--kb", home, "health", "--json"])
-    assert res.exit_code == 1 and json.loads(res.output)["counts"]["broken_link"] == 2
-    res = runner.invoke(cli, ["--kb", home, "health", "--check", "orphan"])
-    assert res.exit_code == 0 and "lonely.md" in res.output
+    res = runner.invoke(cli, ["--kb", home, "doctor", "--content", "--json"])
+    assert res.exit_code == 1, res.output
+    data = json.loads(res.output)
+    assert data["healthy"] and data["content"]["counts"]["broken_link"] == 2
+    res = runner.invoke(cli, ["--kb", home, "doctor", "--content"])
+    assert "FAIL  broken_link" in res.output and "note  orphan" in res.output
+    assert res.output.index("broken_link") > res.output.index("integrity")
+    res = runner.invoke(cli, ["--kb", home, "doctor"])
+    assert res.exit_code == 0 and "broken_link" not in res.output
 
 
 def test_similarity_and_duplicate_pairs() -> None:

@@ -235,3 +235,33 @@ def test_status_without_libseccomp_keeps_the_limits(tmp_path: Path) -> None:
     assert seccomp is False and "pyseccomp is not installed" in detail
     assert "MemoryError" in hog
     assert spawned == "owned\n"  # without the filter, exec is possible: the status says so
+
+
+def test_doctor_reports_the_sandbox_filter(tmp_path: Path) -> None:
+    """`clawkb doctor` names the seccomp filter's state; without pyseccomp it says off."""
+    home = tmp_path / "kb"
+    subprocess.run(
+        [sys.executable, "-m", "clawkb.cli.main", "--kb", str(home), "init"],
+        capture_output=True,
+        check=True,
+    )
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import sys\nsys.modules['pyseccomp'] = None\n")
+    runs = {}
+    for label, env in (
+        ("with", dict(os.environ)),
+        ("without", {**os.environ, "PYTHONPATH": str(site)}),
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "clawkb.cli.main", "--kb", str(home), "doctor"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            check=False,
+        )
+        runs[label] = out.stdout
+    assert "parser sandbox: seccomp filter off: pyseccomp is not installed" in runs["without"]
+    expected = "on" if SECCOMP else "off"
+    assert f"parser sandbox: seccomp filter {expected}" in runs["with"]

@@ -11,7 +11,6 @@ in the KB folder; searches never block on it. A KB folder holds::
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 import time
@@ -24,11 +23,12 @@ import numpy as np
 
 from clawkb import __version__
 from clawkb.config import Config
-from clawkb.errors import LockedError, NotFoundError
+from clawkb.errors import IndexError_, LockedError, NotFoundError
 from clawkb.index.lexical import ENGINE, BM25FParams, LexicalIndex
 from clawkb.index.scorer import NATIVE_AVAILABLE
 from clawkb.retrieve.search import SearchResult, lexical_search
 from clawkb.store import db
+from clawkb.store.locking import FileLock
 from clawkb.store.repo import ChunkRow, Repository
 from clawkb.text import TOKENIZER_VERSION, tokenize
 
@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 
 __all__ = ["IndexReport", "KnowledgeBase", "SearchResult", "TextRecord"]
 
+LOCK_NAME = "write.lock"
+#: How long a reader keeps a superseded generation leased (threads mid-search).
+READER_GRACE_S = 10.0
+
 
 class KnowledgeBase:
     """A knowledge base in one folder. Use :meth:`open`; close it (or use ``with``)."""
@@ -48,26 +52,56 @@ class KnowledgeBase:
         self.conn = conn
         self.config = config
         self.repo = Repository(conn)
-        self.lexical = LexicalIndex(
-            home / "index" / "lexical",
-            BM25FParams(config.k1, config.field_weights, config.field_b),
-        )
+        self.store_id = db.store_id(conn)
+        self._lock = FileLock(home / LOCK_NAME)
+        self._writing = 0
+        # superseded reader generations, released after READER_GRACE_S
+        self._superseded: list[tuple[float, LexicalIndex]] = []
+        self.lexical = self._open_lexical(writable=False)
         self._registry: ParserRegistry | None = None
+
+    def _open_lexical(self, *, writable: bool, full_check: bool | None = None) -> LexicalIndex:
+        return LexicalIndex(
+            self.home / "index" / "lexical",
+            BM25FParams(self.config.k1, self.config.field_weights, self.config.field_b),
+            writable=writable,
+            store_id=self.store_id,
+            full_check=full_check if full_check is not None else self._unclean_writer(),
+        )
+
+    def _unclean_writer(self) -> bool | None:
+        """A writer died holding the lock (its pid is still in the file): check everything."""
+        path = self.home / LOCK_NAME
+        try:
+            if path.stat().st_size == 0:
+                return None
+        except FileNotFoundError:
+            return None
+        from clawkb.store.locking import is_locked
+
+        return True if not is_locked(path) else None
 
     @classmethod
     def open(cls, home: str | os.PathLike[str], *, create: bool = False) -> KnowledgeBase:
         home = Path(home).expanduser().resolve()
         conn = db.connect(home, create=create)
         if db.get_meta(conn, "created_at") is None:
-            conn.execute("BEGIN IMMEDIATE")
-            db.set_meta(conn, "created_at", str(time.time()))
-            db.set_meta(conn, "clawkb_version", __version__)
-            db.set_meta(conn, "tokenizer_version", TOKENIZER_VERSION)
-            db.set_meta(conn, "lexical_engine", ENGINE)
-            conn.execute("COMMIT")
-        return cls(home, conn, Config.load(home))
+            with db.transaction(conn):
+                db.set_meta(conn, "created_at", str(time.time()))
+                db.set_meta(conn, "clawkb_version", __version__)
+                db.set_meta(conn, "tokenizer_version", TOKENIZER_VERSION)
+                db.set_meta(conn, "lexical_engine", ENGINE)
+        try:
+            return cls(home, conn, Config.load(home))
+        except BaseException:
+            conn.close()
+            raise
 
     def close(self) -> None:
+        self.lexical.close()
+        for _, old in self._superseded:
+            old.close()
+        self._superseded.clear()
         self.conn.close()
 
     def __enter__(self) -> KnowledgeBase:
@@ -93,39 +127,96 @@ class KnowledgeBase:
 
     # -- locking ----------------------------------------------------------
     @contextmanager
+    def write_lock(
+        self, wait: float = 30.0, on_wait: Callable[[str], None] | None = None
+    ) -> Iterator[None]:
+        """Hold the exclusive KB write lock only (short store commits, e.g. embed batches)."""
+        if self._writing:
+            self._writing += 1
+            try:
+                yield
+            finally:
+                self._writing -= 1
+            return
+        tell = (
+            (lambda: on_wait(f"waiting for another clawkb process writing to {self.home} ..."))
+            if on_wait
+            else None
+        )
+        if not self._lock.acquire(wait, tell):
+            raise LockedError(
+                f"{self.home}: another clawkb process is writing to this knowledge base;"
+                " try again when it finishes"
+            )
+        self._writing = 1
+        try:
+            self._lock.write_owner()
+            yield
+        finally:
+            self._writing = 0
+            self._lock.clear_owner()
+            self._lock.release()
+
+    @contextmanager
+    def job_lock(self, name: str, wait: float = 30.0) -> Iterator[None]:
+        """One long job of a kind at a time (``embed``), without blocking other writers."""
+        lock = FileLock(self.home / f"{name}.lock")
+        if not lock.acquire(wait):
+            raise LockedError(
+                f"{self.home}: another `{name}` run is in progress on this knowledge base"
+            )
+        try:
+            yield
+        finally:
+            lock.release()
+
+    @contextmanager
     def writer(
         self, wait: float = 30.0, on_wait: Callable[[str], None] | None = None
     ) -> Iterator[None]:
-        """Hold the exclusive write lock; wait up to ``wait`` seconds for it."""
-        fh = open(self.home / "write.lock", "a+")  # noqa: SIM115 - held across the yield
-        deadline = time.monotonic() + wait
-        told = False
-        while True:
+        """Hold the exclusive write lock with a writable index; wait up to ``wait`` seconds.
+
+        On entry a damaged index, one from another store or one ahead of the
+        store (a restored older store) is rebuilt; on exit the KB reads the
+        generation it published.
+        """
+        if self._writing:
+            with self.write_lock(wait, on_wait):
+                yield
+            return
+        unclean = self._unclean_writer()
+        with self.write_lock(wait, on_wait):
+            old = self.lexical
+            self.lexical = self._open_lexical(writable=True, full_check=unclean)
+            old.close()
             try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    fh.close()
-                    raise LockedError(
-                        f"{self.home}: another clawkb process is writing to this knowledge base;"
-                        " try again when it finishes"
-                    ) from None
-                if on_wait and not told:
-                    on_wait(f"waiting for another clawkb process writing to {self.home} ...")
-                    told = True
-                time.sleep(0.1)
-        try:
-            fh.seek(0)
-            fh.truncate()
-            fh.write(str(os.getpid()))
-            fh.flush()
-            self.lexical = LexicalIndex(self.lexical.folder, self.lexical.params, writable=True)
-            self._ensure_tokenizer()
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-            fh.close()
+                self._ensure_tokenizer()
+                self._ensure_index()
+                yield
+            finally:
+                if not self.lexical.damaged:
+                    self.lexical.hold_current()
+                else:  # a failed repair: readers see it as damaged again
+                    self.lexical = self._open_lexical(writable=False)
+
+    def _ensure_index(self) -> None:
+        """Writers start from a sound index: rebuild one that cannot be replayed."""
+        from clawkb.ingest.sync import index_problem, rebuild_lexical
+
+        problem = index_problem(self.repo, self.lexical)
+        if problem is not None:
+            rebuild_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
+            self.repairs.append(f"rebuilt the lexical index from the store ({problem})")
+        elif self.lexical.oldest_seq_in_use > 0:
+            with self.repo.transaction():  # rows only a finished reader still needed
+                self.repo.purge_retired(self.lexical.oldest_seq_in_use)
+
+    @property
+    def repairs(self) -> list[str]:
+        """One line per automatic repair done by this KB object."""
+        if not hasattr(self, "_repairs"):
+            self._repairs: list[str] = []
+        return self._repairs
 
     def _ensure_tokenizer(self) -> None:
         """A KB indexed with another tokenizer version is re-tokenized from the store."""
@@ -133,25 +224,53 @@ class KnowledgeBase:
             from clawkb.ingest.sync import rebuild_lexical
 
             rebuild_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
-            self.conn.execute("BEGIN")
-            db.set_meta(self.conn, "tokenizer_version", TOKENIZER_VERSION)
-            self.conn.execute("COMMIT")
+            with self.repo.transaction():
+                db.set_meta(self.conn, "tokenizer_version", TOKENIZER_VERSION)
+
+    def _refresh_reader(self) -> None:
+        """Readers: move to the newest published generation (cheap when nothing changed)."""
+        now = time.monotonic()
+        if self._superseded:
+            keep = []
+            for at, old in self._superseded:
+                if now - at >= READER_GRACE_S:
+                    old.close()
+                else:
+                    keep.append((at, old))
+            self._superseded = keep
+        if self.lexical.writable or not self.lexical.is_stale():
+            return
+        new = self._open_lexical(writable=False)
+        # Another thread may still be inside a search on the old generation:
+        # keep its lease a little while instead of releasing it at once.
+        self._superseded.append((now, self.lexical))
+        self.lexical = new
 
     def _catch_up(self) -> list[str]:
-        """Readers: if the index lags the store (a killed writer), repair it when we can."""
+        """Readers: see the newest generation; repair a lagging or damaged index when we can."""
+        from clawkb.ingest.sync import index_problem, sync_lexical
+
         warnings = []
         if db.get_meta(self.conn, "tokenizer_version") != TOKENIZER_VERSION:
             warnings.append(
                 "the index was built with another tokenizer version: run `clawkb reindex`"
             )
-        if self.lexical.applied_seq < self.repo.max_seq() or self.lexical.applied_seq < 0:
+        self._refresh_reader()
+        top = self.repo.max_seq()
+        problem = index_problem(self.repo, self.lexical, store_id=self.store_id, top=top)
+        if problem is not None or self.lexical.applied_seq < top or self.lexical.applied_seq < 0:
             try:
                 with self.writer(wait=0):
-                    from clawkb.ingest.sync import sync_lexical
-
                     sync_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
             except LockedError:
+                if problem is not None:
+                    raise IndexError_(
+                        f"{problem}; another process is writing — try again when it finishes,"
+                        " or run `clawkb doctor --repair`"
+                    ) from None
                 warnings.append("an indexing run is in progress; results may be incomplete")
+            if problem is not None:
+                warnings.append(f"repaired: {problem}")
         return warnings
 
     # -- writes -----------------------------------------------------------
@@ -179,11 +298,26 @@ class KnowledgeBase:
             return self._ingestor().index_records(records, progress)
 
     def reindex(self) -> int:
-        """Rebuild the lexical index from the store; returns the chunk count."""
-        with self.writer():
-            from clawkb.ingest.sync import rebuild_lexical
+        """Rebuild the lexical index from the store; returns the chunk count.
 
-            return rebuild_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
+        The new index is built beside the current one without the write lock
+        (readers keep the old one, other writers keep writing), then switched
+        to under the lock in one short step (:mod:`clawkb.ingest.reindex`). If
+        the store cannot be read, the old index stays as it was.
+        """
+        from clawkb.ingest.reindex import adopt_build, build_detached, remove_stale_builds
+
+        root = self.home / "index"
+        with self.job_lock("reindex"):
+            remove_stale_builds(root)
+            build = build_detached(
+                self.repo, root, self.lexical.params, self.config.index_batch_chunks
+            )
+            try:
+                with self.writer():
+                    return adopt_build(self.repo, self.lexical, build)
+            finally:
+                build.close()
 
     def _ingestor(self) -> Ingestor:
         from clawkb.hardware.hook import DatasheetHook
@@ -302,7 +436,12 @@ class KnowledgeBase:
         return rows[max(0, i - before) : i], rows[i + 1 : i + 1 + after]
 
     def status(self) -> dict[str, Any]:
-        self._catch_up()
+        from clawkb.ingest.sync import index_problem
+
+        try:
+            warnings = self._catch_up()
+        except IndexError_ as exc:  # damaged while a writer runs: report, do not fail
+            warnings = [str(exc)]
         db_path = self.home / db.DB_NAME
         size = sum(p.stat().st_size for p in self.home.glob(db.DB_NAME + "*") if p.is_file())
         last = self.conn.execute(
@@ -316,7 +455,11 @@ class KnowledgeBase:
             "tokenizer_version": db.get_meta(self.conn, "tokenizer_version"),
             "clawkb_version": __version__,
             **self.repo.counts(),
+            "store_id": self.store_id,
+            "store_seq": self.repo.max_seq(),
             "lexical": {**self.lexical.status(), "native_kernel": NATIVE_AVAILABLE},
+            "index_check": index_problem(self.repo, self.lexical) or "ok",
+            "warnings": warnings + self.repairs,
             "dense": _dense_status(self),
             "last_run": (
                 {"started_at": last[0], "finished_at": last[1], "status": last[2]} if last else None

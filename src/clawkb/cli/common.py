@@ -11,6 +11,7 @@ left to ``json.dumps``, which escapes C0 controls.
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -66,6 +67,19 @@ def handle_errors(func: F) -> F:
             return func(*args, **kwargs)
         except ClawkbError as exc:
             echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_ERROR)
+        except sqlite3.DatabaseError as exc:  # damage found mid-query: one line, not a trace
+            echo(
+                f"error: the knowledge-base store is damaged ({exc}); run `clawkb doctor`",
+                err=True,
+            )
+            sys.exit(EXIT_ERROR)
+        except UnicodeDecodeError as exc:  # e.g. a damaged store row read mid-query
+            echo(
+                f"error: text that is not valid UTF-8 ({exc.reason} at byte {exc.start});"
+                " if it comes from the knowledge base, `clawkb doctor` checks the store",
+                err=True,
+            )
             sys.exit(EXIT_ERROR)
 
     return wrapper  # type: ignore[return-value]

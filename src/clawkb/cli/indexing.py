@@ -148,6 +148,12 @@ def status(ctx: click.Context, as_json: bool) -> None:
         f"{lex['bytes'] / 1048576:.2f} MB · native kernel {'yes' if lex['native_kernel'] else 'no'}"
     )
     echo(f"tokenizer       v{st['tokenizer_version']}")
+    echo(
+        f"index check     {st['index_check']} (generation {lex['generation']},"
+        f" change {lex['applied_seq']} of {st['store_seq']})"
+    )
+    for w in st["warnings"]:
+        echo(f"warning: {w}", err=True)
     if st.get("dense"):
         from clawkb.cli.dense import dense_status_line
 

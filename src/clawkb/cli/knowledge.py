@@ -1,13 +1,12 @@
 """`clawkb learn`, `clawkb learned list|show|approve|reject`, `clawkb links PATH`,
-`clawkb health`: agent write-back, the note graph and the content health check.
-
-``health`` is the content half of ``clawkb doctor`` (``doctor --content`` once
-the store checks and it share one command)."""
+`clawkb tune`, and the content half of `clawkb doctor --content`: agent write-back,
+the note graph, weight fitting and the content health check."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -200,36 +199,22 @@ def links_cmd(ctx: click.Context, path: str, as_json: bool) -> None:
         echo(f"  {r.source}:{r.line} ({r.kind})")
 
 
-@click.command("health")
-@click.option(
-    "--check",
-    "checks",
-    multiple=True,
-    type=click.Choice(["broken_link", "orphan", "duplicate", "conflict", "stale", "golden"]),
-    help="Run only these checks (repeatable).",
-)
-@_json_option
-@click.pass_context
-@handle_errors
-def health_cmd(ctx: click.Context, checks: tuple[str, ...], as_json: bool) -> None:
-    """Content health: broken links, orphans, duplicates, conflicting facts, stale notes,
-    golden check. Exit 1 when something other than orphans is found (for CI)."""
+def content_report(ctx: click.Context, as_json: bool) -> dict[str, Any]:
+    """``doctor --content``: run the content checks; print them unless ``as_json``."""
     from clawkb.knowledge.health import check_content
 
     with open_kb(ctx) as kb:
-        report = check_content(kb, checks)
-    if as_json:
-        echo_json(report)
-    else:
+        report = check_content(kb)
+    if not as_json:
         for f in report["findings"]:
             where = f"{f['path']}:{f['line']}" if f.get("line") else f["path"]
-            echo(f"{f['check']:12} {where}: {f['message']}")
-        echo(", ".join(f"{n} {k}" for k, n in report["counts"].items()))
-    if not report["ok"]:
-        ctx.exit(1)
+            state = "note" if f["check"] == "orphan" else "FAIL"
+            echo(f"{state:<6}{f['check']}: {where}: {f['message']}")
+        echo("content: " + ", ".join(f"{n} {k}" for k, n in report["counts"].items()))
+    return report
 
 
-COMMANDS = [learn_cmd, learned, links_cmd, health_cmd]
+COMMANDS = [learn_cmd, learned, links_cmd]
 
 
 @click.command("tune")

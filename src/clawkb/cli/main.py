@@ -25,6 +25,7 @@ MODULES = (
     "dense",
     "settings",
     "skill",
+    "maintenance",
     "knowledge",
 )
 
@@ -52,10 +53,12 @@ COMMAND_MODULES = {
     "config": "settings",
     "plugins": "settings",
     "skill": "skill",
+    "doctor": "maintenance",
+    "backup": "maintenance",
+    "restore": "maintenance",
     "learn": "knowledge",
     "learned": "knowledge",
     "links": "knowledge",
-    "health": "knowledge",
     "tune": "knowledge",
 }
 

@@ -28,8 +28,12 @@ def embed_kb(
     if embedder is not None:
         r.set_embedder(embedder)
     kb._catch_up()  # the lexical side first, so chunk rows are current
-    with kb.writer():
-        return vectors.embed_pending(kb.conn, r.embedder, batch=batch, progress=progress)
+    # One embed run at a time; the KB write lock only around each batch commit,
+    # so `index`, `memory store` and other writers interleave with a long run.
+    with kb.job_lock("embed"):
+        return vectors.embed_pending(
+            kb.conn, r.embedder, batch=batch, progress=progress, commit_lock=kb.write_lock
+        )
 
 
 def reembed_kb(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,18 +78,18 @@ def embed_text(title: str, heading_json: str, text: str) -> str:
     return f"{head}\n{text}" if head else text
 
 
-def _bump(conn: sqlite3.Connection) -> None:
+def bump_version(conn: sqlite3.Connection) -> None:
+    """Mark the vectors changed (dense search copies and caches reload)."""
     db.set_meta(conn, VERSION_KEY, str(data_version(conn) + 1))
 
 
 def clear_vectors(conn: sqlite3.Connection) -> None:
     """Forget every vector and the recorded model (`clawkb reindex --vectors`)."""
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute("DELETE FROM chunk_vectors")
-    conn.execute("DELETE FROM vectors")
-    conn.execute("DELETE FROM meta WHERE key = ?", (SIGNATURE_KEY,))
-    _bump(conn)
-    conn.execute("COMMIT")
+    with db.transaction(conn):
+        conn.execute("DELETE FROM chunk_vectors")
+        conn.execute("DELETE FROM vectors")
+        conn.execute("DELETE FROM meta WHERE key = ?", (SIGNATURE_KEY,))
+        bump_version(conn)
 
 
 def pending_chunk_ids(conn: sqlite3.Connection, mkey: str) -> list[int]:
@@ -107,8 +108,13 @@ def embed_pending(
     batch: int = BATCH,
     progress: Progress | None = None,
     clock: Callable[[], float] | None = None,
+    commit_lock: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> EmbedReport:
-    """Embed every chunk without a vector for ``embedder``; commit batch by batch."""
+    """Embed every chunk without a vector for ``embedder``; commit batch by batch.
+
+    ``commit_lock`` (the KB write lock) is held only around each short
+    commit, never while the model runs, so other writers interleave.
+    """
     import time
 
     now = clock or time.perf_counter
@@ -116,23 +122,25 @@ def embed_pending(
     signature = embedder.signature()
     check_signature(conn, signature)
     mkey = model_key(signature)
-    conn.execute("BEGIN IMMEDIATE")
-    db.set_meta(conn, SIGNATURE_KEY, json.dumps(signature, sort_keys=True))
-    conn.execute(
-        "DELETE FROM chunk_vectors WHERE model = ? AND chunk_id NOT IN (SELECT id FROM chunks)",
-        (mkey,),
-    )
-    _bump(conn)
-    conn.execute("COMMIT")
+    lock = commit_lock or nullcontext
+    with lock(), db.transaction(conn):
+        check_signature(conn, signature)  # again: another run may have started meanwhile
+        db.set_meta(conn, SIGNATURE_KEY, json.dumps(signature, sort_keys=True))
+        conn.execute(
+            "DELETE FROM chunk_vectors WHERE model = ? AND chunk_id NOT IN (SELECT id FROM chunks)",
+            (mkey,),
+        )
+        bump_version(conn)
     todo = pending_chunk_ids(conn, mkey)
     embedded = reused = 0
     for start in range(0, len(todo), batch):
-        e, r = _embed_batch(conn, embedder, mkey, todo[start : start + batch])
+        e, r = _embed_batch(conn, embedder, mkey, todo[start : start + batch], lock)
         embedded += e
         reused += r
         if progress:
             progress(min(start + batch, len(todo)), len(todo))
-    _sweep_orphans(conn, mkey)
+    with lock():
+        _sweep_orphans(conn, mkey)
     total = int(
         conn.execute("SELECT COUNT(*) FROM chunk_vectors WHERE model = ?", (mkey,)).fetchone()[0]
     )
@@ -140,7 +148,11 @@ def embed_pending(
 
 
 def _embed_batch(
-    conn: sqlite3.Connection, embedder: Embedder, mkey: str, ids: Sequence[int]
+    conn: sqlite3.Connection,
+    embedder: Embedder,
+    mkey: str,
+    ids: Sequence[int],
+    lock: Callable[[], AbstractContextManager[object]],
 ) -> tuple[int, int]:
     marks = ",".join("?" * len(ids))
     rows = conn.execute(
@@ -158,8 +170,7 @@ def _embed_batch(
     vecs = embedder.embed_documents(list(new.values())) if new else np.zeros((0, 0))
     if len(vecs) != len(new):
         raise IndexError_(f"embedder {mkey!r} returned {len(vecs)} vectors for {len(new)} texts")
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with lock(), db.transaction(conn):
         conn.executemany(
             "INSERT OR REPLACE INTO vectors (model, key, vec) VALUES (?,?,?)",
             ((mkey, k, np.asarray(v, "<f4").tobytes()) for k, v in zip(new, vecs, strict=True)),
@@ -168,11 +179,7 @@ def _embed_batch(
             "INSERT OR REPLACE INTO chunk_vectors (model, chunk_id, key) VALUES (?,?,?)",
             ((mkey, cid, k) for cid, k in keys.items()),
         )
-        _bump(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+        bump_version(conn)
     return len(new), len(keys) - sum(1 for k in keys.values() if k in new)
 
 
@@ -187,10 +194,9 @@ def _existing_keys(conn: sqlite3.Connection, mkey: str, keys: list[str]) -> set[
 
 def _sweep_orphans(conn: sqlite3.Connection, mkey: str) -> None:
     """Drop vectors no chunk uses any more (their text was edited or deleted)."""
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute(
-        "DELETE FROM vectors WHERE model = ? AND key NOT IN"
-        " (SELECT key FROM chunk_vectors WHERE model = ?)",
-        (mkey, mkey),
-    )
-    conn.execute("COMMIT")
+    with db.transaction(conn):
+        conn.execute(
+            "DELETE FROM vectors WHERE model = ? AND key NOT IN"
+            " (SELECT key FROM chunk_vectors WHERE model = ?)",
+            (mkey, mkey),
+        )

@@ -78,9 +78,8 @@ def register_roots(conn: sqlite3.Connection, folders: Iterable[str]) -> list[str
     roots = registered_roots(conn)
     new = [f for f in folders if f not in roots]
     if new:
-        conn.execute("BEGIN IMMEDIATE")
-        db.set_meta(conn, META_ROOTS, json.dumps(roots + new))
-        conn.execute("COMMIT")
+        with db.transaction(conn):
+            db.set_meta(conn, META_ROOTS, json.dumps(roots + new))
     return roots + new
 
 

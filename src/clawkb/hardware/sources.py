@@ -53,13 +53,11 @@ def index_datasheets(
 
 def _mark_stale(kb: KnowledgeBase, roots: Sequence[str]) -> None:
     """Files indexed as plain notes under a new datasheet folder get re-parsed once."""
-    conn = kb.conn
-    conn.execute("BEGIN IMMEDIATE")
-    for root in roots:
-        prefix = root.rstrip("/") + "/"
-        conn.execute(
-            "UPDATE documents SET mtime_ns = 0, content_hash = '' WHERE board IS NULL"
-            " AND substr(path, 1, ?) = ?",
-            (len(prefix), prefix),
-        )
-    conn.execute("COMMIT")
+    with kb.repo.transaction() as conn:
+        for root in roots:
+            prefix = root.rstrip("/") + "/"
+            conn.execute(
+                "UPDATE documents SET mtime_ns = 0, content_hash = '' WHERE board IS NULL"
+                " AND substr(path, 1, ?) = ?",
+                (len(prefix), prefix),
+            )

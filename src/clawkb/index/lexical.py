@@ -2,21 +2,28 @@
 
 Layout under the KB folder (``index/lexical/``)::
 
-    manifest.json     segment names, applied store change sequence, params
+    manifest.json     the current generation: segments, their live masks,
+                      size + CRC-32 of every file, applied store change
+                      sequence, store id
+    generations/      copies of generations some reader still leases
+    leases/           one locked file per reader and generation
     seg-000001/ ...   immutable segments (see :mod:`clawkb.index.segment`)
+                      plus ``live-<generation>.npy`` masks
 
-Adds create a new small segment; deletes flip bits in a segment's live mask;
-a tiered policy merges segments of similar size. The manifest is replaced
-atomically after the files it names are on disk, so a crash leaves either the
-old or the new state, and :meth:`LexicalIndex.sync` replays the store's change
-log from the last applied sequence.
+Adds create a new small segment; deletes write a new live mask for the next
+generation; a tiered policy merges segments of similar size. Nothing a
+published generation names is ever modified: the next generation is built
+beside it and published by replacing the manifest atomically (see
+:mod:`clawkb.index.generations`), so readers see one whole generation and a
+crash leaves either the old or the new one. ``clawkb.ingest.sync`` replays
+the store's change log from the last applied sequence.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterable, Sequence
@@ -26,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from clawkb.errors import IndexError_
+from clawkb.index import generations as gens
 from clawkb.index.scorer import score_topk, score_topk_pruned
 from clawkb.index.segment import (
     FIELDS,
@@ -39,6 +48,16 @@ from clawkb.index.segment import (
 )
 
 ENGINE = "clawkb-bm25f-segments/2"  # /2: FNV-1a + splitmix64 term hashes
+MANIFEST_NAME = gens.MANIFEST
+
+
+def _save_array(path: Path, arr: np.ndarray) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        np.save(fh, arr)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +79,33 @@ class _Manifest:
     applied_seq: int = 0
     next_segment: int = 1
     engine: str = ENGINE
+    #: bumped by every publish; readers lease the generation they search
+    generation: int = 0
+    #: the store this index was built from (``meta.store_id``)
+    store_id: str = ""
+    #: segment -> its live-mask file for this generation ("" = every doc live)
+    live: dict[str, str] = field(default_factory=dict)
+    #: "segment/file" -> [size, CRC-32] of every file this generation reads
+    files: dict[str, list[int]] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> _Manifest:
+        known = {f: data[f] for f in cls.__dataclass_fields__ if f in data}
+        return cls(**known)
+
+
+_SEG_NAME = re.compile(r"seg-\d+")
 
 
 class LexicalIndex:
-    """BM25F over segments; one writer at a time (the caller holds the KB lock)."""
+    """BM25F over segments; one writer at a time (the caller holds the KB lock).
+
+    A reader (``writable=False``) holds a lease on the generation it loaded
+    until :meth:`close`; :meth:`is_stale` tells it a newer one was published.
+    A damaged index (missing, truncated or changed file, bad manifest) opens
+    empty with ``damaged`` set to a one-line reason and ``applied_seq`` -1,
+    so the next sync rebuilds it from the store.
+    """
 
     MERGE_FACTOR = 8
     MAX_MERGED_DOCS = 250_000
@@ -72,13 +114,29 @@ class LexicalIndex:
     PRUNE_MIN_POSTINGS = 200_000
 
     def __init__(
-        self, folder: Path, params: BM25FParams | None = None, *, writable: bool = False
+        self,
+        folder: Path,
+        params: BM25FParams | None = None,
+        *,
+        writable: bool = False,
+        store_id: str = "",
+        full_check: bool | None = None,
     ) -> None:
         self.folder = folder
         self.params = params or BM25FParams()
+        self.writable = writable
+        self.store_id = store_id
+        self.damaged: str | None = None
+        self.lease: gens.Lease | None = None
+        #: the oldest change seq any published generation in use was built at
+        self.oldest_seq_in_use = 0
+        self._dirty_live: set[str] = set()
+        self._pending: set[str] = set()  # reserved or staged segment names
+        self._staging: list[Segment] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         folder.mkdir(parents=True, exist_ok=True)
-        self._load()
-        if writable:  # only the lock holder may clean up after a crashed writer
+        self._load(full_check)
+        if writable and self.damaged is None:
             self._remove_orphans()
         self._stats_cache: tuple[int, np.ndarray] | None = None
         self._factors: dict[str, np.ndarray] = {}
@@ -89,57 +147,189 @@ class LexicalIndex:
         self.segments: list[Segment]
 
     # -- manifest ---------------------------------------------------------
-    def _load(self) -> None:
-        """Read the manifest and map its segments; retry if a writer swaps them meanwhile."""
-        for attempt in range(5):
-            self.manifest = self._read_manifest()
+    def _load(self, full_check: bool | None) -> None:
+        """Read the manifest (under a lease for readers) and map its segments."""
+        for attempt in range(50):
+            self._stamp = gens.manifest_stamp(self.folder)
+            try:
+                data = gens.read_manifest(self.folder)
+            except gens.IndexCorruptError as exc:
+                self._mark_damaged(str(exc), None)
+                return
+            self.manifest = _Manifest.from_dict(data) if data else _Manifest()
+            if data is not None and not self.writable:
+                try:
+                    lease: gens.Lease | None = gens.Lease(self.folder, self.manifest.generation)
+                except FileNotFoundError:
+                    continue
+                except OSError:  # a read-only KB folder: no writer can change it anyway
+                    lease = None
+                if lease is not None:
+                    try:
+                        again = gens.read_manifest(self.folder)
+                    except gens.IndexCorruptError:
+                        again = None
+                    if again is None or again.get("generation", 0) != self.manifest.generation:
+                        lease.release()  # a writer published meanwhile: take the newer one
+                        time.sleep(0.001 * attempt)
+                        continue
+                self.lease = lease
             if self.manifest.engine != ENGINE:
                 # Written by another engine version (e.g. other term hashes):
                 # unusable as is; applied_seq -1 makes the next sync rebuild it.
-                self.manifest = _Manifest(applied_seq=-1, next_segment=self.manifest.next_segment)
+                self.manifest = _Manifest(
+                    applied_seq=-1,
+                    next_segment=self.manifest.next_segment,
+                    generation=self.manifest.generation,
+                )
+            problem = self._open_segments(full_check)
+            if problem is not None:
+                self._mark_damaged(problem, self.manifest)
+            return
+        raise IndexError_(f"{self.folder}: the index kept changing while it was opened")
+
+    def _open_segments(self, full_check: bool | None) -> str | None:
+        m = self.manifest
+        if m.files:
+            full = full_check
+            if full is None:
+                full = gens.total_bytes(m.files) <= gens.FULL_CHECK_BYTES
+            problem = gens.verify_files(self.folder, m.files, full=full)
+            if problem:
+                return f"{self.folder / MANIFEST_NAME}: {problem}"
+        segments = []
+        for name in m.segments:
             try:
-                self.segments = [Segment(self.folder / n) for n in self.manifest.segments]
-                return
-            except FileNotFoundError:
-                if attempt == 4:
-                    raise
-                time.sleep(0.05)
+                seg = Segment(self.folder / name)
+                live = m.live.get(name)
+                if live:
+                    seg.live = np.load(self.folder / name / live)
+                elif live == "":
+                    seg.live = np.ones(seg.n_docs, np.uint8)
+                if len(seg.live) != seg.n_docs:
+                    raise ValueError(f"live mask has {len(seg.live)} entries for {seg.n_docs} docs")
+            except (OSError, ValueError, EOFError, KeyError) as exc:
+                return f"{self.folder / name}: unreadable segment ({type(exc).__name__}: {exc})"
+            segments.append(seg)
+        self.segments = segments
+        return None
 
-    def _read_manifest(self) -> _Manifest:
-        path = self.folder / "manifest.json"
-        if not path.exists():
-            return _Manifest()
-        data = json.loads(path.read_text())
-        return _Manifest(**data)
+    def _mark_damaged(self, reason: str, manifest: _Manifest | None) -> None:
+        self.damaged = reason
+        self.segments = []
+        numbers = [int(c.name[4:]) for c in self.folder.iterdir() if _SEG_NAME.fullmatch(c.name)]
+        gen = manifest.generation if manifest else self._newest_generation()
+        self.manifest = _Manifest(
+            applied_seq=-1,
+            next_segment=max([manifest.next_segment if manifest else 1, *(n + 1 for n in numbers)]),
+            generation=gen,
+        )
 
-    def _write_manifest(self) -> None:
-        self.manifest.segments = [s.name for s in self.segments]
-        tmp = self.folder / "manifest.json.tmp"
-        with open(tmp, "w") as fh:
-            json.dump(asdict(self.manifest), fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.folder / "manifest.json")
+    def _newest_generation(self) -> int:
+        folder = self.folder / gens.GENERATIONS
+        best = 0
+        if folder.is_dir():
+            for entry in folder.iterdir():
+                head = entry.name.split(".", 1)[0]
+                if head.isdigit():
+                    best = max(best, int(head))
+        return best
+
+    def is_stale(self) -> bool:
+        """True when a writer published a newer generation than the one loaded."""
+        return gens.manifest_stamp(self.folder) != self._stamp
+
+    def close(self) -> None:
+        """Release this reader's lease (the writer may then delete its files)."""
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
+
+    def hold_current(self) -> None:
+        """A writer turning reader: lease the generation it just published."""
+        if self.lease is None and not self.damaged:
+            self.lease = gens.Lease(self.folder, self.manifest.generation)
+        self.writable = False
+
+    def _publish(self) -> None:
+        """Write changed live masks, checksum new files and publish the next generation."""
+        m = self.manifest
+        m.generation += 1
+        m.segments = [s.name for s in self.segments]
+        if self.store_id:
+            m.store_id = self.store_id
+        for seg in self.segments:
+            if seg.name in self._dirty_live or seg.name not in m.live:
+                if seg.name in self._dirty_live or not seg.live.all():
+                    fname = f"live-{m.generation:08d}.npy"
+                    _save_array(seg.folder / fname, seg.live)
+                    m.live[seg.name] = fname
+                else:
+                    m.live[seg.name] = ""
+        self._dirty_live.clear()
+        names = set(m.segments)
+        m.live = {k: v for k, v in m.live.items() if k in names}
+        files: dict[str, list[int]] = {}
+        for seg in self.segments:
+            for entry in seg.folder.iterdir():
+                if entry.name.startswith("live") or entry.name.endswith(".tmp"):
+                    continue
+                rel = f"{seg.name}/{entry.name}"
+                files[rel] = m.files.get(rel) or list(gens.crc_file(entry))
+            if m.live.get(seg.name):
+                rel = f"{seg.name}/{m.live[seg.name]}"
+                files[rel] = m.files.get(rel) or list(gens.crc_file(self.folder / rel))
+        m.files = files
+        gens.save_generation(self.folder, asdict(m))
+        self._stamp = gens.manifest_stamp(self.folder)
+        self.damaged = None
+        self._collect_garbage()
+
+    def _collect_garbage(self) -> None:
+        """Delete segment folders and live masks no generation in use refers to."""
+        m = self.manifest
+        held = gens.held_generations(self.folder)
+        old = gens.retained_generations(self.folder, m.generation, held)
+        current = asdict(m)
+        seg_names, files = gens.referenced([current, *old])
+        keep = seg_names | self._pending | {s.name for s in self._staging or ()}
+        for child in self.folder.iterdir():
+            if not child.is_dir() or not _SEG_NAME.fullmatch(child.name):
+                continue
+            if child.name not in keep:
+                shutil.rmtree(child, ignore_errors=True)
+                continue
+            for f in child.iterdir():
+                if f.name.startswith("live-") and f"{child.name}/{f.name}" not in files:
+                    f.unlink(missing_ok=True)
+        self.oldest_seq_in_use = min([m.applied_seq, *(int(o.get("applied_seq", 0)) for o in old)])
 
     def _remove_orphans(self) -> None:
-        known = set(self.manifest.segments)
+        """Writer start: drop half-written folders of a crashed writer, then collect garbage."""
         for child in self.folder.iterdir():
-            if child.is_dir() and child.name not in known:
+            if child.is_dir() and child.name.endswith(".tmp"):
                 shutil.rmtree(child, ignore_errors=True)
+        self._collect_garbage()
 
     @property
     def applied_seq(self) -> int:
         return self.manifest.applied_seq
+
+    @property
+    def generation(self) -> int:
+        return self.manifest.generation
 
     # -- writes -----------------------------------------------------------
     def reserve_segments(self, n: int) -> list[Path]:
         """Folder names for segments built elsewhere (e.g. by worker processes)."""
         first = self.manifest.next_segment
         self.manifest.next_segment += n
+        names = [f"seg-{first + i:06d}" for i in range(n)]
+        self._pending.update(names)
         # Persist at once: a killed run's stray workers must never share a
         # folder name with the next run's segments.
-        self._write_manifest()
-        return [self.folder / f"seg-{first + i:06d}" for i in range(n)]
+        self._publish()
+        return [self.folder / name for name in names]
 
     def apply(
         self,
@@ -148,37 +338,75 @@ class LexicalIndex:
         applied_seq: int,
         prebuilt: Sequence[Path] = (),
     ) -> None:
-        """Apply one batch of store changes and persist it with ``applied_seq``.
+        """Apply one batch of store changes and publish it with ``applied_seq``.
 
         ``prebuilt`` names finished segment folders (from :meth:`reserve_segments`)
-        to register along with the batch.
+        to register along with the batch. During a rebuild (:meth:`begin_rebuild`)
+        new segments are staged and nothing is published until
+        :meth:`finish_rebuild`.
         """
         if deletes:
+            if self._staging is not None:
+                raise IndexError_("deletes cannot be applied while a rebuild is staged")
             ids = np.unique(np.asarray(deletes, np.int64))
             for seg in self.segments:
                 if seg.delete(ids):
-                    seg.save_live()
+                    self._dirty_live.add(seg.name)
+        target = self._staging if self._staging is not None else self.segments
         arrays = build_arrays(adds)
         if len(arrays[0]):
             name = f"seg-{self.manifest.next_segment:06d}"
             self.manifest.next_segment += 1
+            self._pending.add(name)
             write_segment(self.folder / name, *arrays)
-            self.segments.append(Segment(self.folder / name))
+            target.append(Segment(self.folder / name))
         for folder in prebuilt:
             seg = Segment(folder)
             if seg.n_docs:
-                self.segments.append(seg)
+                target.append(seg)
+        if self._staging is not None:
+            return
         self.manifest.applied_seq = applied_seq
         self._merge_if_needed()
-        self._write_manifest()
+        self._publish()
+        self._pending.clear()
         self._invalidate()
 
-    def clear(self) -> None:
-        for seg in self.segments:
+    def begin_rebuild(self) -> None:
+        """Start building a whole new index beside the current one (readers keep it)."""
+        self._staging = []
+
+    def stage(self, segments: Sequence[Segment]) -> None:
+        """Add finished segments (e.g. moved in from a private build) to the staged rebuild."""
+        assert self._staging is not None, "begin_rebuild() first"
+        for seg in segments:
+            self._staging.append(seg)
+            self._pending.add(seg.name)
+            if not seg.live.all():
+                self._dirty_live.add(seg.name)
+
+    def finish_rebuild(self, applied_seq: int) -> None:
+        """Publish the staged segments as the index, in one atomic switch."""
+        staged, self._staging = self._staging or [], None
+        self.segments = staged
+        self.manifest.applied_seq = applied_seq
+        self._merge_if_needed()
+        self._publish()
+        self._pending.clear()
+        self._invalidate()
+
+    def abort_rebuild(self) -> None:
+        """Drop staged segments; the published index stays as it was."""
+        staged, self._staging = self._staging or [], None
+        for seg in staged:
             shutil.rmtree(seg.folder, ignore_errors=True)
+        self._pending.clear()
+
+    def clear(self) -> None:
+        """Publish an empty index (``applied_seq`` -1: the next sync rebuilds it)."""
         self.segments = []
-        self.manifest = _Manifest(applied_seq=-1, next_segment=self.manifest.next_segment)
-        self._write_manifest()
+        self.manifest.applied_seq = -1
+        self._publish()
         self._invalidate()
 
     def _merge_if_needed(self) -> None:
@@ -186,18 +414,15 @@ class LexicalIndex:
 
         A merge never produces more than ``MAX_MERGED_DOCS`` live docs: merge
         memory grows with the output, and a few big segments search as fast
-        as one (per-segment overhead is tens of microseconds).
+        as one (per-segment overhead is tens of microseconds). Folders of
+        dropped segments are deleted once no reader uses them.
         """
         while True:
-            empty = [s for s in self.segments if s.n_live == 0]
-            if empty:
-                self.segments = [s for s in self.segments if s.n_live > 0]
-                for s in empty:
-                    shutil.rmtree(s.folder, ignore_errors=True)
+            self.segments = [s for s in self.segments if s.n_live > 0]
             group = self._merge_candidates()
             if not group:
                 return
-            self.merge(group)
+            self._merge(group)
 
     def _merge_candidates(self) -> list[Segment]:
         tiers: dict[int, list[Segment]] = {}
@@ -223,17 +448,20 @@ class LexicalIndex:
         group = list(group if group is not None else self.segments)
         if len(group) < 2 and not any(s.n_live < s.n_docs for s in group):
             return
+        self._merge(group)
+        self._publish()
+        self._pending.clear()
+        self._invalidate()
+
+    def _merge(self, group: Sequence[Segment]) -> None:
         name = f"seg-{self.manifest.next_segment:06d}"
         self.manifest.next_segment += 1
+        self._pending.add(name)
         merge_segments(group, self.folder / name)
         first = self.segments.index(group[0])
         rest = [s for s in self.segments if s not in group]
         rest.insert(min(first, len(rest)), Segment(self.folder / name))
-        old = group
         self.segments = rest
-        self._write_manifest()
-        for s in old:
-            shutil.rmtree(s.folder, ignore_errors=True)
         self._invalidate()
 
     def _invalidate(self) -> None:
@@ -456,6 +684,8 @@ class LexicalIndex:
             "postings": sum(len(s.docs) for s in self.segments),
             "bytes": size,
             "applied_seq": self.manifest.applied_seq,
+            "generation": self.manifest.generation,
+            "damaged": self.damaged,
             "params": {
                 "k1": self.params.k1,
                 "weights": list(self.params.weights),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -200,9 +200,8 @@ class Ingestor:
             return
         digest = content_hash(data)
         if old and old.content_hash == digest:
-            self.repo.conn.execute("BEGIN")
-            self.repo.touch_document(old.id, st.st_size, st.st_mtime_ns)
-            self.repo.conn.execute("COMMIT")
+            with self.repo.transaction():
+                self.repo.touch_document(old.id, st.st_size, st.st_mtime_ns)
             report.unchanged += 1
             return
         try:
@@ -243,9 +242,7 @@ class Ingestor:
         old: DocRow | None,
         report: IndexReport,
     ) -> None:
-        conn = self.repo.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self.repo.transaction():
             if old:
                 report.chunks_removed += self.repo.delete_chunks(old.id)
             title = parsed.title or Path(key).stem
@@ -263,10 +260,6 @@ class Ingestor:
             report.chunks_added += self.repo.insert_chunks(doc_id, key, chunks)
             for hook in self.hooks:
                 hook.stored(self.repo, doc_id, key, parsed)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         if old:
             report.updated += 1
         else:
@@ -279,15 +272,13 @@ class Ingestor:
     ) -> None:
         report.failed += 1
         report.errors.append((key, reason))
-        conn = self.repo.conn
-        conn.execute("BEGIN")
-        if old:
-            self.repo.mark_error(key, reason)
-        conn.execute(
-            "INSERT INTO journal (run_id, path, state, reason, at) VALUES (?, ?, 'failed', ?, ?)",
-            (run_id, key, reason, time.time()),
-        )
-        conn.execute("COMMIT")
+        with self.repo.transaction() as conn:
+            if old:
+                self.repo.mark_error(key, reason)
+            conn.execute(
+                "INSERT INTO journal (run_id, path, state, reason, at) VALUES (?, ?, 'failed', ?, ?)",
+                (run_id, key, reason, time.time()),
+            )
 
     def _remove_missing(
         self, root: str, seen: set[str], problems: list[Problem], report: IndexReport
@@ -300,11 +291,9 @@ class Ingestor:
                 continue
             if path in unreadable or any(path.startswith(u + "/") for u in unreadable):
                 continue  # it or its folder could not be read: keep what we have
-            conn = self.repo.conn
-            conn.execute("BEGIN IMMEDIATE")
-            n = len(self.repo.chunks_of_doc(doc.id))
-            self.repo.remove_document(doc)
-            conn.execute("COMMIT")
+            with self.repo.transaction():
+                n = len(self.repo.chunks_of_doc(doc.id))
+                self.repo.remove_document(doc)
             report.removed += 1
             report.chunks_removed += n
             self._pending += n
@@ -315,49 +304,48 @@ class Ingestor:
     ) -> IndexReport:
         t0 = time.perf_counter()
         report = IndexReport()
-        conn = self.repo.conn
-        in_tx = 0
-        for i, rec in enumerate(records):
-            data = rec.text.encode("utf-8")
-            digest = content_hash(data + rec.title.encode("utf-8"))
-            old = self.repo.document(rec.path)
-            if old and old.content_hash == digest:
-                report.unchanged += 1
-                continue
-            # Records are already text: split paragraphs directly, no decoding pass.
-            lines = normalize_newlines(rec.text).split("\n")
-            chunks = chunk_slices(paragraph_slices(lines), self.chunk_config)
-            if not in_tx:
-                conn.execute("BEGIN IMMEDIATE")
-            in_tx += 1
-            if old:
-                report.chunks_removed += self.repo.delete_chunks(old.id)
-            doc_id = self.repo.upsert_document(
-                path=rec.path,
-                root="",
-                digest=digest,
-                size=len(data),
-                mtime_ns=0,
-                parser="record",
-                title=rec.title or first_line_title(lines),
-                encoding="utf-8",
-                metadata=dict(rec.metadata),
-            )
-            report.chunks_added += self.repo.insert_chunks(doc_id, rec.path, chunks)
-            report.updated += bool(old)
-            report.added += not old
-            self._pending += len(chunks)
-            if in_tx >= 2000:
-                conn.execute("COMMIT")
-                in_tx = 0
-                self._flush()
+        done = 0
+        for group in _groups(records, 2000):
+            # One transaction per group: all of it or none of it is stored.
+            with self.repo.transaction():
+                for rec in group:
+                    self._store_record(rec, report)
+            self._flush()
             if progress:
-                progress(i + 1, 0, rec.path)
-        if in_tx:
-            conn.execute("COMMIT")
+                for rec in group:
+                    done += 1
+                    progress(done, 0, rec.path)
         self._flush(force=True)
         report.seconds = time.perf_counter() - t0
         return report
+
+    def _store_record(self, rec: TextRecord, report: IndexReport) -> None:
+        data = rec.text.encode("utf-8")
+        digest = content_hash(data + rec.title.encode("utf-8"))
+        old = self.repo.document(rec.path)
+        if old and old.content_hash == digest:
+            report.unchanged += 1
+            return
+        # Records are already text: split paragraphs directly, no decoding pass.
+        lines = normalize_newlines(rec.text).split("\n")
+        chunks = chunk_slices(paragraph_slices(lines), self.chunk_config)
+        if old:
+            report.chunks_removed += self.repo.delete_chunks(old.id)
+        doc_id = self.repo.upsert_document(
+            path=rec.path,
+            root="",
+            digest=digest,
+            size=len(data),
+            mtime_ns=0,
+            parser="record",
+            title=rec.title or first_line_title(lines),
+            encoding="utf-8",
+            metadata=dict(rec.metadata),
+        )
+        report.chunks_added += self.repo.insert_chunks(doc_id, rec.path, chunks)
+        report.updated += bool(old)
+        report.added += not old
+        self._pending += len(chunks)
 
     # -- bookkeeping ------------------------------------------------------
     def _flush(self, force: bool = False) -> None:
@@ -368,27 +356,35 @@ class Ingestor:
             sync_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
 
     def _start_run(self, roots: list[str], report: IndexReport) -> int:
-        conn = self.repo.conn
-        conn.execute("BEGIN IMMEDIATE")
-        interrupted = conn.execute("SELECT COUNT(*) FROM runs WHERE status = 'running'").fetchone()[
-            0
-        ]
-        if interrupted:
-            report.resumed = True
-            conn.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
-        cur = conn.execute(
-            "INSERT INTO runs (started_at, roots) VALUES (?, ?)", (time.time(), json.dumps(roots))
-        )
-        conn.execute("COMMIT")
+        with self.repo.transaction() as conn:
+            interrupted = conn.execute(
+                "SELECT COUNT(*) FROM runs WHERE status = 'running'"
+            ).fetchone()[0]
+            if interrupted:
+                report.resumed = True
+                conn.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
+            cur = conn.execute(
+                "INSERT INTO runs (started_at, roots) VALUES (?, ?)",
+                (time.time(), json.dumps(roots)),
+            )
         return int(cur.lastrowid or 0)
 
     def _finish_run(self, run_id: int, report: IndexReport) -> None:
         counts = {k: v for k, v in report.to_dict().items() if isinstance(v, int | float)}
-        conn = self.repo.conn
-        conn.execute("BEGIN")
-        conn.execute(
-            "UPDATE runs SET finished_at = ?, status = 'done', counts = ? WHERE id = ?",
-            (time.time(), json.dumps(counts), run_id),
-        )
-        conn.execute("DELETE FROM runs WHERE id < ? AND status != 'running'", (run_id - 20,))
-        conn.execute("COMMIT")
+        with self.repo.transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET finished_at = ?, status = 'done', counts = ? WHERE id = ?",
+                (time.time(), json.dumps(counts), run_id),
+            )
+            conn.execute("DELETE FROM runs WHERE id < ? AND status != 'running'", (run_id - 20,))
+
+
+def _groups(items: Iterable[TextRecord], size: int) -> Iterator[list[TextRecord]]:
+    group: list[TextRecord] = []
+    for item in items:
+        group.append(item)
+        if len(group) >= size:
+            yield group
+            group = []
+    if group:
+        yield group

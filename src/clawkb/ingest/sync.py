@@ -20,6 +20,7 @@ import numpy as np
 from clawkb.errors import IndexError_
 from clawkb.index.lexical import LexicalIndex
 from clawkb.index.segment import DocFields, build_arrays, write_segment
+from clawkb.store import db
 from clawkb.store.repo import Repository
 from clawkb.text import tokenize
 
@@ -45,11 +46,16 @@ def sync_lexical(
     lexical: LexicalIndex,
     batch_chunks: int = 20000,
     progress: Callable[[int], None] | None = None,
+    *,
+    allow_rebuild: bool = True,
 ) -> int:
-    """Apply pending changes in batches; return the number of changes applied."""
-    if lexical.applied_seq < repo.pruned_upto():
-        # The log was pruned past what this index saw (or a rebuild was cut
-        # short): replaying cannot repair it, so rebuild from the chunks.
+    """Apply pending changes in batches; return the number of changes applied.
+
+    Each batch is published as a new index generation. An index that cannot
+    be replayed (damaged, from another store, ahead of the store after a
+    restore, or behind a pruned log) is rebuilt instead.
+    """
+    if allow_rebuild and needs_rebuild(repo, lexical):
         rebuild_lexical(repo, lexical, batch_chunks)
         return 0
     applied = 0
@@ -71,20 +77,75 @@ def sync_lexical(
         if progress:
             progress(len(changes))
     if applied:
-        repo.prune_changes(lexical.applied_seq)
+        _tidy_store(repo, lexical)
     return applied
 
 
+def index_problem(
+    repo: Repository, lexical: LexicalIndex, *, store_id: str | None = None, top: int | None = None
+) -> str | None:
+    """Why the index cannot be brought up to date by replaying the log (or None).
+
+    ``store_id`` and ``top`` (the store's latest change seq) may be passed
+    when the caller has them, to keep the per-search check to no queries.
+    """
+    if lexical.damaged:
+        return lexical.damaged
+    if store_id is None:
+        store_id = db.get_meta(repo.conn, "store_id")
+    built_from = lexical.manifest.store_id
+    if built_from and store_id and built_from != store_id:
+        return (
+            f"{lexical.folder}: the index was built from another store"
+            f" (id {built_from[:8]}, the store is {store_id[:8]})"
+        )
+    if top is None:
+        top = repo.max_seq()
+    if lexical.applied_seq > top:
+        return (
+            f"{lexical.folder}: the index is ahead of the store (change {lexical.applied_seq} >"
+            f" {top}): the store was replaced by an older copy"
+        )
+    return None
+
+
+def needs_rebuild(repo: Repository, lexical: LexicalIndex) -> bool:
+    if index_problem(repo, lexical) is not None:
+        return True
+    # The log was pruned past what this index saw (or a rebuild was cut
+    # short): replaying cannot repair it.
+    return lexical.applied_seq < repo.pruned_upto() or lexical.applied_seq < 0
+
+
 def rebuild_lexical(repo: Repository, lexical: LexicalIndex, batch_chunks: int = 20000) -> int:
-    """Drop the index and rebuild it from every chunk in the store."""
-    lexical.clear()  # marks the index incomplete (applied_seq = -1) until the end
-    ids = repo.all_chunk_ids()
-    seq = repo.max_seq()
-    for i in range(0, len(ids), batch_chunks):
-        _apply_batch(repo, lexical, ids[i : i + batch_chunks], [], -1)
-    lexical.apply([], [], seq)
-    repo.prune_changes(seq)
+    """Build a whole new index from every chunk in the store, then switch to it.
+
+    The current index stays published (and searchable) until the new one is
+    complete; if reading the store fails, the old index is left untouched.
+    """
+    with repo.read_snapshot():  # the chunk ids and the seq they correspond to
+        ids = repo.all_chunk_ids()
+        seq = repo.max_seq()
+    lexical.begin_rebuild()
+    try:
+        for i in range(0, len(ids), batch_chunks):
+            _apply_batch(repo, lexical, ids[i : i + batch_chunks], [], -1)
+    except BaseException:
+        lexical.abort_rebuild()
+        raise
+    lexical.store_id = db.get_meta(repo.conn, "store_id") or lexical.store_id
+    lexical.finish_rebuild(seq)
+    # Changes committed after the snapshot are replayed from the log.
+    sync_lexical(repo, lexical, batch_chunks, allow_rebuild=False)
+    _tidy_store(repo, lexical)
     return len(ids)
+
+
+def _tidy_store(repo: Repository, lexical: LexicalIndex) -> None:
+    """Prune the applied log, and retired chunks no generation in use still shows."""
+    with repo.transaction():
+        repo.prune_changes(lexical.applied_seq)
+        repo.purge_retired(lexical.oldest_seq_in_use)
 
 
 def _workers() -> int:

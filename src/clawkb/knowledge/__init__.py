@@ -6,7 +6,7 @@ graph, and the content health check.
 * :mod:`.links` — links between notes: extraction at ingest, resolution, lookups.
 * :mod:`.hook` — the ingest hook that stores tier, domain and links per document.
 * :mod:`.writeback` — ``learn``: agents write what they learned as Markdown notes.
-* :mod:`.health` — ``clawkb health``: broken links, orphans, duplicates, conflicts.
+* :mod:`.health` — ``clawkb doctor --content``: broken links, orphans, duplicates, conflicts.
 * :mod:`.records` — table rows of hits as header → value records.
 """
 

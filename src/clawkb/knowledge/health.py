@@ -1,4 +1,4 @@
-"""The content health check (``clawkb health``, meant to become ``doctor --content``).
+"""The content health check (``clawkb doctor --content``).
 
 Each check returns findings (dicts with ``check``, ``message`` and where to
 look); :func:`check_content` runs them all. Checks:

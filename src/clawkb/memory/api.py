@@ -113,14 +113,8 @@ class Memory:
                 expires_at=now + ttl_s if ttl_s is not None else (old.expires_at if old else None),
                 path=memory_path(ns, mid),
             )
-            conn = self.kb.conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self.kb.repo.transaction() as conn:
                 table.upsert(conn, rec, content_hash(body.encode("utf-8")))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
             self._ingestor().index_records([_as_document(rec)])
         return StoreResult(rec, created=old is None)
 
@@ -243,17 +237,12 @@ class Memory:
     def _remove(self, records: Sequence[MemoryRecord]) -> None:
         """Delete rows and their documents in one transaction, then sync the index."""
         kb = self.kb
-        kb.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with kb.repo.transaction():
             for rec in records:
                 doc = kb.repo.document(rec.path)
                 if doc is not None:
                     kb.repo.remove_document(doc)
                 table.delete(kb.conn, rec.id)
-            kb.conn.execute("COMMIT")
-        except BaseException:
-            kb.conn.execute("ROLLBACK")
-            raise
         sync_lexical(kb.repo, kb.lexical, kb.config.index_batch_chunks)
 
     def _purge_expired(self, now: float) -> int:

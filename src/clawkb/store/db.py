@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from clawkb.errors import SchemaTooNewError, StoreError
@@ -144,7 +147,35 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
-        "0005_knowledge",
+        "0005_retired_chunks",
+        """
+        -- deleted chunks stay readable until no published index generation
+        -- that still holds them is in use (snapshot reads; see store/retired.py)
+        CREATE TABLE retired_chunks (
+            id INTEGER PRIMARY KEY,              -- the chunk id it had
+            retired_seq INTEGER NOT NULL,        -- the change seq of its deletion
+            root TEXT NOT NULL DEFAULT '',       -- its document's root (path filters)
+            doc_id INTEGER NOT NULL,
+            path TEXT NOT NULL,
+            title TEXT NOT NULL,
+            anchor TEXT NOT NULL,
+            ordinal INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            heading_path TEXT NOT NULL,
+            line_start INTEGER NOT NULL,
+            line_end INTEGER NOT NULL,
+            page INTEGER,
+            kind TEXT NOT NULL,
+            language TEXT,
+            metadata TEXT NOT NULL
+        );
+        CREATE INDEX retired_chunks_seq ON retired_chunks(retired_seq);
+        CREATE INDEX retired_chunks_anchor ON retired_chunks(anchor);
+        CREATE INDEX retired_chunks_path ON retired_chunks(path);
+        """,
+    ),
+    (
+        "0006_knowledge",
         """
         -- trust tier (official | team | community | learned | memory) and domain of a document
         ALTER TABLE documents ADD COLUMN trust TEXT;
@@ -171,21 +202,166 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def connect(home: Path, *, create: bool) -> sqlite3.Connection:
-    """Open (and if asked, create) the KB database, migrated to this version."""
+    """Open (and if asked, create) the KB database, migrated to this version.
+
+    A file that is there but is not a clawkb store (0 bytes, another format,
+    another SQLite database) is an error, never a fresh KB. A store from a
+    newer clawkb is refused before anything is written (not even the switch
+    to WAL).
+    """
     path = home / DB_NAME
-    if not path.exists() and not create:
+    exists = path.exists()
+    if not exists and not create:
         raise StoreError(f"no knowledge base at {home} (run `clawkb init` or `clawkb index PATH`)")
+    if exists:
+        check_store_file(path)
     home.mkdir(parents=True, exist_ok=True)
     try:
         conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: cannot open the store ({exc})") from exc
+    try:
+        conn.execute("PRAGMA busy_timeout=30000")
+        if exists:
+            refuse_newer(conn, path)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA busy_timeout=30000")
-    except sqlite3.DatabaseError as exc:
+        migrate(conn, path)
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+        conn.close()
         raise StoreError(f"{path}: not a usable clawkb database ({exc})") from exc
-    migrate(conn, path)
+    except StoreError:
+        conn.close()
+        raise
     return conn
+
+
+def undecodable_rows(path: Path) -> list[str]:
+    """Store rows whose text is not valid UTF-8 (damage `integrity_check` cannot see)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn.text_factory = bytes
+    bad: list[str] = []
+    queries = {
+        "chunks": "SELECT id, text, heading_path, anchor FROM chunks",
+        "documents": "SELECT id, path, title, metadata FROM documents",
+        "meta": "SELECT rowid, key, value FROM meta",
+    }
+    try:
+        for table, sql in queries.items():
+            for row in conn.execute(sql):
+                try:
+                    for value in row[1:]:
+                        if isinstance(value, bytes):
+                            value.decode("utf-8")
+                except UnicodeDecodeError:
+                    bad.append(f"{table} row {row[0]}")
+    finally:
+        conn.close()
+    return bad
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def check_store_file(path: Path) -> None:
+    """Refuse a store file that is empty or not SQLite at all (one line, names the file)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(_SQLITE_MAGIC))
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read the store ({exc.strerror or exc})") from exc
+    if not head:
+        raise StoreError(
+            f"{path}: the store file is empty (0 bytes); restore a backup with"
+            " `clawkb restore BACKUP` or move the file away to start a new knowledge base"
+        )
+    if head != _SQLITE_MAGIC:
+        raise StoreError(
+            f"{path}: not a clawkb store (not an SQLite database); restore a backup with"
+            " `clawkb restore BACKUP` or move the file away"
+        )
+
+
+def refuse_newer(conn: sqlite3.Connection, path: Path) -> None:
+    """Read-only checks before any write: a foreign database or a newer schema is refused."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if tables and "migrations" not in tables:
+        raise StoreError(
+            f"{path}: an SQLite database, but not a clawkb store (no migrations table)"
+        )
+    if "migrations" in tables:
+        names = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY id")]
+        _check_known(names, path)
+    if "meta" in tables:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        try:
+            version = int(row[0]) if row else 0
+        except ValueError:
+            raise StoreError(f"{path}: meta.schema_version is not a number ({row[0]!r})") from None
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNewError(
+                f"{path}: written by a newer clawkb (schema version {version}, this clawkb"
+                f" knows {SCHEMA_VERSION}); upgrade clawkb to open it"
+            )
+
+
+def _check_known(applied: list[str], path: Path) -> None:
+    known = [name for name, _ in MIGRATIONS]
+    unknown = [a for a in applied if a not in known]
+    if unknown or len(applied) > len(known):
+        raise SchemaTooNewError(
+            f"{path}: written by a newer clawkb (schema has {', '.join(unknown) or len(applied)});"
+            " upgrade clawkb to open it"
+        )
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction: ``BEGIN IMMEDIATE``, commit, rollback on any exception.
+
+    Nested use (a transaction already open on ``conn``) becomes a savepoint,
+    so an inner failure undoes only the inner part and the outer one decides.
+    A long-lived connection is never left inside a transaction.
+    """
+    if conn.in_transaction:
+        name = f"sp_{uuid.uuid4().hex[:12]}"
+        conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
+            raise
+        conn.execute(f"RELEASE {name}")
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    try:
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+@contextmanager
+def read_snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A read transaction: every query inside sees one committed state of the store."""
+    if conn.in_transaction:
+        yield conn
+        return
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
 
 
 def _applied(conn: sqlite3.Connection) -> list[str]:
@@ -201,20 +377,13 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
         applied = _applied(conn)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: not a usable clawkb database ({exc})") from exc
-    known = [name for name, _ in MIGRATIONS]
-    unknown = [a for a in applied if a not in known]
-    if unknown or len(applied) > len(known):
-        raise SchemaTooNewError(
-            f"{path}: written by a newer clawkb (schema has {', '.join(unknown) or len(applied)});"
-            " upgrade clawkb to open it"
-        )
+    _check_known(applied, path)
     for i, (name, sql) in enumerate(MIGRATIONS):
         if i < len(applied):
             if applied[i] != name:
                 raise StoreError(f"{path}: migration history differs at {applied[i]!r} vs {name!r}")
             continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             for stmt in _statements(sql):
                 conn.execute(stmt)
             conn.execute(
@@ -225,10 +394,6 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                 (str(i + 1),),
             )
-            conn.execute("COMMIT")
-        except Exception:
-            conn.execute("ROLLBACK")
-            raise
 
 
 def _statements(sql: str) -> list[str]:
@@ -244,3 +409,13 @@ def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
 
 def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+
+def store_id(conn: sqlite3.Connection) -> str:
+    """This store's identity (created once); derived indexes record it."""
+    value = get_meta(conn, "store_id")
+    if value is None:
+        with transaction(conn):
+            value = get_meta(conn, "store_id") or uuid.uuid4().hex
+            set_meta(conn, "store_id", value)
+    return value

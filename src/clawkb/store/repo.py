@@ -11,9 +11,11 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from clawkb.store import db
 from clawkb.types import Anchor, Chunk
 
 
@@ -69,10 +71,14 @@ class ChunkRow:
         )
 
 
-_CHUNK_COLS = (
+_BASE_COLS = (
     "c.id, c.doc_id, d.path, d.title, c.anchor, c.ordinal, c.text, c.heading_path,"
-    " c.line_start, c.line_end, c.page, c.kind, c.language, d.metadata,"
-    " COALESCE(d.trust, CASE WHEN d.path LIKE 'memory://%' THEN 'memory' END), d.domain"
+    " c.line_start, c.line_end, c.page, c.kind, c.language, d.metadata"
+)
+#: live reads add the document's trust tier and domain (clawkb.knowledge)
+_CHUNK_COLS = (
+    _BASE_COLS
+    + ", COALESCE(d.trust, CASE WHEN d.path LIKE 'memory://%' THEN 'memory' END), d.domain"
 )
 
 
@@ -92,16 +98,30 @@ def _chunk_row(r: Sequence[Any]) -> ChunkRow:
         kind=r[11],
         language=r[12],
         metadata=json.loads(r[13]),
-        trust=r[14],
-        domain=r[15],
+        trust=r[14] if len(r) > 14 else None,  # retired rows keep no tier
+        domain=r[15] if len(r) > 15 else None,
     )
 
 
+_RETIRED_COLS = (
+    "id, doc_id, path, title, anchor, ordinal, text, heading_path,"
+    " line_start, line_end, page, kind, language, metadata"
+)
+
+
 class Repository:
-    """Thin typed access to the store; callers own transactions."""
+    """Thin typed access to the store; callers own transactions (:meth:`transaction`)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        """``with repo.transaction():`` — BEGIN IMMEDIATE, commit, rollback on any exception."""
+        return db.transaction(self.conn)
+
+    def read_snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
+        """``with repo.read_snapshot():`` — reads inside see one committed state."""
+        return db.read_snapshot(self.conn)
 
     # -- documents --------------------------------------------------------
     def document(self, path: str) -> DocRow | None:
@@ -170,13 +190,41 @@ class Repository:
 
     # -- chunks -----------------------------------------------------------
     def delete_chunks(self, doc_id: int) -> int:
+        """Delete a document's chunks, logging each; the rows move to ``retired_chunks``.
+
+        A reader still searching an index generation that holds these chunk
+        ids finds them there (the old version) until that generation is no
+        longer in use (:meth:`purge_retired`).
+        """
         ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE doc_id=?", (doc_id,))]
         if ids:
             self.conn.executemany(
                 "INSERT INTO changes (op, chunk_id) VALUES ('del', ?)", ((i,) for i in ids)
             )
+            seq = int(self.conn.execute("SELECT MAX(seq) FROM changes").fetchone()[0])
+            self.conn.execute(
+                f"INSERT OR REPLACE INTO retired_chunks (retired_seq, root, {_RETIRED_COLS})"
+                f" SELECT ?, d.root, {_BASE_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                " WHERE c.doc_id = ?",
+                (seq, doc_id),
+            )
             self.conn.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
         return len(ids)
+
+    def retired_by_ids(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """Deleted chunks still kept for readers of an older index generation."""
+        out: dict[int, ChunkRow] = {}
+        for i in range(0, len(ids), 500):
+            part = list(ids[i : i + 500])
+            q = f"SELECT {_RETIRED_COLS} FROM retired_chunks WHERE id IN ({','.join('?' * len(part))})"
+            for r in self.conn.execute(q, part):
+                out[r[0]] = _chunk_row(r)
+        return out
+
+    def purge_retired(self, upto_seq: int) -> int:
+        """Forget retired chunks deleted at or before ``upto_seq`` (no reader needs them)."""
+        cur = self.conn.execute("DELETE FROM retired_chunks WHERE retired_seq <= ?", (upto_seq,))
+        return cur.rowcount
 
     def insert_chunks(self, doc_id: int, path: str, chunks: Sequence[Chunk]) -> int:
         seen: dict[str, int] = {}
@@ -220,6 +268,10 @@ class Repository:
             q = f"SELECT {_CHUNK_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({','.join('?' * len(part))})"
             for r in self.conn.execute(q, part):
                 out[r[0]] = _chunk_row(r)
+        if len(out) < len(ids):
+            # Chunks deleted since the reader's index generation was built:
+            # the reader sees their old version, never a hole.
+            out.update(self.retired_by_ids([i for i in ids if i not in out]))
         return out
 
     def chunk_by_anchor(self, anchor: str) -> ChunkRow | None:
@@ -250,21 +302,32 @@ class Repository:
         return [_chunk_row(r) for r in rows]
 
     def chunk_ids_matching(self, path_globs: Sequence[str]) -> list[int]:
-        """Chunk ids whose document path (absolute, or relative to its root) matches a glob."""
+        """Chunk ids whose document path (absolute, or relative to its root) matches a glob.
+
+        Retired chunks count too: a reader of an older index generation filters
+        the chunks that generation holds.
+        """
         clauses = []
         params: list[str] = []
         for g in path_globs:
-            clauses.append("d.path GLOB ? OR substr(d.path, length(d.root) + 2) GLOB ?")
+            clauses.append("{t}.path GLOB ? OR substr({t}.path, length({t}.root) + 2) GLOB ?")
             params += [g, g]
-        q = f"SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {' OR '.join(clauses)}"
-        return [r[0] for r in self.conn.execute(q, params)]
+        where = " OR ".join(clauses)
+        q = (
+            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id"
+            f" WHERE {where.format(t='d')}"
+            f" UNION ALL SELECT r.id FROM retired_chunks r WHERE {where.format(t='r')}"
+        )
+        return [r[0] for r in self.conn.execute(q, params + params)]
 
     def chunk_ids_under_path(self, prefix: str) -> list[int]:
-        """Ids of the chunks of documents whose path starts with ``prefix`` (an index range)."""
+        """Ids of the chunks (live or retired) whose document path starts with ``prefix``."""
+        end = _prefix_end(prefix)
         rows = self.conn.execute(
             "SELECT c.id FROM documents d JOIN chunks c ON c.doc_id = d.id"
-            " WHERE d.path >= ? AND d.path < ?",
-            (prefix, _prefix_end(prefix)),
+            " WHERE d.path >= ? AND d.path < ?"
+            " UNION ALL SELECT id FROM retired_chunks WHERE path >= ? AND path < ?",
+            (prefix, end, prefix, end),
         )
         return [r[0] for r in rows]
 

@@ -1,0 +1,1 @@
+"""Keeping a knowledge base healthy: `clawkb doctor`, `backup` and `restore`."""

@@ -1,0 +1,174 @@
+"""`clawkb backup DEST` and `clawkb restore SRC`.
+
+A backup is a folder: ``clawkb.sqlite`` written with SQLite's online backup
+API (a consistent copy while others read and write), the lexical index
+generation that was current when it started (leased, so it cannot vanish
+mid-copy; its files are checked against the manifest's checksums), the
+optional ``config.yaml`` and ``BACKUP.json`` describing it.
+
+Restore copies the store back through the same API, then rebuilds the
+lexical index from the restored store. The index can therefore never be
+ahead of, or foreign to, the store it serves (defect 7), whatever was in
+the KB folder before.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from clawkb import __version__
+from clawkb.errors import StoreError
+from clawkb.index import generations as gens
+from clawkb.index.lexical import LexicalIndex
+from clawkb.kb import LOCK_NAME, KnowledgeBase
+from clawkb.store import db
+from clawkb.store.locking import FileLock
+
+INFO = "BACKUP.json"
+
+
+def backup(kb: KnowledgeBase, dest: Path) -> dict[str, Any]:
+    """Write a consistent backup of ``kb`` into the new folder ``dest``."""
+    if dest.exists() and any(dest.iterdir()):
+        raise StoreError(f"{dest}: the backup folder must be new or empty")
+    dest.mkdir(parents=True, exist_ok=True)
+    # Lease the index first: the store copy taken after it is at least as new.
+    lex = LexicalIndex(kb.lexical.folder, kb.lexical.params, store_id=kb.store_id, full_check=True)
+    try:
+        target = sqlite3.connect(dest / db.DB_NAME)
+        try:
+            kb.conn.backup(target)
+            target.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+        finally:
+            target.close()
+        index_note = _copy_index(lex, dest / "index" / "lexical")
+    finally:
+        lex.close()
+    config = kb.home / "config.yaml"
+    if config.is_file():
+        shutil.copy2(config, dest / "config.yaml")
+    check = sqlite3.connect(dest / db.DB_NAME)
+    try:
+        seq = int(check.execute("SELECT MAX(seq) FROM changes").fetchone()[0] or 0)
+        docs = int(check.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
+    finally:
+        check.close()
+    info = {
+        "created_at": time.time(),
+        "clawkb_version": __version__,
+        "source": str(kb.home),
+        "store_id": kb.store_id,
+        "store_seq": seq,
+        "documents": docs,
+        "index": index_note,
+    }
+    (dest / INFO).write_text(json.dumps(info, indent=2))
+    return info
+
+
+def _copy_index(lex: LexicalIndex, dest: Path) -> str:
+    if lex.damaged or not lex.segments:
+        return f"not copied ({lex.damaged or 'empty'}); restore rebuilds it"
+    m = lex.manifest
+    for rel, (size, crc) in m.files.items():
+        out = dest / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(lex.folder / rel, out)
+        if gens.crc_file(out) != (size, crc):
+            shutil.rmtree(dest, ignore_errors=True)
+            return f"not copied ({rel} changed while copying); restore rebuilds it"
+    from dataclasses import asdict
+
+    gens.write_json_atomic(dest / gens.MANIFEST, asdict(m))
+    return f"generation {m.generation}, {lex.n_docs} chunks"
+
+
+def check_backup(src: Path) -> Path:
+    """The backup's store, after checking it is a sound clawkb store we can read."""
+    store = src / db.DB_NAME
+    if not store.is_file():
+        raise StoreError(f"{src}: not a clawkb backup (no {db.DB_NAME})")
+    db.check_store_file(store)
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        db.refuse_newer(conn, store)
+        rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{store}: damaged backup ({exc})") from exc
+    finally:
+        conn.close()
+    if rows != ["ok"]:
+        raise StoreError(f"{store}: damaged backup ({'; '.join(rows[:2])})")
+    return store
+
+
+def restore(home: Path, src: Path, *, wait: float = 30.0) -> dict[str, Any]:
+    """Replace the KB at ``home`` with the backup in ``src`` and rebuild its index."""
+    store = check_backup(src)
+    home.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(home / LOCK_NAME)
+    if not lock.acquire(wait):
+        raise StoreError(f"{home}: another clawkb process is writing; try again when it finishes")
+    try:
+        _replace_store(home / db.DB_NAME, store)
+    finally:
+        lock.release()
+    with KnowledgeBase.open(home) as kb:
+        from clawkb.embed.vectors import bump_version
+        from clawkb.ingest.sync import rebuild_lexical
+
+        with kb.writer(wait=wait):
+            with kb.repo.transaction():
+                bump_version(kb.conn)  # dense search copies reload from the restored rows
+            if not kb.repairs:  # the writer did not already rebuild a mismatched index
+                rebuild_lexical(kb.repo, kb.lexical, kb.config.index_batch_chunks)
+        counts = kb.repo.counts()
+        return {
+            "home": str(home),
+            "from": str(src),
+            "store_id": kb.store_id,
+            "store_seq": kb.repo.max_seq(),
+            "documents": counts["documents"],
+            "chunks": counts["chunks"],
+            "index_generation": kb.lexical.generation,
+        }
+
+
+def _replace_store(target: Path, source: Path) -> None:
+    """Copy ``source`` over ``target``: through SQLite when the target is usable (other
+    connections see the new content), else by replacing the file."""
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    try:
+        usable = False
+        if target.exists():
+            try:
+                db.check_store_file(target)
+                usable = True
+            except StoreError:
+                usable = False
+        if usable:
+            dst = sqlite3.connect(target, timeout=30.0)
+            try:
+                src.backup(dst)
+            except sqlite3.DatabaseError:
+                usable = False
+            finally:
+                dst.close()
+        if not usable:
+            tmp = target.with_name(target.name + ".restore-tmp")
+            tmp.unlink(missing_ok=True)
+            dst = sqlite3.connect(tmp)
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+            for suffix in ("-wal", "-shm"):
+                target.with_name(target.name + suffix).unlink(missing_ok=True)
+            tmp.replace(target)
+    finally:
+        src.close()

@@ -1,0 +1,112 @@
+"""Advisory file locks: the one place clawkb talks to the OS about locking.
+
+Only exclusive, non-blocking locks are used (the writer lock, reader leases,
+job locks), so the same calls work with ``fcntl.flock`` on POSIX and
+``msvcrt.locking`` on Windows. A lock belongs to the open file: closing the
+file (or the process dying) releases it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+try:
+    import fcntl
+
+    def _try(fh: IO[str]) -> bool:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    def _release(fh: IO[str]) -> None:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+except ImportError:  # pragma: no cover - Windows
+    import msvcrt
+
+    def _try(fh: IO[str]) -> bool:
+        fh.seek(0)
+        try:
+            msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+            return True
+        except OSError:
+            return False
+
+    def _release(fh: IO[str]) -> None:
+        fh.seek(0)
+        msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)  # type: ignore[attr-defined]
+
+
+class FileLock:
+    """An exclusive lock on ``path`` (created if missing)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: IO[str] | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fh is not None
+
+    def try_acquire(self) -> bool:
+        fh = open(self.path, "a+")  # noqa: SIM115 - kept open while the lock is held
+        if _try(fh):
+            self._fh = fh
+            return True
+        fh.close()
+        return False
+
+    def acquire(
+        self, wait: float, on_wait: Callable[[], None] | None = None, poll: float = 0.05
+    ) -> bool:
+        """Try for up to ``wait`` seconds; ``on_wait`` is called once if we have to wait."""
+        deadline = time.monotonic() + wait
+        told = False
+        while not self.try_acquire():
+            if time.monotonic() >= deadline:
+                return False
+            if on_wait and not told:
+                on_wait()
+                told = True
+            time.sleep(poll)
+        return True
+
+    def write_owner(self) -> None:
+        """Record our pid in the lock file (for humans looking at a stuck lock)."""
+        if self._fh is not None:
+            self._fh.seek(0)
+            self._fh.truncate()
+            self._fh.write(str(os.getpid()))
+            self._fh.flush()
+
+    def clear_owner(self) -> None:
+        """Empty the lock file: a clean finish (a pid left behind means a writer died)."""
+        if self._fh is not None:
+            self._fh.seek(0)
+            self._fh.truncate()
+            self._fh.flush()
+
+    def release(self) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            try:
+                _release(fh)
+            finally:
+                fh.close()
+
+
+def is_locked(path: Path) -> bool:
+    """True if another open file holds the lock on ``path`` (missing file: False)."""
+    if not path.exists():
+        return False
+    probe = FileLock(path)
+    if probe.try_acquire():
+        probe.release()
+        return False
+    return True

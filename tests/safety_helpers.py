@@ -1,0 +1,70 @@
+"""Shared pieces of the store/index safety tests: a small corpus and a searcher loop."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+WORDS = [f"filler{i}" for i in range(400)]
+
+
+def unique(i: int) -> str:
+    return f"needle{i:03d}q"
+
+
+def write_doc(root: Path, i: int, version: int, rng: random.Random) -> Path:
+    """A file whose unique word survives every rewrite; the rest of its text changes."""
+    path = root / f"doc{i:03d}.md"
+    paras = []
+    for p in range(6):
+        words = rng.choices(WORDS, k=60)
+        if p == 2:
+            words.append(unique(i))
+        paras.append(" ".join(words) + f" version{version}")
+    path.write_text(f"# Doc {i}\n\n" + "\n\n".join(paras) + "\n", encoding="utf-8")
+    return path
+
+
+def make_corpus(root: Path, n: int, seed: int = 7) -> list[int]:
+    rng = random.Random(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        write_doc(root, i, 0, rng)
+    return list(range(n))
+
+
+def search_loop(
+    home: str, ids: list[int], seconds: float, stop_file: str | None = None, pause: float = 0.0
+) -> dict:
+    """Search each file's unique word until time is up; count empties and errors."""
+    from clawkb.kb import KnowledgeBase
+
+    done = empty = errors = 0
+    first_error = ""
+    end = time.monotonic() + seconds
+    rng = random.Random()
+    with KnowledgeBase.open(home) as kb:
+        while time.monotonic() < end:
+            if stop_file and Path(stop_file).exists():
+                break
+            i = rng.choice(ids)
+            try:
+                res = kb.search(unique(i), limit=3)
+                done += 1
+                if not any(h.anchor.path.endswith(f"doc{i:03d}.md") for h in res.hits):
+                    empty += 1
+            except Exception as exc:  # counted: the test asserts there are none
+                errors += 1
+                first_error = first_error or f"{type(exc).__name__}: {exc}"
+            if pause:
+                time.sleep(pause)  # leave the shared cores to the writers
+    return {"done": done, "empty": empty, "errors": errors, "first_error": first_error}
+
+
+if __name__ == "__main__":  # a searcher process: home, seconds, ids (json), stop file[, pause]
+    pause = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
+    out = search_loop(sys.argv[1], json.loads(sys.argv[3]), float(sys.argv[2]), sys.argv[4], pause)
+    print(json.dumps(out))
