@@ -27,6 +27,7 @@ from clawkb import KnowledgeBase
 from clawkb.knowledge.graph import expand
 from clawkb.knowledge.ranking import apply_trust
 from clawkb.knowledge.router import DomainRouter
+from clawkb.knowledge.search import OFF
 from clawkb.knowledge.tune import tune
 from knowledge_fixtures import build_domains, build_graph, build_trust
 
@@ -49,7 +50,7 @@ def bench_trust(tmp: Path) -> dict[str, float]:
     w = kb.config.knowledge.trust_weights
     plain = weighted = strict = 0
     for query, official, _ in cases:
-        hits = kb.search(query, limit=20).hits
+        hits = kb.search(query, limit=20, knowledge=OFF).hits
         plain += bool(hits) and hits[0].anchor.path == official
         top = apply_trust(hits, w)
         weighted += bool(top) and top[0].anchor.path == official
@@ -79,9 +80,9 @@ def bench_domains(tmp: Path) -> dict[str, float]:
         route = router.route(query)
         right += domain in route.domains
         fallback += not route.domains
-        hits = kb.search(query, limit=50).hits
+        hits = kb.search(query, limit=50, knowledge=OFF).hits
         nd_plain += _ndcg([h.anchor.path for h in hits], relevant)
-        kept = [h for h in hits if not route.domains or h.domain in route.domains]
+        kept = [h for h in hits if not route.domains or h.domain in (*route.domains, None)]
         nd_routed += _ndcg([h.anchor.path for h in kept], relevant)
     route_ms = (time.perf_counter() - t0) * 1000 / len(cases)
     kb.close()
@@ -104,7 +105,7 @@ def bench_graph(tmp: Path) -> dict[str, float]:
     plain = graph = 0
     sweep = dict.fromkeys(SWEEP, 0)
     for query, fix in cases:
-        hits = kb.search(query, limit=10).hits
+        hits = kb.search(query, limit=10, knowledge=OFF).hits
         plain += fix in [h.anchor.path for h in hits[:3]]
         more = expand(kb, query, hits, weight=kb.config.knowledge.graph_weight)
         graph += fix in [h.anchor.path for h in more[:3]]

@@ -9,6 +9,7 @@ from clawkb import KnowledgeBase
 from clawkb.knowledge.graph import expand
 from clawkb.knowledge.ranking import apply_trust
 from clawkb.knowledge.router import DomainRouter
+from clawkb.knowledge.search import OFF, KnowledgeOptions
 
 
 def write(path: Path, text: str) -> None:
@@ -38,8 +39,12 @@ def test_trust_weights_min_tier_and_strict_priority(tmp_path: Path) -> None:
         "knowledge:\n  trust_weights: {official: 1.0, team: 0.9, community: 0.01}\n",
     )
     with kb:
-        hits = kb.search("debug UART2 baud rate", limit=10).hits
+        hits = kb.search("debug UART2 baud rate", limit=10, knowledge=OFF).hits
         assert hits[0].trust == "community"  # lexically the chatty post wins
+        tiered = kb.search("debug UART2 baud rate", limit=2).hits  # sources: → tiers on
+        assert [h.trust for h in tiered] == ["official", "team"]
+        only = kb.search("debug UART2 baud rate", knowledge=KnowledgeOptions(min_trust="official"))
+        assert [h.trust for h in only.hits] == ["official"]
         weights = kb.config.knowledge.trust_weights
         ranked = apply_trust(hits, weights, explain=True)
         assert ranked[0].trust == "official" and [h.rank for h in ranked] == [1, 2, 3]
@@ -137,3 +142,29 @@ def test_tune_fits_weights_checks_held_out_and_writes_config(tmp_path: Path) -> 
     assert saved["knowledge"]["trust_weights"]["community"] < 1.0
     with KnowledgeBase.open(tmp_path / ".clawkb") as kb:
         assert kb.config.knowledge.trust_weights["community"] < 1.0
+
+
+def test_search_cli_routes_filters_and_explains(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from clawkb.cli.main import cli
+
+    d = tmp_path / "docs"
+    write(d / "nav" / "a.md", "# Lidar\n\nlidar odometry costmap waypoint board\n")
+    write(d / "ddr" / "a.md", "# DDR\n\nddr dram trace impedance board\n")
+    write(d / "power" / "a.md", "# PMIC\n\npmic regulator buck board [[Lidar]]\n")
+    write(d / "general.md", "# Board\n\nthe board lidar overview\n")
+    make_kb(tmp_path, "domains:\n  nav: [nav/*]\n  ddr: [ddr/*]\n  power: ['power/*']\n").close()
+    home = str(tmp_path / ".clawkb")
+    run = CliRunner().invoke
+    res = run(cli, ["--kb", home, "search", "lidar costmap", "--explain", "--json"])
+    assert res.exit_code == 0, res.output
+    hits = json.loads(res.output)["hits"]
+    assert {h["domain"] for h in hits} <= {"nav", None}  # routed: nav + notes of no domain
+    assert hits[0]["explanation"]["route"]["domains"] == ["nav"]
+    res = run(cli, ["--kb", home, "search", "board", "--domain", "ddr", "--json"])
+    assert [h["domain"] for h in json.loads(res.output)["hits"]] == ["ddr"]
+    res = run(cli, ["--kb", home, "search", "pmic buck", "--explain", "--graph", "--no-route"])
+    assert "graph: reached via [[Lidar]] from hit 1" in res.output
+    res = run(cli, ["--kb", home, "search", "board", "--min-trust", "gospel"])
+    assert res.exit_code == 2 and "gospel" in res.output

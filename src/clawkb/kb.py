@@ -346,6 +346,7 @@ class KnowledgeBase:
         board_only: bool = False,
         mode: str | None = None,
         filters: Any = None,
+        knowledge: Any = None,
         **retrieval: Any,
     ) -> SearchResult:
         """``boards`` boosts those boards' datasheets; ``board_only`` keeps them + generic only.
@@ -356,6 +357,18 @@ class KnowledgeBase:
         :mod:`clawkb.retrieve.pipeline`; without them, and before any vectors
         exist, search stays on the plain lexical path.
         """
+        from clawkb.knowledge.search import OFF, knowledge_search, wanted
+
+        if wanted(self, knowledge):  # trust tiers, domains, graph (clawkb.knowledge.search)
+
+            def inner(depth: int) -> SearchResult:
+                return self.search(
+                    query, limit=depth, path_glob=path_glob, explain=explain,
+                    include_memory=include_memory, boards=boards, board_only=board_only,
+                    mode=mode, filters=filters, knowledge=OFF, **retrieval,
+                )  # fmt: skip
+
+            return knowledge_search(self, query, limit, knowledge, inner, explain)
         warnings = self._catch_up()
         globs = (path_glob,) if isinstance(path_glob, str) else tuple(path_glob or ())
         if boards:

@@ -24,6 +24,11 @@ from clawkb.cli.dense import (
     print_stages,
     retrieval_options,
 )
+from clawkb.cli.knowledge_options import (
+    knowledge_from,
+    knowledge_options,
+    print_knowledge_explain,
+)
 
 
 def display_path(path: str) -> str:
@@ -65,6 +70,7 @@ def display_path(path: str) -> str:
     "--board-only", is_flag=True, help="With --board: only that board + generic datasheets."
 )
 @retrieval_options
+@knowledge_options
 @click.pass_context
 @handle_errors
 def search(
@@ -92,6 +98,7 @@ def search(
             include_memory=include_memory,
             boards=boards,
             board_only=board_only,
+            knowledge=knowledge_from(retrieval),
             **pipeline_kwargs(retrieval),
         )
     if not print_result_or_stop(ctx, res, as_json, res.message):
@@ -127,11 +134,15 @@ def search(
             print_pipeline_explain(res, hit.explanation)
         elif explain and hit.explanation:
             _print_explain(hit.explanation)
+        if explain and hit.explanation:
+            print_knowledge_explain(hit.explanation)
     total = f" of {res.matched} matching chunks" if res.matched >= 0 else " hits"
     echo(f"({len(res.hits)}{total}, {res.took_ms:.1f} ms)")
 
 
 def _print_explain(exp: dict[str, Any]) -> None:
+    if "lexical" not in exp:
+        return  # reached by the graph channel: print_knowledge_explain says how
     lex = exp.get("lexical", {})
     fields = ", ".join(
         f"{k} w={v['weight']} b={v['b']} avg={v['avg_len']}"

@@ -70,15 +70,16 @@ class DomainRouter:
 
     def route(self, query: str, margin: float = 1.0, second: float = 0.5) -> Route:
         """Best domain; the runner-up too when within ``second`` nats of it; all when the
-        best is not ``margin`` nats above the median domain."""
+        best is not ``margin`` nats above the mean of the other domains."""
         scores = self.scores(query)
         if not scores or all(v == 0 for v in scores.values()):
             return Route((), scores, "no domain term in the query")
         ranked = sorted(scores, key=lambda d: -scores[d])
         best = scores[ranked[0]]
-        median = sorted(scores.values())[len(scores) // 2]
-        if best - median < margin:
-            return Route((), scores, f"unsure: best {best:.2f} vs median {median:.2f}")
+        rest = [scores[d] for d in ranked[1:]]
+        others = sum(rest) / len(rest) if rest else 0.0
+        if best - others < margin:
+            return Route((), scores, f"unsure: best {best:.2f} vs the others' mean {others:.2f}")
         chosen = [ranked[0]]
         if len(ranked) > 1 and best - scores[ranked[1]] < second:
             chosen.append(ranked[1])

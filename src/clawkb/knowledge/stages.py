@@ -42,20 +42,22 @@ def refine(
     min_trust: str | None = None,
     limit: int | None = None,
     explain: bool = False,
+    unassigned: bool = False,
 ) -> list[Hit]:
-    """``hits`` kept to ``domains`` (when given), re-weighted by tier, then the graph channel."""
-    kept = [h for h in hits if not domains or h.domain in domains]
+    """``hits`` kept to ``domains`` (when given; ``unassigned`` keeps hits of no domain
+    too, as routing does), re-weighted by tier, then the graph channel."""
+
+    def inside(h: Hit) -> bool:
+        return not domains or h.domain in domains or (unassigned and h.domain is None)
+
+    kept = [h for h in hits if inside(h)]
     ranked = apply_trust(
         kept, weights.trust, min_trust=min_trust, strict=weights.strict, explain=explain
     )
     if weights.graph > 0:
         ranked = expand(kb, query, ranked, weight=weights.graph, explain=explain)
         if min_trust or domains:  # passages the graph reached obey the same filters
-            ranked = [
-                h
-                for h in apply_trust(ranked, {}, min_trust=min_trust)
-                if not domains or h.domain in domains
-            ]
+            ranked = [h for h in apply_trust(ranked, {}, min_trust=min_trust) if inside(h)]
         if weights.strict:
             ranked = apply_trust(ranked, {}, strict=True)
     return ranked[:limit] if limit else ranked

@@ -18,6 +18,7 @@ import yaml
 
 from clawkb.config import Config
 from clawkb.evaluate.golden import GoldenQuery, load_golden
+from clawkb.knowledge.search import OFF
 from clawkb.knowledge.stages import KnowledgeWeights, refine
 from clawkb.types import Hit
 
@@ -46,7 +47,7 @@ def _mrr(
 def tune(kb: KnowledgeBase, golden: str | Path) -> dict[str, Any]:
     queries = list(load_golden(golden).queries)
     fit, held = queries[0::2], queries[1::2]
-    cands = {q.query: kb.search(q.query, limit=DEPTH).hits for q in queries}
+    cands = {q.query: kb.search(q.query, limit=DEPTH, knowledge=OFF).hits for q in queries}
     default = KnowledgeWeights.of(kb)
     best, best_score = default, _mrr(kb, fit, cands, default)
     for graph, community, learned in itertools.product(*GRID.values()):
