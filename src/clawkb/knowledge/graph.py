@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from clawkb.knowledge.links import Resolver, note_name, slug
 from clawkb.retrieve.search import make_hit
@@ -54,7 +55,7 @@ def expand(
     """``hits`` plus the passages linked from the first ``seeds`` of them, re-ranked."""
     if not hits or weight <= 0:
         return list(hits)
-    res = Resolver(kb.conn)
+    res = resolver_for(kb)
     terms = set(tokenize(query))
     by_anchor = {h.anchor.id: h for h in hits}
     found: dict[int, tuple[float, str, int, str]] = {}  # chunk id -> (score, via, seed rank, kind)
@@ -106,6 +107,19 @@ def expand(
             merged[row.anchor] = make_hit(row, 0, score, qtokens, exp)
     ranked = sorted(merged.values(), key=lambda h: -h.score)[: limit or None]
     return [dataclasses.replace(h, rank=i) for i, h in enumerate(ranked, start=1)]
+
+
+_RESOLVERS: weakref.WeakKeyDictionary[Any, tuple[int, Resolver]] = weakref.WeakKeyDictionary()
+
+
+def resolver_for(kb: KnowledgeBase) -> Resolver:
+    """The KB's note-name resolver, rebuilt only after the store changed."""
+    stamp = kb.repo.max_seq()
+    got = _RESOLVERS.get(kb)
+    if got is None or got[0] != stamp:
+        got = (stamp, Resolver(kb.conn))
+        _RESOLVERS[kb] = got
+    return got[1]
 
 
 def res_name(res: Resolver, doc_id: int) -> str:
