@@ -168,3 +168,28 @@ def test_search_cli_routes_filters_and_explains(tmp_path: Path) -> None:
     assert "graph: reached via [[Lidar]] from hit 1" in res.output
     res = run(cli, ["--kb", home, "search", "board", "--min-trust", "gospel"])
     assert res.exit_code == 2 and "gospel" in res.output
+
+
+def test_router_adds_domain_centroids_when_vectors_exist(tmp_path: Path) -> None:
+    import numpy as np
+
+    from clawkb.embed.run import embed_kb
+    from clawkb.embed.static import StaticEmbedder
+    from clawkb.embed.vectors import model_key
+    from clawkb.knowledge.router import domain_centroids, route_kb
+
+    d = tmp_path / "docs"
+    write(d / "nav" / "a.md", "# Lidar\n\nlidar odometry costmap waypoint localization\n")
+    write(d / "nav" / "b.md", "# SLAM\n\nslam map obstacle planner\n")
+    write(d / "power" / "a.md", "# PMIC\n\npmic regulator buck ldo ripple battery\n")
+    kb = make_kb(tmp_path, "domains:\n  nav: [nav/*]\n  power: ['power/*']\n")
+    with kb:
+        assert route_kb(kb, "lidar costmap").reason == "lexical"  # no vectors yet
+        embedder = StaticEmbedder()
+        embed_kb(kb, embedder=embedder)
+        cents = domain_centroids(kb.conn, model_key(embedder.signature()))
+        assert set(cents) == {"nav", "power"}
+        assert all(abs(float(np.linalg.norm(v)) - 1.0) < 1e-6 for v in cents.values())
+        route = route_kb(kb, "lidar costmap")
+        assert route.reason == "lexical + centroids" and route.domains == ("nav",)
+        assert route_kb(kb, "buck regulator ripple").domains == ("power",)

@@ -72,9 +72,9 @@ def knowledge_search(
     domains = tuple(opts.domains)
     route = None
     if not domains and (opts.route or (opts.route is None and kb.config.domains)):
-        from clawkb.knowledge.router import DomainRouter
+        from clawkb.knowledge.router import route_kb
 
-        route = DomainRouter.from_store(kb.conn).route(query)
+        route = route_kb(kb, query)
         domains = route.domains
     res = run(max(DEPTH, limit * 3))
     hits = refine(
