@@ -80,3 +80,27 @@ def test_alias_expansion_from_datasheet_tables(tmp_path: Path) -> None:
 
 def tiers_of(kb: KnowledgeBase) -> set[str]:
     return {r[0] for r in kb.conn.execute("SELECT trust FROM documents")}
+
+
+def test_search_fuses_llm_variants_and_alias_variant(tmp_path: Path) -> None:
+    from clawkb.knowledge.search import KnowledgeOptions
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "console.md").write_text(
+        "# Console\n\nThe debug console speed is 1500000 on header J6.\n", encoding="utf-8"
+    )
+    (docs / "other.md").write_text("# Other\n\nUART2 pins are on header J7.\n", encoding="utf-8")
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        kb.index([docs])
+        plain = kb.search("uart2 baud").hits
+        assert all(not h.anchor.path.endswith("console.md") for h in plain)
+        client = FakeChat(REPLY)
+        opts = KnowledgeOptions(rewriter=LLMRewriter(client, budget_s=2.0))
+        hits = kb.search("uart2 baud", knowledge=opts).hits
+        assert any(h.anchor.path.endswith("console.md") for h in hits)
+        assert hits[0].anchor.path.endswith("other.md")  # the typed query still leads
+        slow = KnowledgeOptions(rewriter=LLMRewriter(FakeChat(REPLY, delay=1.0), budget_s=0.05))
+        res = kb.search("uart2 baud", knowledge=slow)
+        assert [h.anchor.path for h in res.hits] == [h.anchor.path for h in plain]
+        assert any("budget" in w for w in res.warnings)

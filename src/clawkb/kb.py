@@ -361,11 +361,11 @@ class KnowledgeBase:
 
         if wanted(self, knowledge):  # trust tiers, domains, graph (clawkb.knowledge.search)
 
-            def inner(depth: int) -> SearchResult:
+            def inner(text: str, depth: int, channel: str | None) -> SearchResult:
                 return self.search(
-                    query, limit=depth, path_glob=path_glob, explain=explain,
+                    text, limit=depth, path_glob=path_glob, explain=explain,
                     include_memory=include_memory, boards=boards, board_only=board_only,
-                    mode=mode, filters=filters, knowledge=OFF, **retrieval,
+                    mode=channel or mode, filters=filters, knowledge=OFF, **retrieval,
                 )  # fmt: skip
 
             return knowledge_search(self, query, limit, knowledge, inner, explain)

@@ -10,7 +10,7 @@ import click
 
 from clawkb.knowledge import TIERS
 
-_NAMES = ("min_trust", "domains", "route", "strict_trust", "graph")
+_NAMES = ("min_trust", "domains", "route", "strict_trust", "graph", "aliases")
 
 
 def knowledge_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -35,6 +35,12 @@ def knowledge_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--graph/--no-graph", default=None, help="Add passages linked from the top hits."
         ),
+        click.option(
+            "--aliases",
+            is_flag=True,
+            default=None,
+            help="Also search with the pins/aliases the datasheet tables give for the query.",
+        ),
     ]
     for opt in reversed(opts):
         func = opt(func)
@@ -54,6 +60,7 @@ def knowledge_from(kwargs: dict[str, Any]) -> Any:
         route=values["route"],
         strict=values["strict_trust"],
         graph=values["graph"],
+        aliases=bool(values["aliases"]),
     )
 
 

@@ -31,6 +31,8 @@ class KnowledgeOptions:
     route: bool | None = None  # None: route when domains are configured and none is named
     strict: bool | None = None  # None: knowledge.strict_priority
     graph: bool | None = None  # None: on when knowledge.graph_weight > 0
+    aliases: bool = False  # add pins/aliases from the datasheet tables as a query variant
+    rewriter: Any = None  # an LLMRewriter; None: the KB's (knowledge.rewrite + llm:)
     off: bool = False  # the inner search of knowledge_search itself
 
     def __post_init__(self) -> None:
@@ -41,7 +43,15 @@ class KnowledgeOptions:
 
     @property
     def asked(self) -> bool:
-        return bool(self.min_trust or self.domains or self.route or self.strict or self.graph)
+        return bool(
+            self.min_trust
+            or self.domains
+            or self.route
+            or self.strict
+            or self.graph
+            or self.aliases
+            or self.rewriter
+        )
 
 
 OFF = KnowledgeOptions(off=True)
@@ -50,7 +60,8 @@ OFF = KnowledgeOptions(off=True)
 def wanted(kb: KnowledgeBase, opts: KnowledgeOptions | None) -> bool:
     if opts is not None and opts.off:
         return False
-    return bool((opts and opts.asked) or kb.config.sources or kb.config.domains)
+    k = kb.config
+    return bool((opts and opts.asked) or k.sources or k.domains or k.knowledge.rewrite)
 
 
 def knowledge_search(
@@ -58,10 +69,11 @@ def knowledge_search(
     query: str,
     limit: int,
     opts: KnowledgeOptions | None,
-    run: Callable[[int], Any],
+    run: Callable[[str, int, str | None], Any],
     explain: bool = False,
 ) -> Any:
-    """``run(depth)`` returns a search result; its hits are refined and cut to ``limit``."""
+    """``run(query, depth, mode)`` returns a search result; its hits (fused with those of
+    the query's rewrites, if any) are refined and cut to ``limit``."""
     opts = opts or KnowledgeOptions()
     weights = KnowledgeWeights.of(kb)
     if opts.strict is not None:
@@ -76,7 +88,12 @@ def knowledge_search(
 
         route = route_kb(kb, query)
         domains = route.domains
-    res = run(max(DEPTH, limit * 3))
+    depth = max(DEPTH, limit * 3)
+    res = run(query, depth, None)
+    variants, notes = _variants(kb, query, opts)
+    if variants:
+        lists = [res.hits] + [run(q, depth, mode).hits for q, mode in variants]
+        res = dataclasses.replace(res, hits=_rrf(lists))
     hits = refine(
         kb,
         query,
@@ -101,7 +118,62 @@ def knowledge_search(
         res.matched = max(res.matched, len(res.hits))
     if unknown:
         res.warnings.append(f"unknown domain(s) {', '.join(unknown)} (see domains: in config)")
-    if hasattr(res, "stages") and (route is not None or domains):
+    if hasattr(res, "stages") and (route is not None or domains or notes):
         note = f"domains {', '.join(domains) or 'all'}" + (f" ({route.reason})" if route else "")
+        note = "; ".join([note, *notes])
         res.stages.append({"stage": "knowledge", "ms": 0.0, "status": "ok", "note": note})
+    elif notes:
+        res.warnings.extend(n for n in notes if "budget" in n or "failed" in n)
     return res
+
+
+RRF_K = 60
+VARIANT_WEIGHT = 0.5  # a rewrite counts half as much as the query the user typed
+
+
+def _variants(
+    kb: KnowledgeBase, query: str, opts: KnowledgeOptions
+) -> tuple[list[tuple[str, str | None]], list[str]]:
+    """(query, mode) searches to fuse with the original, and notes for --explain."""
+    out: list[tuple[str, str | None]] = []
+    notes: list[str] = []
+    if opts.aliases:
+        from clawkb.knowledge.rewrite import alias_terms
+
+        terms = alias_terms(kb.conn, query)
+        if terms:
+            out.append((f"{query} {' '.join(terms)}", None))
+            notes.append(f"aliases +{', '.join(terms)}")
+    rewriter = opts.rewriter
+    if rewriter is None:
+        from clawkb.knowledge.rewrite import rewriter_for
+
+        rewriter = rewriter_for(kb)
+    if rewriter is not None:
+        rw = rewriter.rewrite(query)
+        out.extend((v, None) for v in rw.variants)
+        if rw.hyde:
+            from clawkb.embed import vectors
+
+            if vectors.stored_signature(kb.conn) is not None:
+                out.append((rw.hyde, "dense"))  # HyDE: the pseudo-passage, dense channel
+        notes.append(
+            rw.note
+            or f"rewrite: {len(rw.variants)} variants{', HyDE' if rw.hyde else ''}"
+            + (" (cached)" if rw.cached else f" ({rw.took_ms:.0f} ms)")
+        )
+    return out, notes
+
+
+def _rrf(lists: list[list[Any]]) -> list[Any]:
+    """Reciprocal-rank fusion of hit lists (the first is the user's query)."""
+    score: dict[str, float] = {}
+    first: dict[str, Any] = {}
+    for n, hits in enumerate(lists):
+        w = 1.0 if n == 0 else VARIANT_WEIGHT
+        for rank, h in enumerate(hits, start=1):
+            key = h.anchor.id
+            score[key] = score.get(key, 0.0) + w / (RRF_K + rank)
+            first.setdefault(key, h)
+    order = sorted(score, key=lambda k: -score[k])
+    return [dataclasses.replace(first[k], rank=i, score=score[k]) for i, k in enumerate(order, 1)]
