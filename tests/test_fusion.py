@@ -119,4 +119,4 @@ def test_ttl_cache_expires_and_evicts():
     c.put("c", 3)  # evicts b (least recently used)
     assert c.get("b") is None and c.get("c") == 3
     now[0] = 11
-    assert c.get("a") is None and len(c) == 1
+    assert c.get("a") is None and c.get("c") is None and len(c) == 0  # both expired

@@ -21,6 +21,7 @@ from clawkb.knowledge.links import Resolver, all_links
 from clawkb.knowledge.records import table_records
 from clawkb.knowledge.similar import duplicate_pairs, jaccard, shingles
 from clawkb.knowledge.writeback import approve, learn, notes, reject
+from clawkb.retrieve.hits import hit_dict
 
 
 def write(path: Path, text: str) -> Path:
@@ -78,7 +79,7 @@ def test_tiers_and_domains_from_rules_front_matter_and_default(project: Path) ->
         hits = kb.search("DDR4 trace length tolerance", limit=5).hits
         got = {Path(h.anchor.path).name: (h.trust, h.domain) for h in hits}
         assert got["ddr.md"] == ("official", None) and got["tips.md"] == ("community", "ddr")
-        as_json = hits[0].to_dict()
+        as_json = hit_dict(hits[0])
         assert as_json["trust"] in ("official", "community") and "domain" in as_json
         kb.memory.store("The lab closes at 6pm.", namespace="ops")
         mem = kb.search("lab closes", include_memory=True, limit=3).hits
@@ -341,4 +342,4 @@ def test_table_records_in_hit_json(tmp_path: Path) -> None:
     with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
         kb.index([tmp_path / "docs"])
         hit = kb.search("M3 screw bin").hits[0]
-    assert hit.to_dict()["records"][0] == {"Item": "M3 screw", "Bin": "B-12"}
+    assert hit_dict(hit)["records"][0] == {"Item": "M3 screw", "Bin": "B-12"}

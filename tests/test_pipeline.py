@@ -13,8 +13,9 @@ from clawkb.embed.run import embed_kb
 from clawkb.embed.static import StaticEmbedder
 from clawkb.kb import KnowledgeBase, TextRecord
 from clawkb.retrieve.filters import Filters, parse_time
-from clawkb.retrieve.pipeline import PipelineResult, retriever_for
-from clawkb.retrieve.search import SearchResult, lexical_search
+from clawkb.retrieve.pipeline import retriever_for
+from clawkb.retrieve.result import SearchResult
+from clawkb.text import tokenize
 from dense_helpers import embedding_server
 
 pytest.importorskip("static_model")
@@ -62,16 +63,17 @@ def paths(res) -> list[str]:
     return [h.anchor.path for h in res.hits]
 
 
-def test_lexical_path_unchanged_until_vectors_exist(kb):
+def test_lexical_search_is_the_pipeline_with_dense_off(kb):
     res = kb.search("differential ohm", limit=3)
-    assert type(res) is SearchResult
-    plain = lexical_search(kb.repo, kb.lexical, "differential ohm", limit=3)
-    assert paths(res) == paths(plain)
-    assert [h.score for h in res.hits] == [h.score for h in plain.hits]
+    assert type(res) is SearchResult and res.mode == "lexical"
+    ids, scores, _ = kb.lexical.search(tokenize("differential ohm"), k=3)
+    assert res.chunk_ids == ids.tolist()  # the raw BM25F top-k, in order
+    assert [h.score for h in res.hits] == pytest.approx(scores.tolist())
+    assert [s["stage"] for s in res.stages] == ["rewrite", "lexical", "fusion"]
     embed_kb(kb)
     auto = kb.search("differential ohm", limit=3)
-    assert isinstance(auto, PipelineResult) and auto.mode == "hybrid"
-    assert type(kb.search("differential ohm", mode="lexical")) is SearchResult
+    assert type(auto) is SearchResult and auto.mode == "hybrid"
+    assert kb.search("differential ohm", mode="lexical").mode == "lexical"
 
 
 def test_modes_and_explain_traces(kb):
@@ -89,7 +91,7 @@ def test_modes_and_explain_traces(kb):
     )
     assert [s["stage"] for s in hyb.stages] == ["rewrite", "lexical", "dense", "fusion"]
     lin = kb.search("differential pair ohm", mode="hybrid", fusion="linear", w_dense=0.0, limit=4)
-    lex = lexical_search(kb.repo, kb.lexical, "differential pair ohm", limit=4)
+    lex = kb.search("differential pair ohm", mode="lexical", limit=4)
     assert paths(lin)[: len(lex.hits)] == paths(lex)  # β = 0: lexical order
 
 

@@ -26,7 +26,7 @@ from clawkb.config import Config
 from clawkb.errors import IndexError_, LockedError, NotFoundError
 from clawkb.index.lexical import ENGINE, BM25FParams, LexicalIndex
 from clawkb.index.scorer import NATIVE_AVAILABLE
-from clawkb.retrieve.search import SearchResult, lexical_search
+from clawkb.retrieve.result import SearchResult
 from clawkb.store import db
 from clawkb.store.locking import FileLock
 from clawkb.store.repo import ChunkRow, Repository
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from clawkb.ingest.pipeline import IndexReport, Ingestor, Progress, TextRecord
     from clawkb.memory import Memory
     from clawkb.parsers.registry import ParserRegistry
+    from clawkb.retrieve.filters import Filters
+    from clawkb.retrieve.query import Query
 
 __all__ = ["IndexReport", "KnowledgeBase", "SearchResult", "TextRecord"]
 
@@ -246,6 +248,13 @@ class KnowledgeBase:
         self._superseded.append((now, self.lexical))
         self.lexical = new
 
+    def ensure_fresh(self) -> list[str]:
+        """Make the index current before a read (see :meth:`_catch_up`); returns warnings.
+
+        Every read path (search, recall, context, embed) calls this one method.
+        """
+        return self._catch_up()
+
     def _catch_up(self) -> list[str]:
         """Readers: see the newest generation; repair a lagging or damaged index when we can."""
         from clawkb.ingest.sync import index_problem, sync_lexical
@@ -345,17 +354,19 @@ class KnowledgeBase:
         boards: Sequence[str] = (),
         board_only: bool = False,
         mode: str | None = None,
-        filters: Any = None,
+        filters: Filters | None = None,
+        snippets: bool = True,
         knowledge: Any = None,
         **retrieval: Any,
     ) -> SearchResult:
-        """``boards`` boosts those boards' datasheets; ``board_only`` keeps them + generic only.
+        """Search: build a :class:`~clawkb.retrieve.query.Query` and run the one pipeline.
 
-        ``mode`` (lexical | dense | hybrid | auto), ``filters``
+        ``boards`` boosts those boards' datasheets; ``board_only`` keeps them +
+        generic only. ``mode`` (lexical | dense | hybrid | auto), ``filters``
         (:class:`clawkb.retrieve.filters.Filters`) and ``retrieval`` overrides
-        (fusion weights, rerank, ...) run the staged pipeline of
-        :mod:`clawkb.retrieve.pipeline`; without them, and before any vectors
-        exist, search stays on the plain lexical path.
+        (fusion weights, rerank, ... — the ``retrieval:`` settings) apply with or
+        without boards; an unknown keyword raises ``ConfigError``. ``snippets=False``
+        leaves snippets and highlights out (evaluation needs only the ranking).
         """
         from clawkb.knowledge.search import OFF, knowledge_search, wanted
 
@@ -365,54 +376,43 @@ class KnowledgeBase:
                 return self.search(
                     text, limit=depth, path_glob=path_glob, explain=explain,
                     include_memory=include_memory, boards=boards, board_only=board_only,
-                    mode=channel or mode, filters=filters, knowledge=OFF, **retrieval,
+                    mode=channel or mode, filters=filters, snippets=snippets,
+                    knowledge=OFF, **retrieval,
                 )  # fmt: skip
 
             return knowledge_search(self, query, limit, knowledge, inner, explain)
-        warnings = self._catch_up()
+        from clawkb.retrieve.query import Query
+
         globs = (path_glob,) if isinstance(path_glob, str) else tuple(path_glob or ())
+        extra: dict[str, Any] = {}
         if boards:
-            from clawkb.hardware.ranking import board_search
+            from clawkb.hardware.ranking import board_restriction
 
-            res = board_search(
-                self,
-                query,
-                boards,
-                limit=limit,
-                only=board_only,
-                path_globs=globs,
-                explain=explain,
-                include_memory=include_memory,
-            )
-            res.warnings += warnings
-            return res
-        from clawkb.retrieve.modes import needs_pipeline
-
-        if needs_pipeline(self, mode, filters, retrieval):
-            from clawkb.retrieve.pipeline import search_kb
-
-            res = search_kb(
-                self,
-                query,
-                limit=limit,
-                path_globs=globs,
-                mode=mode,
-                filters=filters,
-                explain=explain,
-                include_memory=include_memory,
-                options=retrieval,
-            )
-            res.warnings += warnings
-            return res
-        res = lexical_search(
-            self.repo,
-            self.lexical,
+            extra = board_restriction(self, boards, only=board_only)
+        q = Query.make(
             query,
             limit=limit,
+            mode=mode,
+            filters=filters,
             path_globs=globs,
+            options=retrieval,
             explain=explain,
             include_memory=include_memory,
+            snippets=snippets,
+            **extra,
         )
+        if not boards:
+            return self.run_query(q)
+        from clawkb.hardware.ranking import name_boards
+
+        return name_boards(self, self.run_query(q))
+
+    def run_query(self, q: Query) -> SearchResult:
+        """Run a prepared query through the retrieval pipeline (index made current first)."""
+        from clawkb.retrieve.pipeline import run
+
+        warnings = self.ensure_fresh()
+        res = run(self, q)
         res.warnings += warnings
         return res
 

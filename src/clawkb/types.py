@@ -106,35 +106,3 @@ class Hit:
     explanation: dict[str, Any] | None = None
     trust: str | None = None  # trust tier of the source (clawkb.knowledge.TIERS)
     domain: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        a = self.anchor
-        return {
-            "rank": self.rank,
-            "score": round(self.score, 6),
-            "anchor": a.id,
-            "path": a.path,
-            "line_start": a.line_start,
-            "line_end": a.line_end,
-            "page": a.page,
-            "heading_path": list(a.heading_path),
-            "title": self.title,
-            "kind": self.kind,
-            "text": self.text,
-            "matched_terms": list(self.matched_terms),
-            "snippet": self.snippet,
-            "highlights": [list(h) for h in self.highlights],
-            "explanation": self.explanation,
-            "trust": self.trust,
-            "domain": self.domain,
-            "records": _records(self.text),
-        }
-
-
-def _records(text: str) -> list[dict[str, str]]:
-    """Rows of the pipe tables in ``text`` as header -> value (see clawkb.knowledge.records)."""
-    if "|" not in text:
-        return []
-    from clawkb.knowledge.records import table_records
-
-    return table_records(text)

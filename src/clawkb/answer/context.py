@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from itertools import pairwise
 from typing import Any
 
 from clawkb.answer.injection import flag_injection
 from clawkb.ingest.chunker import estimate_tokens
-from clawkb.store.repo import _CHUNK_COLS, ChunkRow, Repository, _chunk_row
+from clawkb.retrieve.merge import join_rows
+from clawkb.store.repo import ChunkRow, Repository
 from clawkb.types import Anchor, Hit
 
 __all__ = ["Passage", "build_context"]
@@ -103,7 +103,7 @@ def build_context(
     for g in groups:
         if len(out) >= max_passages:
             break
-        text = _join(g.rows)
+        text = join_rows(g.rows)
         tokens = estimate_tokens(text)
         truncated = False
         if tokens > left:
@@ -117,7 +117,7 @@ def build_context(
 
 def _merge(repo: Repository, hits: Sequence[Hit]) -> list[_Group]:
     """Group hits into runs of consecutive chunks of one section, best run first."""
-    by_anchor = _rows_by_anchor(repo, [h.anchor.id for h in hits])
+    by_anchor = repo.chunks_by_anchors([h.anchor.id for h in hits])
     rows = [by_anchor.get(h.anchor.id) for h in hits]
     groups: list[_Group] = []
     for hit, row in zip(hits, rows, strict=True):
@@ -146,40 +146,8 @@ def _merge(repo: Repository, hits: Sequence[Hit]) -> list[_Group]:
     return merged
 
 
-def _rows_by_anchor(repo: Repository, anchors: list[str]) -> dict[str, ChunkRow]:
-    """Exact-anchor lookup in one query (uses the UNIQUE index, unlike prefix lookup)."""
-    if not anchors:
-        return {}
-    q = (
-        f"SELECT {_CHUNK_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id"
-        f" WHERE c.anchor IN ({','.join('?' * len(anchors))})"
-    )
-    return {row.anchor: row for row in map(_chunk_row, repo.conn.execute(q, anchors))}
-
-
 def _adjacent(rows: list[ChunkRow], row: ChunkRow) -> bool:
     return any(abs(r.ordinal - row.ordinal) <= 1 for r in rows)
-
-
-def _join(rows: list[ChunkRow]) -> str:
-    """Concatenate consecutive chunks, dropping the text the chunker repeated."""
-    text = rows[0].text
-    for prev, row in pairwise(rows):
-        nxt = row.text
-        if row.line_start <= prev.line_end:
-            cut = _overlap(text, nxt)
-            text = text + nxt[cut:] if cut else text + "\n" + nxt
-        else:
-            text = text + "\n\n" + nxt
-    return text
-
-
-def _overlap(a: str, b: str) -> int:
-    """Length of the longest suffix of ``a`` that is a prefix of ``b``."""
-    for k in range(min(len(a), len(b)), 0, -1):
-        if a.endswith(b[:k]):
-            return k
-    return 0
 
 
 def _truncate(text: str, budget: int) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from clawkb.answer.abstain import (
@@ -24,12 +24,13 @@ from clawkb.answer.abstain import (
     question_terms,
     retrieval_confidence,
 )
-from clawkb.answer.citations import check_citations
+from clawkb.answer.citations import CitationStream, check_citations, reading_order, renumber
 from clawkb.answer.context import Passage, build_context
 from clawkb.answer.extractive import extract_answer, render_extractive
 from clawkb.answer.llm import ChatClient, load_llm_settings, make_client
 from clawkb.answer.roles import DEFAULT_ROLE, load_role, render_messages
 from clawkb.errors import ConfigError
+from clawkb.retrieve.hits import hit_dict
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
@@ -144,7 +145,7 @@ def answer(
             "query_tokens": res.query_tokens,
             "terms": {t.text: round(t.weight, 4) for t in terms},
             "confidence": conf.to_dict(),
-            "hits": [h.to_dict() for h in res.hits],
+            "hits": [hit_dict(h) for h in res.hits],
             "budget_tokens": budget,
         }
     if not passages or conf.abstain:
@@ -153,6 +154,7 @@ def answer(
         sentences = extract_answer(passages, terms)
         out.mode, out.text = "extractive", render_extractive(sentences)
         out.cited = list(dict.fromkeys(s.n for s in sentences))
+        _number_in_reading_order(out)
         if explain and out.explanation is not None:
             out.explanation["sentences"] = [s.__dict__ for s in sentences]
     else:
@@ -171,12 +173,17 @@ def answer(
 
 def _ask_model(out: Answer, client: ChatClient, role: Any, on_token: Any) -> None:
     messages = render_messages(role, out.question, out.passages)
+    valid = range(1, len(out.passages) + 1)
+    stream = CitationStream(valid, on_token) if on_token is not None else None
     t = time.perf_counter()
-    reply = client.chat(messages, on_token=on_token)
+    reply = client.chat(messages, on_token=stream.feed if stream is not None else None)
+    if stream is not None:
+        stream.close()
     out.timings["llm"] = (time.perf_counter() - t) * 1000
-    check = check_citations(reply.text, range(1, len(out.passages) + 1))
+    check = check_citations(reply.text, valid)
     out.mode, out.text, out.model = "llm", check.text.strip(), reply.model
     out.cited, out.removed_citations = check.cited, check.removed
+    _number_in_reading_order(out)
     if check.removed:
         out.warnings.append(
             "removed citations to passages that were not in the context: "
@@ -186,6 +193,15 @@ def _ask_model(out: Answer, client: ChatClient, role: Any, on_token: Any) -> Non
         out.warnings.append("the model's answer cites no passage; treat it with care")
     if out.explanation is not None:
         out.explanation["messages"] = messages
+
+
+def _number_in_reading_order(out: Answer) -> None:
+    """Renumber the passages so the cited ones come first, [1], [2], ... in order of
+    first citation (what a reader meets), and rewrite the answer's citations to match."""
+    mapping = reading_order(out.cited, len(out.passages))
+    out.text = renumber(out.text, mapping)
+    out.cited = [mapping[n] for n in out.cited]
+    out.passages = sorted((replace(p, n=mapping[p.n]) for p in out.passages), key=lambda p: p.n)
 
 
 def _answer_options(kb: KnowledgeBase) -> dict[str, Any]:

@@ -58,10 +58,8 @@ def ask(
     if as_json:
         echo_json(res.to_dict())
         return
-    if streamed:
+    if streamed:  # streamed once, already renumbered; what changed is in the warnings
         echo()
-        if res.removed_citations:
-            echo("(cleaned answer)\n" + res.text)
     else:
         echo(res.text)
     for w in res.warnings:

@@ -69,7 +69,7 @@ def retrieval_options(func: F) -> F:
             help="Retrieval channels (default auto: hybrid once `clawkb embed` has run).",
         ),
         click.option("--fusion", type=click.Choice(["rrf", "linear"]), help="How channels fuse."),
-        click.option("--rrf-k", type=int, help="RRF constant k (default 60)."),
+        click.option("--rrf-k", type=int, help="RRF constant k (default 20)."),
         click.option("--w-lexical", type=float, help="Lexical weight (RRF weight / linear α)."),
         click.option("--w-dense", type=float, help="Dense weight (RRF weight / linear β)."),
         click.option("--w-recency", type=float, help="Linear fusion: recency weight γ."),

@@ -29,6 +29,7 @@ from clawkb.cli.knowledge_options import (
     knowledge_options,
     print_knowledge_explain,
 )
+from clawkb.retrieve.hits import anchor_dict
 
 
 def display_path(path: str) -> str:
@@ -130,9 +131,8 @@ def search(
             *(("\x1b[1;33m", "\x1b[0m") if color else ("[", "]")),
         )
         emit(f"    {snip}")
-        if explain and hit.explanation and "channels" in hit.explanation:
+        if explain and hit.explanation:
             print_pipeline_explain(res, hit.explanation)
-        elif explain and hit.explanation:
             _print_explain(hit.explanation)
         if explain and hit.explanation:
             print_knowledge_explain(hit.explanation)
@@ -141,20 +141,19 @@ def search(
 
 
 def _print_explain(exp: dict[str, Any]) -> None:
-    if "lexical" not in exp:
-        return  # reached by the graph channel: print_knowledge_explain says how
-    lex = exp.get("lexical", {})
+    lex = exp.get("lexical")
+    if "board" in exp:
+        b = exp["board"]
+        echo(
+            f"      board {b.get('board') or '-'}: x{b['boost']} ({b['before']} -> {exp['final']})"
+        )
+    if not lex:
+        return
     fields = ", ".join(
         f"{k} w={v['weight']} b={v['b']} avg={v['avg_len']}"
         for k, v in lex.get("fields", {}).items()
     )
     echo(f"      BM25F k1={lex.get('k1')} fields: {fields}; doc lens {lex.get('lens')}")
-    if "board" in exp:
-        b = exp["board"]
-        echo(
-            f"      board {b['board'] if b['board'] is not None else '-'}: x{b['boost']}"
-            f" (lexical {b['lexical_score']} -> {exp['final']})"
-        )
     for t in lex.get("terms", []):
         tf = " ".join(f"{k}={v}" for k, v in t["tf"].items() if v)
         echo(
@@ -190,12 +189,7 @@ def show(ctx: click.Context, anchor: str, context_lines: int, as_json: bool) -> 
     if as_json:
         echo_json(
             {
-                "anchor": a.id,
-                "path": a.path,
-                "line_start": a.line_start,
-                "line_end": a.line_end,
-                "page": a.page,
-                "heading_path": list(a.heading_path),
+                **anchor_dict(a),
                 "text": row.text,
                 "context": [{"line": n, "text": t} for n, t in lines],
                 "previous": before[0].anchor if before else None,

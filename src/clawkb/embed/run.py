@@ -27,7 +27,7 @@ def embed_kb(
     r = retriever_for(kb)
     if embedder is not None:
         r.set_embedder(embedder)
-    kb._catch_up()  # the lexical side first, so chunk rows are current
+    kb.ensure_fresh()  # the lexical side first, so chunk rows are current
     # One embed run at a time; the KB write lock only around each batch commit,
     # so `index`, `memory store` and other writers interleave with a long run.
     with kb.job_lock("embed"):

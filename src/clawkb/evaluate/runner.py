@@ -163,7 +163,7 @@ def rank_documents(kb: Any, query: str, depth: int, options: Mapping[str, Any]) 
     The pipeline's rank order is trusted over raw scores, since fusion or
     reranking may order hits by something other than the score shown.
     """
-    result = kb.search(query, limit=depth * CHUNKS_PER_DOC, **options)
+    result = kb.search(query, limit=depth * CHUNKS_PER_DOC, snippets=False, **options)
     hits = sorted(result.hits, key=lambda hit: hit.rank)
     return list(dict.fromkeys(hit.anchor.path for hit in hits))[:depth]
 

@@ -22,6 +22,7 @@ from clawkb.hardware.aliases import find_conflicts, match_aliases
 from clawkb.hardware.boards import check_boards
 from clawkb.hardware.ranking import board_search
 from clawkb.hardware.store import boards_of_anchors, load_aliases
+from clawkb.retrieve.hits import hit_dict
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
@@ -38,15 +39,17 @@ def hardware_context(
     """
     t0 = time.perf_counter()
     names = check_boards(kb.conn, boards)
-    warnings = kb._catch_up()
     aliases = load_aliases(kb.conn, names or None)
     matched = match_aliases(query, aliases)
     conflicts = find_conflicts(a for a, _ in matched)
-    res = board_search(kb, query, names, limit=limit, only=bool(names), datasheets_only=True)
+    # board_search runs the one pipeline (which makes the index current first)
+    res = board_search(
+        kb, query, names, only=True, datasheets_only=True, limit=limit, snippets=False
+    )
     board_of = boards_of_anchors(kb.conn, [h.anchor.id for h in res.hits])
     passages = []
     for h in res.hits:
-        d = h.to_dict()
+        d = hit_dict(h)
         d["board"] = board_of.get(h.anchor.id)
         for key in ("snippet", "highlights", "explanation"):
             d.pop(key, None)
@@ -57,7 +60,7 @@ def hardware_context(
         "aliases": [{**a.to_dict(), "matched_by": how} for a, how in matched],
         "conflicts": [c.describe() for c in conflicts],
         "passages": passages,
-        "warnings": warnings + res.warnings,
+        "warnings": res.warnings,
         "took_ms": round((time.perf_counter() - t0) * 1000, 3),
     }
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from clawkb.knowledge.links import Resolver, note_name, slug
-from clawkb.retrieve.search import make_hit
+from clawkb.retrieve.hits import make_hit
 from clawkb.text import tokenize
 from clawkb.types import Hit
 

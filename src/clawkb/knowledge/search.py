@@ -122,8 +122,7 @@ def knowledge_search(
         note = f"domains {', '.join(domains) or 'all'}" + (f" ({route.reason})" if route else "")
         note = "; ".join([note, *notes])
         res.stages.append({"stage": "knowledge", "ms": 0.0, "status": "ok", "note": note})
-    elif notes:
-        res.warnings.extend(n for n in notes if "budget" in n or "failed" in n)
+    res.warnings.extend(n for n in notes if "budget" in n or "model failed" in n)
     return res
 
 

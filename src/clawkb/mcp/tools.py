@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from clawkb.answer.injection import FLAG_DESCRIPTIONS, flag_injection
 from clawkb.errors import ConfigError
-from clawkb.types import Anchor, Hit
+from clawkb.retrieve.hits import anchor_dict
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
@@ -34,32 +34,6 @@ def hardware_function() -> Callable[..., Any] | None:
     except ImportError:  # an installation without the hardware feature
         return None
     return hardware_context if callable(hardware_context) else None
-
-
-def anchor_dict(a: Anchor) -> dict[str, Any]:
-    return {
-        "anchor": a.id,
-        "path": a.path,
-        "line_start": a.line_start,
-        "line_end": a.line_end,
-        "page": a.page,
-        "heading_path": list(a.heading_path),
-        "location": a.location,
-    }
-
-
-def _hit_dict(hit: Hit) -> dict[str, Any]:
-    return {
-        "rank": hit.rank,
-        "score": round(hit.score, 6),
-        **anchor_dict(hit.anchor),
-        "title": hit.title,
-        "trust": hit.trust,
-        "domain": hit.domain,
-        "text": hit.text,
-        "records": hit.to_dict()["records"],
-        "injection_flags": flag_injection(hit.text),
-    }
 
 
 def _flag_legend(items: Sequence[dict[str, Any]]) -> dict[str, str]:
@@ -95,16 +69,9 @@ class KBTools:
                 path_glob=list(paths),
                 include_memory=include_memory,
             )
-        hits = [_hit_dict(h) for h in res.hits]
-        return {
-            "query": query,
-            "count": len(hits),
-            "message": res.message,
-            "took_ms": round(res.took_ms, 3),
-            "warnings": res.warnings,
-            "hits": hits,
-            "injection_flag_legend": _flag_legend(hits),
-        }
+        data = res.to_dict()
+        data["injection_flag_legend"] = _flag_legend(data["hits"])
+        return data
 
     def ask(self, question: str, role: str | None = None, limit: int = 8) -> dict[str, Any]:
         from clawkb.answer import answer
@@ -195,25 +162,9 @@ class KBTools:
                 tags=tags,
                 include_documents=include_documents,
             )
-        hits = []
-        for h in res.hits:
-            item = _hit_dict(h.hit)
-            item.update(
-                source=h.source,
-                score=round(h.score, 6),
-                relevance=round(h.relevance, 6),
-                weight=round(h.weight, 6),
-                memory=h.memory.to_dict() if h.memory else None,
-            )
-            hits.append(item)
-        return {
-            "query": query,
-            "count": len(hits),
-            "took_ms": round(res.took_ms, 3),
-            "warnings": res.warnings,
-            "hits": hits,
-            "injection_flag_legend": _flag_legend(hits),
-        }
+        data = res.to_dict()
+        data["injection_flag_legend"] = _flag_legend(data["hits"])
+        return data
 
     def memory_forget(
         self,

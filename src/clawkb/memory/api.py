@@ -5,7 +5,7 @@ indexed through the normal ingest path, so it gets chunks, anchors and BM25F
 terms like any note, and is searchable as soon as :meth:`Memory.store`
 returns. The row holds what the index does not: namespace, tags, importance,
 timestamps and expiry. Plain search hides memory documents (see
-:data:`clawkb.retrieve.search.MEMORY_PREFIX`); recall searches them.
+:data:`clawkb.retrieve.pipeline.MEMORY_PREFIX`); recall searches them.
 
 Writes take the KB write lock and first purge expired memories, so an
 expired memory is gone from the index after the next write and is never

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from clawkb.errors import ConfigError
+from clawkb.retrieve.hits import hit_dict
+from clawkb.retrieve.result import SCHEMA_VERSION
 from clawkb.types import Hit
 
 #: Every memory is indexed as the document ``memory://<namespace>/<id>``.
@@ -85,7 +87,7 @@ class RecallHit:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            **self.hit.to_dict(),
+            **hit_dict(self.hit),
             "source": self.source,
             "score": round(self.score, 6),
             "relevance": round(self.relevance, 6),
@@ -103,6 +105,7 @@ class RecallResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "query": self.query,
             "took_ms": round(self.took_ms, 3),
             "count": len(self.hits),

@@ -1,43 +1,41 @@
-"""A small LRU + TTL cache for search results and query vectors.
+"""The LRU + TTL cache for search results and query vectors (``cachetools``).
 
 Keys carry the index stamp (lexical applied sequence, vector version), so
-any write to the KB makes old entries unreachable; they age out by LRU.
+any write to the KB makes old entries unreachable; they age out by LRU or TTL.
 """
 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import cachetools
+
 
 class TTLCache:
+    """``cachetools.TTLCache`` with hit/miss counts; ``size <= 0`` caches nothing."""
+
     def __init__(
         self, size: int = 256, ttl_s: float = 300.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self.size, self.ttl_s, self.clock = size, ttl_s, clock
-        self._data: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
+        self.size, self.ttl_s = size, ttl_s
+        self._data: cachetools.TTLCache[Hashable, Any] = cachetools.TTLCache(
+            max(size, 1), ttl_s, timer=clock
+        )
         self.hits = self.misses = 0
 
     def get(self, key: Hashable) -> Any | None:
-        item = self._data.get(key)
-        if item is None or self.clock() - item[0] > self.ttl_s:
-            if item is not None:
-                del self._data[key]
+        value = self._data.get(key)
+        if value is None:
             self.misses += 1
-            return None
-        self._data.move_to_end(key)
-        self.hits += 1
-        return item[1]
+        else:
+            self.hits += 1
+        return value
 
     def put(self, key: Hashable, value: Any) -> None:
-        if self.size <= 0:
-            return
-        self._data[key] = (self.clock(), value)
-        self._data.move_to_end(key)
-        while len(self._data) > self.size:
-            self._data.popitem(last=False)
+        if self.size > 0:
+            self._data[key] = value
 
     def clear(self) -> None:
         self._data.clear()

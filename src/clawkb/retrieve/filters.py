@@ -59,41 +59,11 @@ def parse_meta(items: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
 
 def allowed_ids(repo: Repository, f: Filters) -> np.ndarray:
     """Chunk ids passing every filter (sorted)."""
-    where: list[str] = []
-    params: list[object] = []
-    if f.path_globs:
-        where.append(
-            "("
-            + " OR ".join(
-                "d.path GLOB ? OR substr(d.path, length(d.root) + 2) GLOB ?" for _ in f.path_globs
-            )
-            + ")"
-        )
-        for g in f.path_globs:
-            params += [g, g]
-    if f.doc_types:
-        parts = []
-        for t in f.doc_types:
-            t = t.lower().lstrip(".")
-            parts.append("(d.parser = ? OR lower(d.path) LIKE ?)")
-            params += [t, f"%.{t}"]
-        where.append("(" + " OR ".join(parts) + ")")
-    for key, value in f.metadata:
-        path = "$." + '"' + key.replace('"', "") + '"'
-        if value is None:
-            where.append("json_extract(d.metadata, ?) IS NOT NULL")
-            params.append(path)
-        else:
-            where.append("CAST(json_extract(d.metadata, ?) AS TEXT) = ?")
-            params += [path, value]
-    if f.since is not None:
-        where.append("d.mtime_ns >= ?")
-        params.append(int(f.since * 1e9))
-    if f.until is not None:
-        where.append("d.mtime_ns <= ?")
-        params.append(int(f.until * 1e9))
-    q = "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id"
-    if where:
-        q += " WHERE " + " AND ".join(where)
-    rows = repo.conn.execute(q + " ORDER BY c.id", params).fetchall()
-    return np.fromiter((r[0] for r in rows), np.int64, len(rows))
+    ids = repo.chunk_ids_filtered(
+        path_globs=f.path_globs,
+        doc_types=f.doc_types,
+        metadata=f.metadata,
+        since_ns=int(f.since * 1e9) if f.since is not None else None,
+        until_ns=int(f.until * 1e9) if f.until is not None else None,
+    )
+    return np.asarray(ids, np.int64)

@@ -1,22 +1,25 @@
-"""The staged retrieval pipeline (DESIGN D5) behind ``KnowledgeBase.search(mode=...)``.
+"""The one retrieval pipeline (DESIGN D5): every search is a :class:`Query` run here.
 
-rewrite → cache → filters → lexical → early return → dense → fusion →
-rerank → section merge → top-k → confidence. Each stage is timed; the slow
-ones (lexical, dense, rerank) run under a time budget and, when it runs out,
-the pipeline continues with what it has and records the degradation in
-``stages`` (shown by ``--explain``). The plain lexical path of
-:func:`clawkb.retrieve.search.lexical_search` is untouched: the pipeline runs
-only when a mode, an option or stored vectors ask for it.
+rewrite → cache → candidates (filters, restriction, memories hidden) →
+lexical → early return → dense → fusion → boost (boards, memory weights) →
+group → rerank → section merge → top-k hits → confidence.
+
+Lexical-only search is this pipeline with the dense stages off: the lexical
+channel then fetches only ``limit`` candidates and runs inline (there is no
+other channel to degrade to), so it costs what the plain BM25F call costs.
+With a dense channel the slow stages (lexical, dense, rerank) run under a
+time budget; when one runs out the pipeline continues with what it has and
+records the degradation in ``stages`` (shown by ``--explain``).
 """
 
 from __future__ import annotations
 
 import time
 import weakref
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,64 +27,33 @@ from clawkb.embed import vectors
 from clawkb.embed.base import Embedder, get_embedder
 from clawkb.retrieve import fusion
 from clawkb.retrieve.cache import TTLCache
-from clawkb.retrieve.filters import Filters, allowed_ids
+from clawkb.retrieve.filters import allowed_ids
 from clawkb.retrieve.merge import Candidate, merge_adjacent
+from clawkb.retrieve.query import Query
+from clawkb.retrieve.result import SearchResult
 from clawkb.retrieve.rewrite import SynonymGroup, load_synonyms, rewrite
-from clawkb.retrieve.search import SearchResult
 from clawkb.retrieve.settings import RetrievalSettings, embedding_config, from_config
-from clawkb.retrieve.stages import (
-    budget,
-    confidence,
-    decisive,
-    drop_memory,
-    fuse,
-    hit,
-    rerank,
-    stage,
-)
+from clawkb.retrieve.stages import budget, confidence, decisive, fuse, hit, rerank, stage
 
+if TYPE_CHECKING:
+    from clawkb.index.dense import DenseIndex
+    from clawkb.kb import KnowledgeBase
 
-@dataclass
-class PipelineResult(SearchResult):
-    """A :class:`SearchResult` plus the mode, confidence and stage trace."""
-
-    mode: str = "lexical"
-    confidence: float = 1.0
-    abstained: bool = False
-    stages: list[dict[str, Any]] = field(default_factory=list)
-    rewrites: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def message(self) -> str:
-        if self.abstained and self.hits:
-            return (
-                f"no confident match (confidence {self.confidence:.2f});"
-                " the nearest passages follow"
-            )
-        return super().message
-
-    def to_dict(self) -> dict[str, Any]:
-        data = super().to_dict()
-        data.update(
-            mode=self.mode,
-            confidence=round(self.confidence, 4),
-            abstained=self.abstained,
-            stages=self.stages,
-            rewrites=self.rewrites,
-        )
-        return data
+#: Agent memories (:mod:`clawkb.memory`) are stored as documents under this
+#: path prefix; search leaves them out unless ``include_memory`` is set.
+MEMORY_PREFIX = "memory://"
 
 
 class Retriever:
     """Per-KB state: settings, synonyms, embedder, dense index and caches."""
 
-    def __init__(self, kb: Any) -> None:
+    def __init__(self, kb: KnowledgeBase) -> None:
         self.kb = kb
         self.settings = from_config(kb.config.extra)
         self.cache = TTLCache(self.settings.cache_size, self.settings.cache_ttl_s)
         self.qvec_cache = TTLCache(512, 3600.0)
         self._embedder: Embedder | None = None
-        self._dense: Any = None
+        self._dense: DenseIndex | None = None
         self._synonyms: tuple[float, list[SynonymGroup]] | None = None
 
     # -- lazily built parts ------------------------------------------------
@@ -95,7 +67,7 @@ class Retriever:
     def set_embedder(self, embedder: Embedder) -> None:
         self._embedder, self._dense = embedder, None
 
-    def dense_index(self) -> Any:
+    def dense_index(self) -> DenseIndex:
         from clawkb.index.dense import DenseIndex
 
         sig = self.embedder.signature()
@@ -132,65 +104,23 @@ class Retriever:
 _RETRIEVERS: weakref.WeakKeyDictionary[Any, Retriever] = weakref.WeakKeyDictionary()
 
 
-def retriever_for(kb: Any) -> Retriever:
+def retriever_for(kb: KnowledgeBase) -> Retriever:
     r = _RETRIEVERS.get(kb)
     if r is None:
         r = _RETRIEVERS[kb] = Retriever(kb)
     return r
 
 
-def search_kb(
-    kb: Any,
-    query: str,
-    *,
-    limit: int = 10,
-    path_globs: tuple[str, ...] = (),
-    mode: str | None = None,
-    filters: Filters | None = None,
-    explain: bool = False,
-    include_memory: bool = False,
-    options: dict[str, Any] | None = None,
-) -> PipelineResult:
-    """``KnowledgeBase.search``'s entry: path globs join the other filters."""
-    from dataclasses import replace as _replace
-
-    f = filters or Filters()
-    if path_globs:
-        f = _replace(f, path_globs=tuple(dict.fromkeys((*f.path_globs, *path_globs))))
-    return run(
-        kb,
-        query,
-        limit=limit,
-        mode=mode,
-        filters=f,
-        explain=explain,
-        include_memory=include_memory,
-        options=options,
-    )
-
-
-# -- the pipeline -----------------------------------------------------------
-def run(
-    kb: Any,
-    query: str,
-    *,
-    limit: int = 10,
-    mode: str | None = None,
-    filters: Filters | None = None,
-    explain: bool = False,
-    include_memory: bool = False,
-    options: dict[str, Any] | None = None,
-) -> PipelineResult:
+def run(kb: KnowledgeBase, q: Query) -> SearchResult:
+    """Run ``q`` against ``kb`` (the caller has made the index current)."""
     t0 = time.perf_counter()
     r = retriever_for(kb)
-    s = r.settings.with_overrides({**(options or {}), "mode": mode})
-    filters = filters or Filters()
+    s = (
+        r.settings.with_overrides({**q.options, "mode": q.mode})
+        if q.options or q.mode
+        else r.settings
+    )
     stages: list[dict[str, Any]] = []
-    key = (query, limit, s.cache_key(), filters, explain, include_memory, r.stamp())
-    cached = r.cache.get(key)
-    if cached is not None:
-        stages.append({"stage": "cache", "ms": 0.0, "status": "hit"})
-        return _copy(cached, stages, t0)
     resolved = s.mode if s.mode != "auto" else ("hybrid" if r.has_vectors() else "lexical")
     warnings = []
     if resolved in ("dense", "hybrid") and not r.has_vectors():
@@ -198,32 +128,41 @@ def run(
             f"mode {resolved}: no vectors yet; run `clawkb embed` (lexical results only)"
         )
         resolved = "lexical"
+    key = None
+    if resolved != "lexical" and q.chunk_ids is None and q.boost is None and q.group_of is None:
+        key = (q.text, q.limit, s.cache_key(), q.filters, q.explain, q.include_memory,
+               q.snippets, r.stamp())  # fmt: skip
+        cached = r.cache.get(key)
+        if cached is not None:
+            stages.append({"stage": "cache", "ms": 0.0, "status": "hit"})
+            return replace(
+                cached, stages=stages, took_ms=(time.perf_counter() - t0) * 1000,
+                warnings=list(cached.warnings),
+            )  # fmt: skip
 
     st = time.perf_counter()
-    rw = rewrite(query, r.synonyms(s))
+    rw = rewrite(q.text, r.synonyms(s))
+    weights = rw.weights if rw.expansions else None
     stage(stages, "rewrite", st, "ok", f"{len(rw.expansions)} expansions")
-    allowed = None
-    if filters.active:
-        st = time.perf_counter()
-        allowed = allowed_ids(kb.repo, filters)
-        stage(stages, "filters", st, "ok", f"{len(allowed)} chunks allowed")
+    allowed, hidden = _candidates(kb, q, stages)
+    merge_on = s.merge if s.merge is not None else resolved != "lexical"
+    deep = bool(s.rerank) or merge_on or q.group_of is not None or resolved != "lexical"
+    k = max(s.candidates, q.limit) if deep else q.limit
 
     channels: dict[str, fusion.Channel] = {}
     matched = 0
     if resolved in ("lexical", "hybrid"):
         st = time.perf_counter()
-        got = budget(
-            lambda: kb.lexical.search(
-                rw.tokens, k=s.candidates, allowed=allowed, term_weights=rw.weights
-            ),
-            s.budget_lexical_ms,
-        )
+
+        def lexical() -> tuple[fusion.Channel, int]:
+            return _lexical(kb, rw.tokens, weights, k, allowed, hidden, q)
+
+        got = lexical() if resolved == "lexical" else budget(lexical, s.budget_lexical_ms)
         if got is None:
             stage(stages, "lexical", st, "timeout", "lexical channel skipped")
         else:
-            ids, scores, matched = got
-            channels["lexical"] = drop_memory(kb, fusion.Channel(ids, scores), include_memory)
-            stage(stages, "lexical", st, "ok", f"{len(ids)} candidates")
+            channels["lexical"], matched = got
+            stage(stages, "lexical", st, "ok", f"{len(channels['lexical'].ids)} candidates")
     early = resolved == "hybrid" and decisive(channels.get("lexical"), s.early_return)
     if early:
         stages.append(
@@ -236,58 +175,130 @@ def run(
         )
     if resolved == "dense" or (resolved == "hybrid" and not early):
         st = time.perf_counter()
-        dense = _dense_channel(r, query, s, allowed)
+        dense = _dense_channel(r, q.text, s, k, allowed, hidden)
         if dense is None:
             stage(stages, "dense", st, "timeout", f"over {s.budget_dense_ms:.0f} ms; skipped")
         else:
-            channels["dense"] = drop_memory(kb, dense, include_memory)
+            channels["dense"] = dense
             matched = max(matched, len(dense.ids))
             stage(stages, "dense", st, "ok", f"{len(dense.ids)} candidates")
 
     st = time.perf_counter()
     fused = fuse(kb, channels, s)
     stage(stages, "fusion", st, "ok", s.fusion if len(channels) > 1 else "single channel")
-    rows = kb.repo.chunks_by_ids([f.chunk_id for f in fused[: max(limit * 3, s.rerank_depth)]])
+    if q.boost is not None:
+        fused = _boost(fused, q)
+    if q.group_of is not None:
+        fused = _best_per_group(fused, q.group_of)
+    depth = max(q.limit * 3, s.rerank_depth) if deep else q.limit
+    rows = kb.repo.chunks_by_ids([f.chunk_id for f in fused[:depth]])
+    lex = kb.lexical if q.explain and "lexical" in channels else None
+    make = partial(hit, tokens=rw.tokens, mode=resolved, explain=q.explain, lexical=lex,
+                   snippets=q.snippets, labels=_labels(q))  # fmt: skip
     cands = [
-        Candidate(
-            rows[f.chunk_id],
-            f.score,
-            make=partial(hit, rows[f.chunk_id], f, rw.tokens, resolved, channels, explain),
-        )
-        for f in fused
-        if f.chunk_id in rows
+        Candidate(rows[f.chunk_id], f.score, make=partial(make, rows[f.chunk_id], f))
+        for f in fused[:depth]
+        if f.chunk_id in rows  # a row deleted between index read and store read is skipped
     ]
     if s.rerank and cands:
-        cands = rerank(r, query, cands, s, stages)
-    if s.merge:
+        cands = rerank(r, q.text, cands, s, stages)
+    if merge_on:
         cands = merge_adjacent(cands, s.merge_ratio)
-    hits = [replace(c.hit, rank=i, score=c.score) for i, c in enumerate(cands[:limit], 1)]
+    top = cands[: q.limit]
+    hits = [c.final(i) for i, c in enumerate(top, 1)]
     conf = confidence(hits, rw.tokens, channels)
-    res = PipelineResult(
-        query,
+    res = SearchResult(
+        q.text,
         rw.tokens,
         hits,
         (time.perf_counter() - t0) * 1000,
         matched,
+        warnings=warnings,
         mode=resolved,
         confidence=conf,
         abstained=bool(hits) and "dense" in channels and conf < s.min_confidence,
         stages=stages,
         rewrites=rw.expansions,
-        warnings=warnings,
+        chunk_ids=[c.row.id for c in top],
     )
-    r.cache.put(key, replace(res, warnings=list(res.warnings)))
+    if key is not None:
+        r.cache.put(key, replace(res, warnings=list(res.warnings)))
     return res
 
 
-def _copy(res: PipelineResult, stages: list[dict[str, Any]], t0: float) -> PipelineResult:
-    return replace(
-        res, stages=stages, took_ms=(time.perf_counter() - t0) * 1000, warnings=list(res.warnings)
+# -- stages ------------------------------------------------------------------
+def _candidates(
+    kb: KnowledgeBase, q: Query, stages: list[dict[str, Any]]
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """Allowed chunk ids (None = all) and the memory chunks to drop from channels.
+
+    With an allowed set the memories are removed from it; otherwise the
+    channels fetch that many more candidates and drop them, so a KB without
+    memories pays one indexed lookup.
+    """
+    allowed = None
+    if q.filters.active:
+        st = time.perf_counter()
+        allowed = allowed_ids(kb.repo, q.filters)
+        stage(stages, "filters", st, "ok", f"{len(allowed)} chunks allowed")
+    if q.chunk_ids is not None:
+        ids = np.unique(np.asarray(q.chunk_ids, np.int64))
+        allowed = ids if allowed is None else np.intersect1d(allowed, ids)
+    hidden = np.empty(0, np.int64)
+    if not q.include_memory:
+        hidden = np.asarray(kb.repo.chunk_ids_under_path(MEMORY_PREFIX), np.int64)
+    if allowed is not None and len(hidden):
+        allowed, hidden = np.setdiff1d(allowed, hidden), np.empty(0, np.int64)
+    return allowed, hidden
+
+
+def _drop(ids: np.ndarray, scores: np.ndarray, hidden: np.ndarray, k: int) -> fusion.Channel:
+    if len(hidden):
+        keep = ~np.isin(ids, hidden)
+        ids, scores = ids[keep], scores[keep]
+    return fusion.Channel(ids[:k], scores[:k])
+
+
+def _lexical(
+    kb: KnowledgeBase,
+    tokens: list[str],
+    weights: list[float] | None,
+    k: int,
+    allowed: np.ndarray | None,
+    hidden: np.ndarray,
+    q: Query,
+) -> tuple[fusion.Channel, int]:
+    """BM25F top-k; with a boost, the boosted chunks' own top-k joins it (exact boost)."""
+    ids, scores, matched = kb.lexical.search(
+        tokens, k=k + len(hidden), allowed=allowed, term_weights=weights
     )
+    if matched >= 0 and len(hidden):
+        matched -= int(np.isin(ids, hidden).sum())
+    ch = _drop(ids, scores, hidden, k)
+    b = q.boost
+    if b is not None and len(b.ids) and float(b.factors.max()) > 1.0:
+        within = b.ids if allowed is None else np.intersect1d(b.ids, allowed)
+        if allowed is None or len(within) < len(allowed):
+            if len(hidden):
+                within = np.setdiff1d(within, hidden)
+            more_ids, more_scores, _ = kb.lexical.search(
+                tokens, k=k, allowed=within, term_weights=weights
+            )
+            new = ~np.isin(more_ids, ch.ids)
+            all_ids = np.concatenate([ch.ids, more_ids[new]])
+            all_scores = np.concatenate([ch.scores, more_scores[new]])
+            order = np.argsort(-all_scores, kind="stable")
+            ch = fusion.Channel(all_ids[order], all_scores[order])
+    return ch, matched
 
 
 def _dense_channel(
-    r: Retriever, query: str, s: RetrievalSettings, allowed: np.ndarray | None
+    r: Retriever,
+    query: str,
+    s: RetrievalSettings,
+    k: int,
+    allowed: np.ndarray | None,
+    hidden: np.ndarray,
 ) -> fusion.Channel | None:
     index = r.dense_index()
     index.warm()  # loading vectors, graph and model is start-up cost, not query time
@@ -295,11 +306,36 @@ def _dense_channel(
     mkey = index.mkey
 
     def work() -> fusion.Channel:
-        q = r.qvec_cache.get((mkey, query))
-        if q is None:
-            q = r.embedder.embed_query(query)
-            r.qvec_cache.put((mkey, query), q)
-        ids, scores = index.search(q, s.candidates, allowed)
-        return fusion.Channel(ids, scores)
+        qv = r.qvec_cache.get((mkey, query))
+        if qv is None:
+            qv = r.embedder.embed_query(query)
+            r.qvec_cache.put((mkey, query), qv)
+        ids, scores = index.search(qv, k + len(hidden), allowed)
+        return _drop(np.asarray(ids, np.int64), np.asarray(scores), hidden, k)
 
     return budget(work, s.budget_dense_ms)
+
+
+def _boost(fused: list[fusion.Fused], q: Query) -> list[fusion.Fused]:
+    assert q.boost is not None
+    ids = np.fromiter((f.chunk_id for f in fused), np.int64, len(fused))
+    for f, m in zip(fused, q.boost.factor_of(ids).tolist(), strict=True):
+        f.trace[q.boost.label] = {"boost": m, "before": round(f.score, 6)}
+        f.score *= m
+    return sorted(fused, key=lambda f: -f.score)  # stable: equal scores keep their order
+
+
+def _best_per_group(fused: list[fusion.Fused], group_of: Any) -> list[fusion.Fused]:
+    seen: set[str] = set()
+    out = []
+    for f in fused:
+        g = group_of.get(f.chunk_id)
+        if g is None or g not in seen:
+            out.append(f)
+            if g is not None:
+                seen.add(g)
+    return out
+
+
+def _labels(q: Query) -> tuple[str, ...]:
+    return (q.boost.label,) if q.boost is not None else ()

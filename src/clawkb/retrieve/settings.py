@@ -32,7 +32,7 @@ class RetrievalSettings:
     rerank: str = ""  # "" | dense | endpoint | onnx
     rerank_depth: int = 20
     rerank_min_score: float | None = None
-    merge: bool = True
+    merge: bool | None = None  # None: merge in dense and hybrid modes, not in lexical
     merge_ratio: float = 0.8
     min_confidence: float = 0.75  # bench/calibrate_search_abstain.py (dense or hybrid only)
     budget_lexical_ms: float = 1000.0

@@ -1,4 +1,12 @@
-"""Pick the part of a chunk worth showing and where the query terms are in it."""
+"""Pick the part of a chunk worth showing and where the query terms are in it.
+
+A snippet is the file's own text (full-width punctuation, case and symbols as
+written), made readable on one line: table rows become ``cell | cell`` with
+the ``|---|`` rule dropped, and markup noise (template tags such as
+``{{#include …}}``, HTML comments and stray HTML tags) is left out. The
+stored chunk text is untouched. Query terms are normalised tokens, so matches
+are found in a normalised copy and mapped back to offsets in the snippet.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,21 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+_TABLE_ROW = re.compile(r"^\s*\|(.*)\|\s*$")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_HTML_TAGS = (
+    "a|abbr|b|blockquote|br|center|code|details|div|em|figcaption|figure|font|h[1-6]|hr|i|"
+    "iframe|img|kbd|li|ol|p|pre|section|small|span|strong|sub|summary|sup|table|tbody|td|"
+    "th|thead|tr|u|ul"
+)
+_MARKUP = re.compile(
+    r"\{\{[#%!/>]?[^{}\n]{0,200}\}\}"  # {{#include file.rs}}, {{ variable }}
+    r"|\{%[^%\n]{0,200}%\}"  # {% tag %}
+    r"|<!--.*?-->"  # HTML comments
+    rf"|</?(?:{_HTML_TAGS})(?:\s[^<>]{{0,300}})?/?>",  # stray HTML tags, not <stdio.h>
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 @lru_cache(maxsize=256)
@@ -24,22 +47,103 @@ def _patterns(terms: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(re.escape(t) for t in keep), re.IGNORECASE)
 
 
-def make_snippet(
-    text: str, terms: Sequence[str], width: int = 240
+def display_text(text: str) -> str:
+    """The chunk's text on one line, as written, without table rules or markup noise."""
+    if "|" in text:
+        text = _tables(text)
+    if "<" in text or "{" in text:
+        text = _MARKUP.sub(" ", text)
+    return " ".join(text.split())
+
+
+def _tables(text: str) -> str:
+    out: list[str] = []
+    in_table = False
+    for line in text.split("\n"):
+        m = _TABLE_ROW.match(line)
+        if m is None:
+            out.append(line)
+            in_table = False
+            continue
+        if _TABLE_RULE.match(line):
+            continue
+        row = " | ".join(c.strip() for c in m.group(1).split("|"))
+        if in_table and out:
+            out[-1] += " ;"
+        out.append(row)
+        in_table = True
+    return "\n".join(out)
+
+
+def _normalised(text: str) -> tuple[str, list[int] | None]:
+    """NFKC + case-folded ``text`` and, when lengths differ, where each char came from.
+
+    The map has one entry per normalised character plus one for the end;
+    ``None`` means position ``i`` is position ``i`` in ``text``.
+    """
+    if text.isascii():
+        return text.lower(), None
+    whole = unicodedata.normalize("NFKC", text).casefold()
+    if len(whole) == len(text):  # one character for one (CJK, full-width forms): the
+        return whole, None  # usual case; an expansion cancelled by a composition is not
+    parts: list[str] = []
+    back: list[int] = []
+    pos, identity = 0, True
+    for m in _NON_ASCII.finditer(text):
+        s, e = m.span()
+        parts.append(text[pos:s].lower())
+        back += range(pos, s)
+        run = unicodedata.normalize("NFKC", text[s:e]).casefold()
+        if len(run) == e - s:  # one character for one (CJK, full-width punctuation)
+            parts.append(run)
+            back += range(s, e)
+        else:  # ligatures, ß, composed forms: map character by character
+            identity = False
+            for i in range(s, e):
+                ch = unicodedata.normalize("NFKC", text[i]).casefold()
+                parts.append(ch)
+                back += [i] * len(ch)
+        pos = e
+    parts.append(text[pos:].lower())
+    back += range(pos, len(text) + 1)
+    return "".join(parts), None if identity else back
+
+
+#: (display text, its normalised form, normalised offset -> display offset or None)
+Prepared = tuple[str, str, list[int] | None]
+
+
+def prepare(text: str) -> Prepared:
+    """(display text, its normalised form, the offset map): what :func:`window` needs.
+
+    The normalised form also serves for the "matched terms" test, so a hit
+    normalises its text once.
+    """
+    flat = display_text(text)
+    norm, back = _normalised(flat)
+    return flat, norm, back
+
+
+def window(
+    prepared: Prepared, terms: Sequence[str], width: int = 240
 ) -> tuple[str, tuple[tuple[int, int], ...]]:
-    """Return a window of ``text`` around the densest matches, and match spans."""
-    flat = " ".join(unicodedata.normalize("NFKC", text).split())
+    """A window of the display text around the densest matches, and the match spans."""
+    flat, norm, back = prepared
     pat = _patterns(tuple(terms))
     if pat is None:
         return _cut(flat, 0, width), ()
-    spans = [m.span() for m in pat.finditer(flat) if _at_boundaries(flat, *m.span())]
+    spans = [m.span() for m in pat.finditer(norm) if _at_boundaries(norm, *m.span())]
+    if back is not None:
+        spans = [(back[s], back[e - 1] + 1) for s, e in spans]
     if not spans:
         return _cut(flat, 0, width), ()
-    best_start, best_count = 0, -1
-    for i, (s, _) in enumerate(spans):
-        count = sum(1 for s2, _ in spans[i:] if s2 < s + width)
-        if count > best_count:
-            best_start, best_count = s, count
+    best_start, best_count, j = 0, -1, 0
+    for i, (s, _) in enumerate(spans):  # spans are in order: a sliding window
+        j = max(j, i)
+        while j < len(spans) and spans[j][0] < s + width:
+            j += 1
+        if j - i > best_count:
+            best_start, best_count = s, j - i
     start = max(0, best_start - width // 4)
     if start > 0:
         space = flat.rfind(" ", 0, start + 1)
@@ -51,6 +155,13 @@ def make_snippet(
         if s >= start and e <= start + width:
             out.append((s - start + prefix, e - start + prefix))
     return snippet, tuple(out)
+
+
+def make_snippet(
+    text: str, terms: Sequence[str], width: int = 240
+) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """Return a window of ``text`` around the densest matches, and match spans."""
+    return window(prepare(text), terms, width)
 
 
 def _boundary(text: str, i: int) -> bool:

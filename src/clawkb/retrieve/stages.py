@@ -11,18 +11,22 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from clawkb.index.lexical import LexicalIndex
 from clawkb.retrieve import fusion
+from clawkb.retrieve.hits import make_hit
 from clawkb.retrieve.merge import Candidate
-from clawkb.retrieve.search import make_hit
 from clawkb.retrieve.settings import RetrievalSettings
 from clawkb.store.repo import ChunkRow
 from clawkb.types import Hit
 
-_MEMORY_PREFIX = "memory://"
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
+    from clawkb.retrieve.pipeline import Retriever
+
 #: A stage that overruns keeps its worker until it ends; spare workers keep the
 #: next queries from queueing behind it.
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="clawkb-stage")
@@ -49,19 +53,6 @@ def budget(fn: Callable[[], T], budget_ms: float) -> T | None:
         return None
 
 
-def drop_memory(kb: Any, ch: fusion.Channel, include_memory: bool) -> fusion.Channel:
-    repo = kb.repo
-    if (
-        include_memory
-        or not hasattr(repo, "has_path_prefix")
-        or not repo.has_path_prefix(_MEMORY_PREFIX)
-    ):
-        return ch
-    hidden = repo.chunk_ids_with_path_prefix(ch.ids.tolist(), _MEMORY_PREFIX)
-    keep = ~np.isin(ch.ids, np.fromiter(hidden, np.int64, len(hidden)))
-    return fusion.Channel(ch.ids[keep], ch.scores[keep])
-
-
 def decisive(lex: fusion.Channel | None, margin: float) -> bool:
     """Lexical is decisive when its top-1 beats the runner-up by ``margin`` (relative)."""
     if margin <= 0 or lex is None or len(lex.scores) == 0:
@@ -71,15 +62,17 @@ def decisive(lex: fusion.Channel | None, margin: float) -> bool:
     return top > 0 and (top - second) / top >= margin
 
 
-def fuse(kb: Any, channels: dict[str, fusion.Channel], s: RetrievalSettings) -> list[fusion.Fused]:
+def fuse(
+    kb: KnowledgeBase, channels: dict[str, fusion.Channel], s: RetrievalSettings
+) -> list[fusion.Fused]:
     weights = {"lexical": s.w_lexical, "dense": s.w_dense}
     if not channels:
         return []
     if len(channels) == 1 and not (s.fusion == "linear" and s.w_recency):
         ((name, ch),) = channels.items()
         return [
-            fusion.Fused(int(c), float(v), {name: {"rank": i, "raw": round(float(v), 6)}})
-            for i, (c, v) in enumerate(zip(ch.ids, ch.scores, strict=True), 1)
+            fusion.Fused(c, v, {name: {"rank": i, "raw": round(v, 6)}})
+            for i, (c, v) in enumerate(zip(ch.ids.tolist(), ch.scores.tolist(), strict=True), 1)
         ]
     if s.fusion == "rrf":
         return fusion.rrf(channels, weights, s.rrf_k)
@@ -90,22 +83,16 @@ def fuse(kb: Any, channels: dict[str, fusion.Channel], s: RetrievalSettings) -> 
     return fusion.linear(channels, weights, s.norm, recency, s.w_recency)
 
 
-def recency_by_chunk(kb: Any, ids: list[int], half_life_days: float) -> dict[int, float]:
+def recency_by_chunk(kb: KnowledgeBase, ids: list[int], half_life_days: float) -> dict[int, float]:
     now = time.time()
-    out: dict[int, float] = {}
-    for i in range(0, len(ids), 900):
-        part = ids[i : i + 900]
-        q = (
-            "SELECT c.id, d.mtime_ns FROM chunks c JOIN documents d ON d.id = c.doc_id"
-            f" WHERE c.id IN ({','.join('?' * len(part))})"
-        )
-        for cid, mtime_ns in kb.conn.execute(q, part):
-            out[cid] = fusion.recency_score((mtime_ns or 0) / 1e9, now, half_life_days)
-    return out
+    return {
+        cid: fusion.recency_score(mtime_s, now, half_life_days)
+        for cid, mtime_s in kb.repo.chunk_mtimes(ids).items()
+    }
 
 
 def rerank(
-    r: Any,
+    r: Retriever,
     query: str,
     cands: list[Candidate],
     s: RetrievalSettings,
@@ -146,15 +133,29 @@ def rerank(
 def hit(
     row: ChunkRow,
     f: fusion.Fused,
+    *,
     tokens: list[str],
     mode: str,
-    channels: dict[str, fusion.Channel],
     explain: bool,
+    lexical: LexicalIndex | None,
+    snippets: bool,
+    labels: tuple[str, ...],
+    rank: int = 0,
+    score: float | None = None,
 ) -> Hit:
+    """The hit for a fused candidate; with ``explain``, its per-channel trace.
+
+    ``labels`` are the boosts applied after fusion (``board``, ``memory``):
+    their trace is shown beside the channels, not among them.
+    """
     exp = None
     if explain:
-        exp = {"mode": mode, "channels": f.trace, "final": round(f.score, 6)}
-    return make_hit(row, 0, f.score, tokens, exp)
+        channels = {k: v for k, v in f.trace.items() if k not in labels}
+        exp = {"mode": mode, "channels": channels, "final": round(f.score, 6)}
+        exp.update({k: f.trace[k] for k in labels if k in f.trace})
+        if lexical is not None and "lexical" in channels:
+            exp["lexical"] = lexical.explain(tokens, row.id)
+    return make_hit(row, rank, f.score if score is None else score, tokens, exp, snippet=snippets)
 
 
 # -- confidence ---------------------------------------------------------------

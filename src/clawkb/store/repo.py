@@ -331,6 +331,80 @@ class Repository:
         )
         return [r[0] for r in rows]
 
+    # -- search-path queries (retrieve/, answer/) ---------------------------
+    def chunks_by_anchors(self, anchors: Sequence[str]) -> dict[str, ChunkRow]:
+        """Exact-anchor lookup (the UNIQUE index, unlike :meth:`chunk_by_anchor`'s prefix)."""
+        out: dict[str, ChunkRow] = {}
+        anchors = list(anchors)
+        for i in range(0, len(anchors), 500):
+            part = anchors[i : i + 500]
+            q = (
+                f"SELECT {_CHUNK_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                f" WHERE c.anchor IN ({','.join('?' * len(part))})"
+            )
+            for r in self.conn.execute(q, part):
+                out[r[4]] = _chunk_row(r)
+        return out
+
+    def chunk_mtimes(self, ids: Sequence[int]) -> dict[int, float]:
+        """Chunk id -> its file's modification time (epoch seconds)."""
+        out: dict[int, float] = {}
+        for i in range(0, len(ids), 900):
+            part = list(ids[i : i + 900])
+            q = (
+                "SELECT c.id, d.mtime_ns FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                f" WHERE c.id IN ({','.join('?' * len(part))})"
+            )
+            for cid, mtime_ns in self.conn.execute(q, part):
+                out[cid] = (mtime_ns or 0) / 1e9
+        return out
+
+    def chunk_ids_filtered(
+        self,
+        *,
+        path_globs: Sequence[str] = (),
+        doc_types: Sequence[str] = (),
+        metadata: Sequence[tuple[str, str | None]] = (),
+        since_ns: int | None = None,
+        until_ns: int | None = None,
+    ) -> list[int]:
+        """Sorted chunk ids passing every filter: path glob (absolute or relative to
+        the root), parser name or extension, metadata key (=value), file mtime range."""
+        where: list[str] = []
+        params: list[object] = []
+        if path_globs:
+            ors = " OR ".join(
+                "d.path GLOB ? OR substr(d.path, length(d.root) + 2) GLOB ?" for _ in path_globs
+            )
+            where.append(f"({ors})")
+            for g in path_globs:
+                params += [g, g]
+        if doc_types:
+            parts = []
+            for t in doc_types:
+                t = t.lower().lstrip(".")
+                parts.append("(d.parser = ? OR lower(d.path) LIKE ?)")
+                params += [t, f"%.{t}"]
+            where.append("(" + " OR ".join(parts) + ")")
+        for key, value in metadata:
+            path = "$." + '"' + key.replace('"', "") + '"'
+            if value is None:
+                where.append("json_extract(d.metadata, ?) IS NOT NULL")
+                params.append(path)
+            else:
+                where.append("CAST(json_extract(d.metadata, ?) AS TEXT) = ?")
+                params += [path, value]
+        if since_ns is not None:
+            where.append("d.mtime_ns >= ?")
+            params.append(since_ns)
+        if until_ns is not None:
+            where.append("d.mtime_ns <= ?")
+            params.append(until_ns)
+        q = "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id"
+        if where:
+            q += " WHERE " + " AND ".join(where)
+        return [r[0] for r in self.conn.execute(q + " ORDER BY c.id", params)]
+
     # -- change log -------------------------------------------------------
     def max_seq(self) -> int:
         """The latest change sequence, even when the log has been pruned empty."""

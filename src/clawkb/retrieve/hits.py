@@ -1,0 +1,123 @@
+"""Hits: building one from a stored chunk, and the one JSON form of a hit.
+
+:func:`make_hit` is the only place a :class:`~clawkb.types.Hit` is made from a
+store row (snippet, highlights, matched terms); :func:`hit_dict` and
+:func:`anchor_dict` are the only places a hit or an anchor becomes JSON, so
+the CLI, MCP and HTTP outputs cannot drift apart (schema in docs/json.md).
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import lru_cache
+from typing import Any
+
+import cachetools
+
+from clawkb.retrieve.snippet import Prepared, prepare, window
+from clawkb.store.repo import ChunkRow
+from clawkb.text import normalize
+from clawkb.types import Anchor, Hit
+
+#: Prepared chunk texts (display text, its normalised form, offset map) by anchor.
+#: An anchor id is derived from the chunk's content, so an entry never goes
+#: stale; NFKC of a long CJK chunk is the largest cost of building a hit, and a
+#: long-running process (server, MCP, `clawkb eval`) meets the same chunks often.
+_VIEWS: cachetools.LRUCache[str, Prepared] = cachetools.LRUCache(maxsize=2048)
+_VIEWS_LOCK = threading.Lock()
+
+
+def _view(row: ChunkRow) -> Prepared:
+    with _VIEWS_LOCK:
+        got = _VIEWS.get(row.anchor)
+    if got is None:
+        got = prepare(row.text)
+        with _VIEWS_LOCK:
+            _VIEWS[row.anchor] = got
+    return got
+
+
+@lru_cache(maxsize=1024)
+def _head(title: str, heading_path: tuple[str, ...]) -> str:
+    return normalize(" ".join((title, *heading_path)))
+
+
+def make_hit(
+    row: ChunkRow,
+    rank: int,
+    score: float,
+    tokens: list[str],
+    explanation: dict[str, Any] | None = None,
+    *,
+    snippet: bool = True,
+) -> Hit:
+    """A Hit for a stored chunk: anchor, snippet, highlights and matched terms.
+
+    Matched terms use a substring test on the normalised text: cheap, and exact
+    for every token the tokenizer cuts out of the text verbatim (joined forms
+    like 0x40013000 are the rare exception; --explain gives the exact view).
+    """
+    uniq = tuple(dict.fromkeys(tokens))
+    view = _view(row)
+    snip, spans = window(view, uniq) if snippet else ("", ())
+    body, head = view[1], _head(row.title, row.heading_path)
+    return Hit(
+        rank=rank,
+        score=float(score),
+        anchor=row.to_anchor(),
+        text=row.text,
+        title=row.title,
+        kind=row.kind,
+        matched_terms=tuple(t for t in uniq if t in body or t in head),
+        snippet=snip,
+        highlights=spans,
+        explanation=explanation,
+        trust=row.trust,
+        domain=row.domain,
+    )
+
+
+def anchor_dict(a: Anchor) -> dict[str, Any]:
+    """Where a chunk lives, as JSON: the same keys in every output."""
+    return {
+        "anchor": a.id,
+        "path": a.path,
+        "line_start": a.line_start,
+        "line_end": a.line_end,
+        "page": a.page,
+        "heading_path": list(a.heading_path),
+        "location": a.location,
+    }
+
+
+def hit_dict(hit: Hit, *, text: bool = True) -> dict[str, Any]:
+    """The one JSON hit (docs/json.md). ``text=False`` leaves the full chunk text out."""
+    from clawkb.answer.injection import flag_injection
+
+    out: dict[str, Any] = {
+        "rank": hit.rank,
+        "score": round(hit.score, 6),
+        **anchor_dict(hit.anchor),
+        "title": hit.title,
+        "kind": hit.kind,
+        "matched_terms": list(hit.matched_terms),
+        "snippet": hit.snippet,
+        "highlights": [list(h) for h in hit.highlights],
+        "injection_flags": flag_injection(hit.text),
+        "trust": hit.trust,  # trust tier of the source (clawkb.knowledge)
+        "domain": hit.domain,
+        "records": _records(hit.text),  # rows of its pipe tables, header -> value
+    }
+    if text:
+        out["text"] = hit.text
+    if hit.explanation is not None:
+        out["explanation"] = hit.explanation
+    return out
+
+
+def _records(text: str) -> list[dict[str, str]]:
+    if "|" not in text:
+        return []
+    from clawkb.knowledge.records import table_records
+
+    return table_records(text)
