@@ -188,6 +188,16 @@ def main() -> None:
         f" tuned {tuned['held_tuned']:.3f} (fit half {tuned['fit_default']:.3f} ->"
         f" {tuned['fit_tuned']:.3f}); weights {tuned['weights']}.",
         "",
+        "Fixtures are generated (bench/knowledge_fixtures.py, seeded). In the trust fixture the"
+        " community post repeats the query's words, so plain BM25 never ranks the manual first;"
+        " tier weights alone lift it to the share shown, strict priority (or tuned weights)"
+        " always. The graph fixture's fix notes share almost no words with the symptom query,"
+        " so without the graph they are never in the top 3; the graph weight decides whether"
+        " a linked passage lands above the other lexical hits (see the sweep). The shared"
+        " datasets have no links: the graph channel adds nothing there.",
+        "",
+        "    .venv/bin/python bench/knowledge.py",
+        "",
     ]
     Path(args.out).write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))
