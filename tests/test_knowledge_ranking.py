@@ -127,6 +127,7 @@ def test_tune_fits_weights_checks_held_out_and_writes_config(tmp_path: Path) -> 
     make_kb(
         tmp_path,
         'sources:\n  "manuals/*": official\n  "forum/*": community\n'
+        "domains:\n  mech: [manuals/*, forum/*]\n"
         "knowledge:\n  trust_weights: {official: 1.0, community: 1.0}\n  stale_days: 30\n",
     ).close()
     res = CliRunner().invoke(
@@ -140,8 +141,17 @@ def test_tune_fits_weights_checks_held_out_and_writes_config(tmp_path: Path) -> 
     assert saved["sources"] == {"manuals/*": "official", "forum/*": "community"}
     assert saved["knowledge"]["stale_days"] == 30
     assert saved["knowledge"]["trust_weights"]["community"] < 1.0
+    assert report["domains"]["mech"]["queries"] == 6
+    assert set(saved["knowledge"]["domain_weights"]["mech"]) == {
+        "w_lexical",
+        "w_dense",
+        "graph_weight",
+    }
     with KnowledgeBase.open(tmp_path / ".clawkb") as kb:
         assert kb.config.knowledge.trust_weights["community"] < 1.0
+        assert kb.config.knowledge.domain_weights["mech"].w_lexical == 1.0  # no vectors
+        hits = kb.search("widget2 torque limit", limit=3).hits  # routed to mech: tuned weights
+        assert hits[0].anchor.path.endswith("manuals/m2.md")
 
 
 def test_search_cli_routes_filters_and_explains(tmp_path: Path) -> None:

@@ -146,6 +146,16 @@ Trust = Literal["official", "team", "community", "learned", "memory"]
 
 
 @dataclass(frozen=True)
+class DomainWeights:
+    """``knowledge.domain_weights.<domain>`` — fusion weights for searches routed to it."""
+
+    __pydantic_config__ = STRICT
+    w_lexical: Annotated[float, Ge(0)] = 1.0
+    w_dense: Annotated[float, Ge(0)] = 1.0
+    graph_weight: Annotated[float, Ge(0)] | None = None  # None: knowledge.graph_weight
+
+
+@dataclass(frozen=True)
 class KnowledgeSection:
     """``knowledge:`` — trust tiers, agent write-back and the content health check."""
 
@@ -168,6 +178,7 @@ class KnowledgeSection:
     )
     strict_priority: bool = False  # a higher tier's hits always above a lower tier's
     graph_weight: Annotated[float, Ge(0)] = 0.9  # score of a linked passage vs its seed hit
+    domain_weights: dict[str, DomainWeights] = field(default_factory=dict)  # `clawkb tune`
     rewrite: bool = False  # LLM query variants + HyDE (needs `llm:`)
     rewrite_budget_s: Annotated[float, Gt(0)] = 2.0  # over budget: the original query only
 

@@ -372,12 +372,14 @@ class KnowledgeBase:
 
         if wanted(self, knowledge):  # trust tiers, domains, graph (clawkb.knowledge.search)
 
-            def inner(text: str, depth: int, channel: str | None) -> SearchResult:
+            def inner(
+                text: str, depth: int, channel: str | None, fusion: dict[str, float]
+            ) -> SearchResult:
                 return self.search(
                     text, limit=depth, path_glob=path_glob, explain=explain,
                     include_memory=include_memory, boards=boards, board_only=board_only,
                     mode=channel or mode, filters=filters, snippets=snippets,
-                    knowledge=OFF, **retrieval,
+                    knowledge=OFF, **{**fusion, **retrieval},
                 )  # fmt: skip
 
             return knowledge_search(self, query, limit, knowledge, inner, explain)

@@ -69,7 +69,7 @@ def knowledge_search(
     query: str,
     limit: int,
     opts: KnowledgeOptions | None,
-    run: Callable[[str, int, str | None], Any],
+    run: Callable[[str, int, str | None, dict[str, float]], Any],
     explain: bool = False,
 ) -> Any:
     """``run(query, depth, mode)`` returns a search result; its hits (fused with those of
@@ -89,10 +89,16 @@ def knowledge_search(
         route = route_kb(kb, query)
         domains = route.domains
     depth = max(DEPTH, limit * 3)
-    res = run(query, depth, None)
+    fusion: dict[str, float] = {}
+    tuned = kb.config.knowledge.domain_weights.get(domains[0]) if len(domains) == 1 else None
+    if tuned is not None:  # per-domain weights fitted by `clawkb tune`
+        fusion = {"w_lexical": tuned.w_lexical, "w_dense": tuned.w_dense}
+        if tuned.graph_weight is not None and opts.graph is not False:
+            weights = dataclasses.replace(weights, graph=tuned.graph_weight)
+    res = run(query, depth, None, fusion)
     variants, notes = _variants(kb, query, opts)
     if variants:
-        lists = [res.hits] + [run(q, depth, mode).hits for q, mode in variants]
+        lists = [res.hits] + [run(q, depth, mode, fusion).hits for q, mode in variants]
         res = dataclasses.replace(res, hits=_rrf(lists))
     hits = refine(
         kb,

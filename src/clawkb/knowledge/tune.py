@@ -56,15 +56,76 @@ def tune(kb: KnowledgeBase, golden: str | Path) -> dict[str, Any]:
         score = _mrr(kb, fit, cands, w)
         if score > best_score + 1e-9:
             best, best_score = w, score
+    domain_weights, per_domain = _tune_domains(kb, queries, best)
     return {
+        "domains": per_domain,
         "queries": len(queries),
         "fit": {"default": _mrr(kb, fit, cands, default), "tuned": best_score},
         "held_out": {
             "default": _mrr(kb, held, cands, default),
             "tuned": _mrr(kb, held, cands, best),
         },
-        "weights": {"graph_weight": best.graph, "trust_weights": dict(best.trust)},
+        "weights": {
+            "graph_weight": best.graph,
+            "trust_weights": dict(best.trust),
+            **({"domain_weights": domain_weights} if domain_weights else {}),
+        },
     }
+
+
+FUSION_GRID = (0.5, 1.0, 2.0)
+GRAPH_GRID = (0.0, 0.5, 0.9)
+MIN_DOMAIN_QUERIES = 4
+
+
+def _domain_of(kb: KnowledgeBase, q: GoldenQuery) -> str | None:
+    want = q.expect_path.replace("\\", "/").lstrip("/")
+    row = kb.conn.execute(
+        "SELECT domain FROM documents WHERE path = ? OR path LIKE ? LIMIT 1",
+        (want, "%/" + want),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def _tune_domains(
+    kb: KnowledgeBase, queries: list[GoldenQuery], base: KnowledgeWeights
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Per domain with enough golden queries: lexical/dense fusion weights (when the KB
+    has vectors) and graph weight, fitted on half its queries, checked on the other."""
+    from clawkb.embed import vectors
+
+    by_domain: dict[str, list[GoldenQuery]] = {}
+    for q in queries:
+        d = _domain_of(kb, q)
+        if d:
+            by_domain.setdefault(d, []).append(q)
+    dense = vectors.stored_signature(kb.conn) is not None
+    pairs = [(a, b) for a in FUSION_GRID for b in FUSION_GRID] if dense else [(1.0, 1.0)]
+    fitted: dict[str, dict[str, float]] = {}
+    report: dict[str, dict[str, float]] = {}
+    for domain, qs in sorted(by_domain.items()):
+        if len(qs) < MIN_DOMAIN_QUERIES:
+            continue
+        fit, held = qs[0::2], qs[1::2]
+        scored = []
+        for wl, wd in pairs:
+            opts: dict[str, Any] = {"w_lexical": wl, "w_dense": wd} if dense else {}
+            cands = {
+                q.query: kb.search(q.query, limit=DEPTH, knowledge=OFF, **opts).hits for q in qs
+            }
+            for g in GRAPH_GRID:
+                w = replace(base, graph=g)
+                scored.append((_mrr(kb, fit, cands, w), -abs(wl - wd), wl, wd, g, cands))
+        default = next(x for x in scored if x[2] == 1.0 and x[3] == 1.0 and x[4] == GRAPH_GRID[0])
+        top = max(scored, key=lambda x: (x[0], x[1]))
+        _, _, wl, wd, g, cands = top
+        report[domain] = {
+            "queries": len(qs),
+            "held_default": _mrr(kb, held, default[5], replace(base, graph=base.graph)),
+            "held_tuned": _mrr(kb, held, cands, replace(base, graph=g)),
+        }
+        fitted[domain] = {"w_lexical": wl, "w_dense": wd, "graph_weight": g}
+    return fitted, report
 
 
 def write_weights(kb: KnowledgeBase, weights: dict[str, Any]) -> Path:
