@@ -190,7 +190,7 @@ def main() -> None:
         "",
         "Fixtures are generated (bench/knowledge_fixtures.py, seeded). In the trust fixture the"
         " community post repeats the query's words, so plain BM25 never ranks the manual first;"
-        " tier weights alone lift it to the share shown, strict priority (or tuned weights)"
+        " tier weights alone lift it to the share shown, strict priority"
         " always. The graph fixture's fix notes share almost no words with the symptom query,"
         " so without the graph they are never in the top 3; the graph weight decides whether"
         " a linked passage lands above the other lexical hits (see the sweep). The shared"
