@@ -46,7 +46,15 @@ DOCS = {
     ),
 }
 
-BASE_TOOLS = {"search", "ask", "get_chunk", "memory_store", "memory_recall", "memory_forget"}
+BASE_TOOLS = {
+    "search",
+    "ask",
+    "get_chunk",
+    "memory_store",
+    "memory_recall",
+    "memory_forget",
+    "knowledge_write",
+}
 
 
 @pytest.fixture(scope="module")
@@ -254,3 +262,28 @@ def test_missing_kb_fails_with_a_clear_message(tmp_path: Path) -> None:
     )
     assert out.returncode == 2
     assert f"no knowledge base at {tmp_path / 'nope'}" in out.stderr.decode()
+
+
+def test_stdio_knowledge_write_is_searchable_with_its_tier(kb_home: Path) -> None:
+    async def body(c: Client) -> None:
+        wrote = await call(
+            c,
+            "knowledge_write",
+            {
+                "text": "Flashing the board over UART2 needs the BOOT0 jumper closed first.",
+                "domain": "bringup",
+                "agent": "flash-bot",
+                "task": "flash firmware",
+                "outcome": "success",
+            },
+        )
+        assert wrote["created"] and wrote["trust"] == "learned" and wrote["indexed"]
+        assert wrote["agent"] == "flash-bot" and wrote["domain"] == "bringup"
+        found = await call(c, "search", {"query": "BOOT0 jumper flashing", "limit": 3})
+        top = found["hits"][0]
+        assert "/learned/bringup/" in top["path"] and top["trust"] == "learned"
+        assert top["domain"] == "bringup"
+        again = await error(c, "knowledge_write", {"text": "   ", "domain": "bringup"})
+        assert "empty" in again
+
+    session(stdio(kb_home), body)

@@ -142,6 +142,47 @@ class MemorySection:
     recency_floor: Annotated[float, Interval(ge=0, le=1)] = 0.25
 
 
+Trust = Literal["official", "team", "community", "learned", "memory"]
+
+
+@dataclass(frozen=True)
+class DomainWeights:
+    """``knowledge.domain_weights.<domain>`` — fusion weights for searches routed to it."""
+
+    __pydantic_config__ = STRICT
+    w_lexical: Annotated[float, Ge(0)] = 1.0
+    w_dense: Annotated[float, Ge(0)] = 1.0
+    graph_weight: Annotated[float, Ge(0)] | None = None  # None: knowledge.graph_weight
+
+
+@dataclass(frozen=True)
+class KnowledgeSection:
+    """``knowledge:`` — trust tiers, agent write-back and the content health check."""
+
+    __pydantic_config__ = STRICT
+    writeback: Literal["pending", "direct"] = "direct"  # pending: agents' notes await approval
+    default_trust: Trust = "team"  # a document no rule, front matter or datasheet flag rates
+    duplicate_threshold: Annotated[float, Interval(ge=0, le=1)] = 0.7  # learned-note Jaccard
+    stale_days: Annotated[float, Gt(0)] = 180.0
+    stale_citations: Annotated[int, Ge(1)] = 3
+    golden: str | None = None  # a golden file for `clawkb health` (relative to the KB parent)
+    #: fusion weight per tier (multiplies a hit's score; missing tiers weigh 1)
+    trust_weights: dict[Trust, Annotated[float, Ge(0)]] = field(
+        default_factory=lambda: {
+            "official": 1.0,
+            "team": 0.9,
+            "community": 0.6,
+            "learned": 0.75,
+            "memory": 0.6,
+        }
+    )
+    strict_priority: bool = False  # a higher tier's hits always above a lower tier's
+    graph_weight: Annotated[float, Ge(0)] = 0.9  # score of a linked passage vs its seed hit
+    domain_weights: dict[str, DomainWeights] = field(default_factory=dict)  # `clawkb tune`
+    rewrite: bool = False  # LLM query variants + HyDE (needs `llm:`)
+    rewrite_budget_s: Annotated[float, Gt(0)] = 2.0  # over budget: the original query only
+
+
 @dataclass(frozen=True)
 class Config:
     """Knowledge-base settings: the whole of ``config.yaml``."""
@@ -165,6 +206,11 @@ class Config:
     llm: LLMSettings = field(default_factory=LLMSettings)
     answer: AnswerSection = field(default_factory=AnswerSection)
     memory: MemorySection = field(default_factory=MemorySection)
+    #: path glob -> trust tier, first match wins (globs as for ``datasheets``)
+    sources: dict[str, Trust] = field(default_factory=dict)
+    #: domain name -> path globs
+    domains: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    knowledge: KnowledgeSection = field(default_factory=KnowledgeSection)
     #: ``local`` or ``{kind: milvus, uri, ...}``: checked by clawkb.backends.settings
     backend: str | dict[str, Any] = "local"
 

@@ -343,9 +343,16 @@ class KnowledgeBase:
     def _ingestor(self) -> Ingestor:
         from clawkb.hardware.hook import DatasheetHook
         from clawkb.ingest.pipeline import Ingestor
+        from clawkb.knowledge.hook import KnowledgeHook
 
-        hooks = [DatasheetHook.for_kb(self)]  # boards + pin aliases of datasheet files
-        return Ingestor(self.repo, self.lexical, self.config, self.registry, hooks=hooks)
+        hooks = (
+            DatasheetHook.for_kb(self),  # boards + pin aliases of datasheet files
+            KnowledgeHook.for_kb(self),  # trust tier, domain, links (after boards)
+        )
+        keep = [(self.home / "learned").as_posix()]  # agent notes live in the KB folder
+        return Ingestor(
+            self.repo, self.lexical, self.config, self.registry, hooks=hooks, keep_under=keep
+        )
 
     # -- reads ------------------------------------------------------------
     def search(
@@ -361,6 +368,7 @@ class KnowledgeBase:
         mode: str | None = None,
         filters: Filters | None = None,
         snippets: bool = True,
+        knowledge: Any = None,
         **retrieval: Any,
     ) -> SearchResult:
         """Search: build a :class:`~clawkb.retrieve.query.Query` and run the one pipeline.
@@ -372,6 +380,21 @@ class KnowledgeBase:
         without boards; an unknown keyword raises ``ConfigError``. ``snippets=False``
         leaves snippets and highlights out (evaluation needs only the ranking).
         """
+        from clawkb.knowledge.search import OFF, knowledge_search, wanted
+
+        if wanted(self, knowledge):  # trust tiers, domains, graph (clawkb.knowledge.search)
+
+            def inner(
+                text: str, depth: int, channel: str | None, fusion: dict[str, float]
+            ) -> SearchResult:
+                return self.search(
+                    text, limit=depth, path_glob=path_glob, explain=explain,
+                    include_memory=include_memory, boards=boards, board_only=board_only,
+                    mode=channel or mode, filters=filters, snippets=snippets,
+                    knowledge=OFF, **{**fusion, **retrieval},
+                )  # fmt: skip
+
+            return knowledge_search(self, query, limit, knowledge, inner, explain)
         from clawkb.retrieve.query import Query
 
         globs = (path_glob,) if isinstance(path_glob, str) else tuple(path_glob or ())

@@ -104,3 +104,5 @@ class Hit:
     snippet: str = ""
     highlights: tuple[tuple[int, int], ...] = ()  # (start, end) spans in ``snippet``
     explanation: dict[str, Any] | None = None
+    trust: str | None = None  # trust tier of the source (clawkb.knowledge.TIERS)
+    domain: str | None = None

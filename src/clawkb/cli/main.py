@@ -28,6 +28,7 @@ MODULES = (
     "maintenance",
     "serving",
     "backend",
+    "knowledge",
 )
 
 #: Which module defines a command, so running one imports only that module
@@ -62,6 +63,10 @@ COMMAND_MODULES = {
     "sync": "backend",
     "export": "backend",
     "import": "backend",
+    "learn": "knowledge",
+    "learned": "knowledge",
+    "links": "knowledge",
+    "tune": "knowledge",
 }
 
 

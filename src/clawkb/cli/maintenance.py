@@ -22,9 +22,15 @@ def _home(ctx: click.Context) -> Path:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.option("--wait", default=30.0, show_default=True, help="Seconds to wait for another writer.")
+@click.option(
+    "--content",
+    is_flag=True,
+    help="Also check the content: broken links, orphans, duplicates, conflicting facts,"
+    " stale notes, the golden file (docs/knowledge.md).",
+)
 @click.pass_context
 @handle_errors
-def doctor(ctx: click.Context, repair: bool, as_json: bool, wait: float) -> None:
+def doctor(ctx: click.Context, repair: bool, as_json: bool, wait: float, content: bool) -> None:
     """Check the store (integrity_check), the index (checksums) and the vectors agree.
 
     Exits 0 when everything is (now) healthy, 1 when a problem remains.
@@ -32,12 +38,19 @@ def doctor(ctx: click.Context, repair: bool, as_json: bool, wait: float) -> None
     from clawkb.maintenance.doctor import run_doctor
 
     report = run_doctor(_home(ctx), repair=repair, wait=wait)
-    if as_json:
-        echo_json(report.to_dict())
-    else:
+    data = report.to_dict()
+    if not as_json:
         for f in report.findings:
             echo(f.line())
-    if not report.healthy:
+    healthy = report.healthy
+    if content:
+        from clawkb.cli.knowledge import content_report
+
+        data["content"] = content_report(ctx, as_json)
+        healthy = healthy and data["content"]["ok"]
+    if as_json:
+        echo_json(data)
+    if not healthy:
         sys.exit(1)
 
 

@@ -24,6 +24,11 @@ from clawkb.cli.dense import (
     print_stages,
     retrieval_options,
 )
+from clawkb.cli.knowledge_options import (
+    knowledge_from,
+    knowledge_options,
+    print_knowledge_explain,
+)
 from clawkb.retrieve.hits import anchor_dict
 
 
@@ -66,6 +71,7 @@ def display_path(path: str) -> str:
     "--board-only", is_flag=True, help="With --board: only that board + generic datasheets."
 )
 @retrieval_options
+@knowledge_options
 @click.pass_context
 @handle_errors
 def search(
@@ -93,6 +99,7 @@ def search(
             include_memory=include_memory,
             boards=boards,
             board_only=board_only,
+            knowledge=knowledge_from(retrieval),
             **pipeline_kwargs(retrieval),
         )
     if not print_result_or_stop(ctx, res, as_json, res.message):
@@ -115,8 +122,9 @@ def search(
             + click.style(clean(loc), fg="cyan" if color else None)
             + clean(f"  [{hit.score:.3f}]  #{a.id}")
         )
-        if head:
-            echo(f"    § {head}")
+        tier = f"  ({hit.trust})" if hit.trust not in (None, "team") else ""  # team: default
+        if head or tier:
+            echo(f"    § {head}{tier}")
         snip = highlight(
             clean(hit.snippet),
             hit.highlights,
@@ -126,6 +134,8 @@ def search(
         if explain and hit.explanation:
             print_pipeline_explain(res, hit.explanation)
             _print_explain(hit.explanation)
+        if explain and hit.explanation:
+            print_knowledge_explain(hit.explanation)
     total = f" of {res.matched} matching chunks" if res.matched >= 0 else " hits"
     echo(f"({len(res.hits)}{total}, {res.took_ms:.1f} ms)")
 

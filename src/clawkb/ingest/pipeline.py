@@ -97,7 +97,9 @@ class Ingestor:
         config: Config,
         registry: ParserRegistry,
         hooks: Sequence[IngestHook] = (),
+        keep_under: Sequence[str] = (),
     ) -> None:
+        self.keep_under = tuple(p.rstrip("/") + "/" for p in keep_under)  # never swept as missing
         self.repo = repo
         self.lexical = lexical
         self.config = config
@@ -285,7 +287,7 @@ class Ingestor:
         or excluded files alike; only what sits in an unreadable folder is kept."""
         unreadable = {p.path.rstrip("/") for p in problems}
         for path, doc in self.repo.documents_under(root).items():
-            if path in seen:
+            if path in seen or path.startswith(self.keep_under or ("\0",)):
                 continue
             if path in unreadable or any(path.startswith(u + "/") for u in unreadable):
                 continue  # it or its folder could not be read: keep what we have

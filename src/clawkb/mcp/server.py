@@ -72,6 +72,7 @@ def build_server(tools: KBTools) -> MCPServer:
     )
     _register_kb_tools(server, tools)
     _register_memory_tools(server, tools)
+    _register_knowledge_tools(server, tools)
     if hardware_function() is not None:
         _register_hardware_tool(server, tools)
     return server
@@ -170,6 +171,28 @@ def _register_memory_tools(server: MCPServer, tools: KBTools) -> None:
         """Forget memories chosen by ids, tags and/or query (all given selectors must match)."""
         with _tool_errors():
             return tools.memory_forget(ids or (), tags or (), query, namespace, dry_run)
+
+
+def _register_knowledge_tools(server: MCPServer, tools: KBTools) -> None:
+    @server.tool(annotations=_WRITE)
+    def knowledge_write(
+        text: Annotated[str, Field(min_length=1, description="The fact or procedure learned.")],
+        title: Annotated[
+            str | None, Field(description="Short title (default: first line).")
+        ] = None,
+        domain: Annotated[str | None, Field(description="Domain, e.g. 'ddr', 'power'.")] = None,
+        agent: Annotated[str, Field(description="Who writes this (agent name).")] = "agent",
+        task: Annotated[str, Field(description="The task this was learned in.")] = "",
+        outcome: Annotated[str, Field(description="How the task ended (e.g. 'success').")] = "",
+        anchors: Annotated[
+            list[str] | None, Field(description="Anchors of the passages relied on.")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Write back what was learned as a Markdown note (tier 'learned', searchable at once
+        unless the KB holds agent notes for review). A near-duplicate of an existing note
+        updates that note and keeps its history."""
+        with _tool_errors():
+            return tools.knowledge_write(text, title, domain, agent, task, outcome, anchors or ())
 
 
 def _register_hardware_tool(server: MCPServer, tools: KBTools) -> None:

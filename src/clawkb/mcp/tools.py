@@ -101,9 +101,36 @@ class KBTools:
             **anchor_dict(row.to_anchor()),
             "title": row.title,
             "kind": row.kind,
+            "trust": row.trust,
+            "domain": row.domain,
             "text": row.text,
             "injection_flags": flag_injection(row.text),
         }
+
+    def knowledge_write(
+        self,
+        text: str,
+        title: str | None = None,
+        domain: str | None = None,
+        agent: str = "agent",
+        task: str = "",
+        outcome: str = "",
+        anchors: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        from clawkb.knowledge.writeback import learn
+
+        with self.lock:
+            res = learn(
+                self.kb,
+                text,
+                title=title,
+                domain=domain,
+                agent=agent,
+                task=task,
+                outcome=outcome,
+                anchors=tuple(anchors),
+            )
+        return res.to_dict(self.kb.home)
 
     def memory_store(
         self,

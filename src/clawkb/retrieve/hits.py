@@ -72,6 +72,8 @@ def make_hit(
         snippet=snip,
         highlights=spans,
         explanation=explanation,
+        trust=row.trust,
+        domain=row.domain,
     )
 
 
@@ -102,9 +104,20 @@ def hit_dict(hit: Hit, *, text: bool = True) -> dict[str, Any]:
         "snippet": hit.snippet,
         "highlights": [list(h) for h in hit.highlights],
         "injection_flags": flag_injection(hit.text),
+        "trust": hit.trust,  # trust tier of the source (clawkb.knowledge)
+        "domain": hit.domain,
+        "records": _records(hit.text),  # rows of its pipe tables, header -> value
     }
     if text:
         out["text"] = hit.text
     if hit.explanation is not None:
         out["explanation"] = hit.explanation
     return out
+
+
+def _records(text: str) -> list[dict[str, str]]:
+    if "|" not in text:
+        return []
+    from clawkb.knowledge.records import table_records
+
+    return table_records(text)

@@ -174,6 +174,28 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX retired_chunks_path ON retired_chunks(path);
         """,
     ),
+    (
+        "0006_knowledge",
+        """
+        -- trust tier (official | team | community | learned | memory) and domain of a document
+        ALTER TABLE documents ADD COLUMN trust TEXT;
+        ALTER TABLE documents ADD COLUMN domain TEXT;
+        CREATE INDEX documents_domain ON documents(domain);
+        -- the note link graph: one row per link found in a document (rewritten with it)
+        CREATE TABLE links (
+            id INTEGER PRIMARY KEY,
+            doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            chunk_id INTEGER,                    -- the chunk holding the link
+            kind TEXT NOT NULL,                  -- wiki | markdown | see_also
+            target TEXT NOT NULL,                -- as written, normalised (path or note name)
+            fragment TEXT NOT NULL DEFAULT '',   -- heading reference after '#'
+            text TEXT NOT NULL DEFAULT '',
+            line INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX links_doc ON links(doc_id);
+        CREATE INDEX links_target ON links(target);
+        """,
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

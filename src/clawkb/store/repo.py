@@ -57,6 +57,8 @@ class ChunkRow:
     kind: str
     language: str | None
     metadata: dict[str, Any]
+    trust: str | None = None  # tier (clawkb.knowledge); memory records are "memory"
+    domain: str | None = None
 
     def to_anchor(self) -> Anchor:
         return Anchor(
@@ -69,9 +71,14 @@ class ChunkRow:
         )
 
 
-_CHUNK_COLS = (
+_BASE_COLS = (
     "c.id, c.doc_id, d.path, d.title, c.anchor, c.ordinal, c.text, c.heading_path,"
     " c.line_start, c.line_end, c.page, c.kind, c.language, d.metadata"
+)
+#: live reads add the document's trust tier and domain (clawkb.knowledge)
+_CHUNK_COLS = (
+    _BASE_COLS
+    + ", COALESCE(d.trust, CASE WHEN d.path LIKE 'memory://%' THEN 'memory' END), d.domain"
 )
 
 
@@ -91,6 +98,8 @@ def _chunk_row(r: Sequence[Any]) -> ChunkRow:
         kind=r[11],
         language=r[12],
         metadata=json.loads(r[13]),
+        trust=r[14] if len(r) > 14 else None,  # retired rows keep no tier
+        domain=r[15] if len(r) > 15 else None,
     )
 
 
@@ -195,7 +204,7 @@ class Repository:
             seq = int(self.conn.execute("SELECT MAX(seq) FROM changes").fetchone()[0])
             self.conn.execute(
                 f"INSERT OR REPLACE INTO retired_chunks (retired_seq, root, {_RETIRED_COLS})"
-                f" SELECT ?, d.root, {_CHUNK_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                f" SELECT ?, d.root, {_BASE_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id"
                 " WHERE c.doc_id = ?",
                 (seq, doc_id),
             )

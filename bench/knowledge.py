@@ -1,0 +1,207 @@
+"""Knowledge targets (issue 12) on generated fixtures (bench/knowledge_fixtures.py).
+
+* trust: share of queries whose first hit is the official passage, plain
+  ranking vs trust weights (knowledge.trust_weights) vs strict priority;
+* domains: routing accuracy (the gold domain among the routed ones, fallback
+  to all counted as a miss) and nDCG@10 with routing vs without;
+* graph: hit@3 of the fix note with the graph channel vs without.
+
+Every number comes from a real KB (index, store, lexical search) built in a
+temporary folder.
+
+    .venv/bin/python bench/knowledge.py [--out bench/results/knowledge-latest.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from clawkb import KnowledgeBase
+from clawkb.knowledge.graph import expand
+from clawkb.knowledge.ranking import apply_trust
+from clawkb.knowledge.router import DomainRouter
+from clawkb.knowledge.search import OFF
+from clawkb.knowledge.tune import tune
+from knowledge_fixtures import build_domains, build_graph, build_trust
+
+ROOT = Path(__file__).resolve().parent
+SWEEP = (0.3, 0.5, 0.7, 0.9)  # graph weights also reported
+
+
+def kb_for(folder: Path, config: str) -> KnowledgeBase:
+    home = folder / ".clawkb"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(config, encoding="utf-8")
+    kb = KnowledgeBase.open(home, create=True)
+    kb.index([folder / "docs"])
+    return kb
+
+
+def bench_trust(tmp: Path) -> dict[str, float]:
+    cases = build_trust(tmp / "docs")
+    kb = kb_for(tmp, 'sources:\n  "manuals/*": official\n  "forum/*": community\n')
+    w = kb.config.knowledge.trust_weights
+    plain = weighted = strict = 0
+    for query, official, _ in cases:
+        hits = kb.search(query, limit=20, knowledge=OFF).hits
+        plain += bool(hits) and hits[0].anchor.path == official
+        top = apply_trust(hits, w)
+        weighted += bool(top) and top[0].anchor.path == official
+        top = apply_trust(hits, w, strict=True)
+        strict += bool(top) and top[0].anchor.path == official
+    timing = {}
+    for label, opts in (("off", OFF), ("on", None)):
+        t0 = time.perf_counter()
+        for _ in range(5):
+            for query, _, _ in cases:
+                kb.search(query, limit=10, knowledge=opts)
+        timing[label] = (time.perf_counter() - t0) * 1000 / (5 * len(cases))
+    kb.close()
+    n = len(cases)
+    out = {"queries": n, "plain": plain / n, "weighted": weighted / n, "strict": strict / n}
+    return {**out, "ms_off": timing["off"], "ms_on": timing["on"]}
+
+
+def _ndcg(paths: list[str], relevant: str, k: int = 10) -> float:
+    for i, p in enumerate(paths[:k]):
+        if p == relevant:
+            return 1 / math.log2(i + 2)
+    return 0.0
+
+
+def bench_domains(tmp: Path) -> dict[str, float]:
+    globs, cases = build_domains(tmp / "docs")
+    config = "domains:\n" + "".join(f"  {d}: [{g[0]!r}]\n" for d, g in globs.items())
+    kb = kb_for(tmp, config)
+    router = DomainRouter.from_store(kb.conn)
+    right = fallback = 0
+    nd_plain = nd_routed = 0.0
+    t0 = time.perf_counter()
+    for query, domain, relevant in cases:
+        route = router.route(query)
+        right += domain in route.domains
+        fallback += not route.domains
+        hits = kb.search(query, limit=50, knowledge=OFF).hits
+        nd_plain += _ndcg([h.anchor.path for h in hits], relevant)
+        kept = [h for h in hits if not route.domains or h.domain in (*route.domains, None)]
+        nd_routed += _ndcg([h.anchor.path for h in kept], relevant)
+    route_ms = (time.perf_counter() - t0) * 1000 / len(cases)
+    kb.close()
+    n = len(cases)
+    return {
+        "queries": n,
+        "domains": len(globs),
+        "accuracy": right / n,
+        "fallback": fallback / n,
+        "ndcg_plain": nd_plain / n,
+        "ndcg_routed": nd_routed / n,
+        "ms_per_query": route_ms,
+    }
+
+
+def bench_graph(tmp: Path) -> dict[str, float]:
+    cases = build_graph(tmp / "docs")
+    kb = kb_for(tmp, "")
+    notes = kb.repo.counts()["documents"]
+    plain = graph = 0
+    sweep = dict.fromkeys(SWEEP, 0)
+    for query, fix in cases:
+        hits = kb.search(query, limit=10, knowledge=OFF).hits
+        plain += fix in [h.anchor.path for h in hits[:3]]
+        more = expand(kb, query, hits, weight=kb.config.knowledge.graph_weight)
+        graph += fix in [h.anchor.path for h in more[:3]]
+        for w in SWEEP:
+            sweep[w] += fix in [h.anchor.path for h in expand(kb, query, hits, weight=w)[:3]]
+    kb.close()
+    n = len(cases)
+    out = {"notes": notes, "queries": n, "hit3_plain": plain / n, "hit3_graph": graph / n}
+    return {**out, **{f"w{w}": v / n for w, v in sweep.items()}}
+
+
+def bench_tune(tmp: Path) -> dict[str, float]:
+    """Trust and graph fixtures in one KB; the golden file holds both kinds of query."""
+    trust = build_trust(tmp / "docs" / "t")
+    graph = build_graph(tmp / "docs" / "g")
+    kb = kb_for(
+        tmp,
+        'sources:\n  "t/manuals/*": official\n  "t/forum/*": community\n'
+        "knowledge:\n  graph_weight: 0.5\n",
+    )
+    base = (tmp / "docs").as_posix() + "/"
+    entries = [{"query": q, "expect_path": p.removeprefix(base)} for q, p, _ in trust]
+    entries += [{"query": q, "expect_path": p.removeprefix(base)} for q, p in graph]
+    golden = tmp / "golden.yaml"
+    import yaml
+
+    golden.write_text(yaml.safe_dump({"queries": entries}, allow_unicode=True), encoding="utf-8")
+    report = tune(kb, golden)
+    kb.close()
+    return {
+        "queries": report["queries"],
+        "held_default": report["held_out"]["default"],
+        "held_tuned": report["held_out"]["tuned"],
+        "fit_default": report["fit"]["default"],
+        "fit_tuned": report["fit"]["tuned"],
+        "weights": report["weights"],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "results" / "knowledge-latest.md"))
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as t:
+        trust = bench_trust(Path(t) / "trust")
+        dom = bench_domains(Path(t) / "domains")
+        graph = bench_graph(Path(t) / "graph")
+        tuned = bench_tune(Path(t) / "tune")
+    lines = [
+        "# Knowledge targets (bench/knowledge.py)",
+        "",
+        f"Trust ({trust['queries']} queries, 12 English + 12 Chinese, official vs community):",
+        f"official passage first — plain {trust['plain']:.0%}, trust weights "
+        f"{trust['weighted']:.0%}, strict priority {trust['strict']:.0%} (target ≥ 95 %)."
+        f" Search latency (limit 10, same KB, same run): knowledge stages off"
+        f" {trust['ms_off']:.2f} ms, on (tiers + graph, 30 candidates) {trust['ms_on']:.2f} ms.",
+        "",
+        f"Domains ({dom['queries']} queries over {dom['domains']} domains): routing accuracy "
+        f"{dom['accuracy']:.1%} (target ≥ 90 %), fallback to all {dom['fallback']:.1%}; "
+        f"nDCG@10 routed {dom['ndcg_routed']:.3f} vs plain {dom['ndcg_plain']:.3f}; "
+        f"{dom['ms_per_query']:.1f} ms per query (route + search).",
+        "",
+        f"Graph ({graph['notes']} notes, {graph['queries']} queries one link away): hit@3 "
+        f"plain {graph['hit3_plain']:.3f}, with graph channel {graph['hit3_graph']:.3f} "
+        f"(+{graph['hit3_graph'] - graph['hit3_plain']:.3f}; target +0.15) at the default"
+        " knowledge.graph_weight; by weight: "
+        + ", ".join(f"{w}: {graph[f'w{w}']:.3f}" for w in SWEEP)
+        + ".",
+        "",
+        f"Tune ({tuned['queries']} golden queries, trust + graph fixtures, start weights"
+        f" graph 0.5): MRR@10 on the held-out half default {tuned['held_default']:.3f} ->"
+        f" tuned {tuned['held_tuned']:.3f} (fit half {tuned['fit_default']:.3f} ->"
+        f" {tuned['fit_tuned']:.3f}); weights {tuned['weights']}.",
+        "",
+        "Fixtures are generated (bench/knowledge_fixtures.py, seeded). In the trust fixture the"
+        " community post repeats the query's words, so plain BM25 never ranks the manual first;"
+        " tier weights alone lift it to the share shown, strict priority"
+        " always. The graph fixture's fix notes share almost no words with the symptom query,"
+        " so without the graph they are never in the top 3; the graph weight decides whether"
+        " a linked passage lands above the other lexical hits (see the sweep). The shared"
+        " datasets have no links: the graph channel adds nothing there.",
+        "",
+        "    .venv/bin/python bench/knowledge.py",
+        "",
+    ]
+    Path(args.out).write_text("\n".join(lines), encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

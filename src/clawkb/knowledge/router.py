@@ -1,0 +1,148 @@
+"""Domain routing: which domain(s) a query belongs to, from the words of each domain.
+
+Each domain is a bag of the tokens of its chunks. A query scores a domain by
+how much more likely its terms are there than in the whole KB (a smoothed
+log-likelihood ratio, Jelinek-Mercer smoothing, so small and large domains
+compare on one scale), so a term every domain uses says
+nothing and a term only one domain uses says a lot. The router picks the best
+domain, adds the second when it is close, and routes to all when no domain
+stands out (or the query shares no term with any).
+
+With vectors, each domain also has a centroid (the normalised mean of its
+chunks' vectors); the query's cosine to each centroid, centred on the mean
+over domains and scaled by :data:`DENSE_SCALE`, is added to its lexical score,
+so a query that shares no word with a domain can still reach it.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from clawkb.text import tokenize
+
+DENSE_SCALE = 20.0  # nats per unit of centred cosine
+LAMBDA = 0.5  # weight of the domain's own term distribution against the whole KB
+
+
+@dataclass
+class Route:
+    domains: tuple[str, ...]  # empty: all domains (unsure)
+    scores: dict[str, float] = field(default_factory=dict)
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "domains": list(self.domains) or "all",
+            "scores": {k: round(v, 3) for k, v in self.scores.items()},
+            "reason": self.reason,
+        }
+
+
+class DomainRouter:
+    def __init__(self, counts: dict[str, Counter[str]]) -> None:
+        self.counts = counts
+        self.totals = {d: sum(c.values()) for d, c in counts.items()}
+        self.background: Counter[str] = Counter()
+        for c in counts.values():
+            self.background.update(c)
+        self.total = sum(self.background.values()) or 1
+
+    @classmethod
+    def from_store(cls, conn: sqlite3.Connection) -> DomainRouter:
+        counts: dict[str, Counter[str]] = {}
+        rows = conn.execute(
+            "SELECT d.domain, d.title, c.heading_path, c.text FROM chunks c"
+            " JOIN documents d ON d.id = c.doc_id WHERE d.domain IS NOT NULL"
+        )
+        for domain, title, heading, text in rows:
+            counts.setdefault(domain, Counter()).update(tokenize(f"{title} {heading} {text}"))
+        return cls(counts)
+
+    def scores(self, query: str) -> dict[str, float]:
+        terms = [t for t in tokenize(query) if t in self.background]
+        out = {}
+        for d, c in self.counts.items():
+            n = self.totals[d]
+            s = 0.0
+            for t in terms:
+                p_bg = self.background[t] / self.total
+                p_d = c[t] / n if n else 0.0
+                s += math.log((LAMBDA * p_d + (1 - LAMBDA) * p_bg) / p_bg)
+            out[d] = s
+        return out
+
+    def route(
+        self,
+        query: str,
+        margin: float = 1.0,
+        second: float = 0.5,
+        qvec: np.ndarray | None = None,
+        centroids: dict[str, np.ndarray] | None = None,
+    ) -> Route:
+        """Best domain; the runner-up too when within ``second`` nats of it; all when the
+        best is not ``margin`` nats above the mean of the other domains."""
+        scores = self.scores(query)
+        how = "lexical"
+        if qvec is not None and centroids:
+            cos = {d: float(np.dot(qvec, c)) for d, c in centroids.items() if d in scores}
+            if cos:
+                mean = sum(cos.values()) / len(cos)
+                for d, v in cos.items():
+                    scores[d] += DENSE_SCALE * (v - mean)
+                how = "lexical + centroids"
+        if not scores or all(v == 0 for v in scores.values()):
+            return Route((), scores, "no domain term in the query")
+        ranked = sorted(scores, key=lambda d: -scores[d])
+        best = scores[ranked[0]]
+        rest = [scores[d] for d in ranked[1:]]
+        others = sum(rest) / len(rest) if rest else 0.0
+        if best - others < margin:
+            return Route((), scores, f"unsure: best {best:.2f} vs the others' mean {others:.2f}")
+        chosen = [ranked[0]]
+        if len(ranked) > 1 and best - scores[ranked[1]] < second:
+            chosen.append(ranked[1])
+        return Route(tuple(chosen), scores, how)
+
+
+def domain_centroids(conn: sqlite3.Connection, mkey: str) -> dict[str, np.ndarray]:
+    """Domain -> normalised mean of its chunks' vectors under embedder key ``mkey``."""
+    sums: dict[str, np.ndarray] = {}
+    rows = conn.execute(
+        "SELECT d.domain, v.vec FROM chunk_vectors cv"
+        " JOIN vectors v ON v.model = cv.model AND v.key = cv.key"
+        " JOIN chunks c ON c.id = cv.chunk_id JOIN documents d ON d.id = c.doc_id"
+        " WHERE cv.model = ? AND d.domain IS NOT NULL",
+        (mkey,),
+    )
+    for domain, blob in rows:
+        vec = np.frombuffer(blob, dtype="<f4").astype(np.float64)
+        sums[domain] = sums[domain] + vec if domain in sums else vec.copy()
+    out = {}
+    for domain, total in sums.items():
+        norm = float(np.linalg.norm(total))
+        if norm > 0:
+            out[domain] = total / norm
+    return out
+
+
+def route_kb(kb: Any, query: str) -> Route:
+    """Route ``query`` in ``kb``: lexical statistics, plus centroids when vectors exist."""
+    from clawkb.embed import vectors
+
+    router = DomainRouter.from_store(kb.conn)
+    if vectors.stored_signature(kb.conn) is None:
+        return router.route(query)
+    from clawkb.embed.run import kb_embedder
+
+    embedder = kb_embedder(kb)
+    centroids = domain_centroids(kb.conn, vectors.model_key(embedder.signature()))
+    if not centroids:
+        return router.route(query)
+    qvec = np.asarray(embedder.embed_query(query), dtype=np.float64)
+    return router.route(query, qvec=qvec, centroids=centroids)
