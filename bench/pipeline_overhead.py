@@ -111,10 +111,13 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
 
     here = str(Path(__file__).resolve().parents[1] / "src")
     trees = {"branch": here, "reference": str(Path(args.compare).resolve())}
+    # a reference tree with an older store schema or index format gets its own KB
+    # (same synthetic corpus, built by its own code)
+    kbs = {"branch": args.kb, "reference": args.compare_kb or args.kb}
     procs = {}
     for name, src in trees.items():
         env = {**os.environ, "PYTHONPATH": src}
-        cmd = [sys.executable, __file__, "--worker", "--kb", str(args.kb), "--docs",
+        cmd = [sys.executable, __file__, "--worker", "--kb", str(kbs[name]), "--docs",
                str(args.docs), "--queries", str(args.queries), "--k", str(args.k)]  # fmt: skip
         procs[name] = subprocess.Popen(
             cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -175,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", default="")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--compare", help="another tree's src/ folder: A/B against it in one run")
+    ap.add_argument(
+        "--compare-kb", type=Path, help="KB folder for the --compare tree (default: --kb)"
+    )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:

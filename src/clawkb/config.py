@@ -213,6 +213,8 @@ class Config:
     knowledge: KnowledgeSection = field(default_factory=KnowledgeSection)
     #: ``local`` or ``{kind: milvus, uri, ...}``: checked by clawkb.backends.settings
     backend: str | dict[str, Any] = "local"
+    #: ``clawkb serve`` settings (roots, inbox, limits): checked by clawkb.server.settings
+    server: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, home: Path, env: typing.Mapping[str, str] | None = None) -> Config:
@@ -261,5 +263,6 @@ class Config:
             "memory": self._set("memory"),
             "board_boost": self.board_boost,
             "backend": self.backend,
+            "server": dict(self.server),
             **({"datasheets": list(self.datasheets)} if self.datasheets else {}),
         }

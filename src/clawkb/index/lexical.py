@@ -248,10 +248,12 @@ class LexicalIndex:
         return gens.manifest_stamp(self.folder) != self._stamp
 
     def close(self) -> None:
-        """Release this reader's lease (the writer may then delete its files)."""
+        """Release this reader's lease (the writer may then delete its files) and drop
+        the segments, so their mapped files are unmapped now, not at the next GC."""
         if self.lease is not None:
             self.lease.release()
             self.lease = None
+        self.segments = []
 
     def hold_current(self) -> None:
         """A writer turning reader: lease the generation it just published."""

@@ -217,8 +217,10 @@ def _read_until(fd: int, deadline: float | None) -> bytes | None:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             return None
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
+        # poll, not select: select() cannot watch a descriptor numbered 1024 or above
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        if not poller.poll(None if left is None else max(0, int(left * 1000) + 1)):
             return None
         part = os.read(fd, 1 << 20)
         if not part:

@@ -50,13 +50,22 @@ class Retriever:
     """Per-KB state: settings, synonyms, embedder, dense index and caches."""
 
     def __init__(self, kb: KnowledgeBase) -> None:
-        self.kb = kb
+        # weak: the registry below is keyed weakly by the KB, and a strong reference
+        # from the value would keep every KB (and its mapped index files) alive
+        self._kb = weakref.ref(kb)
         self.settings = from_config(kb.config.extra)
         self.cache = TTLCache(self.settings.cache_size, self.settings.cache_ttl_s)
         self.qvec_cache = TTLCache(512, 3600.0)
         self._embedder: Embedder | None = None
         self._dense: DenseIndex | None = None
         self._synonyms: tuple[float, list[SynonymGroup]] | None = None
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        kb = self._kb()
+        if kb is None:
+            raise RuntimeError("the knowledge base of this retriever was closed and released")
+        return kb
 
     # -- lazily built parts ------------------------------------------------
     @property
