@@ -85,7 +85,9 @@ class Server:
 
     def ok(self, method: str, path: str, **kw: Any) -> Any:
         r = self.http.request(method, path, **kw)
-        assert r.status_code == 200, f"{method} {path}: {r.status_code} {r.text}"
+        assert r.status_code == 200, f"{method} {path}: {r.status_code} {r.text}\n" + "".join(
+            self.lines[-40:]
+        )
         return r.json()
 
 

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+import clawkb  # noqa: F401  (before pymilvus: keeps gRPC fork handlers off)
+
 pytest.importorskip("pymilvus", reason="the milvus extra is not installed: pip install '.[milvus]'")
 
 from clawkb.backends import surrogate

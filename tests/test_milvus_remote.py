@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import yaml
 
+import clawkb  # noqa: F401  (before pymilvus: keeps gRPC fork handlers off)
+
 pytest.importorskip("pymilvus", reason="the milvus extra is not installed: pip install '.[milvus]'")
 
 from click.testing import CliRunner

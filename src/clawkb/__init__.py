@@ -11,7 +11,14 @@ Public API::
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
+
+# The parser sandbox forks worker processes (clawkb.ingest.limits). With the Milvus
+# backend, gRPC's fork handlers would run in those children and crash them under
+# the sandbox's limits; the children never use gRPC, so its fork support stays off.
+# It must be set before grpc is first imported, hence here.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
 __version__ = "0.1.0"
 

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from clawkb.errors import SchemaTooNewError, StoreError
 
@@ -261,26 +262,34 @@ def undecodable_rows(path: Path) -> list[str]:
     return bad
 
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
 def check_store_file(path: Path) -> None:
-    """Refuse a store file that is empty or not SQLite at all (one line, names the file)."""
+    """Refuse a store file that is empty or not SQLite at all (one line, names the file).
+
+    The file is read through SQLite only (a read-only connection), never with an
+    ``open()`` of our own: closing any other descriptor of a database file drops
+    every POSIX lock this process holds on it, which would break the other
+    connections of a long-running process (the server's reader threads).
+    """
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(_SQLITE_MAGIC))
+        size = path.stat().st_size
     except OSError as exc:
         raise StoreError(f"{path}: cannot read the store ({exc.strerror or exc})") from exc
-    if not head:
+    if size == 0:
         raise StoreError(
             f"{path}: the store file is empty (0 bytes); restore a backup with"
             " `clawkb restore BACKUP` or move the file away to start a new knowledge base"
         )
-    if head != _SQLITE_MAGIC:
+    try:
+        probe = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=30.0)
+        try:
+            probe.execute("PRAGMA schema_version").fetchone()
+        finally:
+            probe.close()
+    except sqlite3.DatabaseError as exc:
         raise StoreError(
-            f"{path}: not a clawkb store (not an SQLite database); restore a backup with"
-            " `clawkb restore BACKUP` or move the file away"
-        )
+            f"{path}: not a clawkb store (not an SQLite database: {exc}); restore a backup"
+            " with `clawkb restore BACKUP` or move the file away"
+        ) from exc
 
 
 def refuse_newer(conn: sqlite3.Connection, path: Path) -> None:
