@@ -11,8 +11,8 @@ from click.testing import CliRunner, Result
 from clawkb.cli.main import cli
 from clawkb.errors import ConfigError
 from clawkb.hardware import hardware_context, index_datasheets, list_pins, set_pin
-from clawkb.hardware.store import load_aliases
 from clawkb.kb import KnowledgeBase
+from clawkb.store.hardware_repo import load_aliases
 
 NUCLEO = """# Nucleo board
 

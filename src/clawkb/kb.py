@@ -27,7 +27,7 @@ from clawkb.errors import IndexError_, LockedError, NotFoundError
 from clawkb.index.lexical import ENGINE, BM25FParams, LexicalIndex
 from clawkb.index.scorer import NATIVE_AVAILABLE
 from clawkb.retrieve.result import SearchResult
-from clawkb.store import db
+from clawkb.store import db, runs_repo
 from clawkb.store.locking import FileLock
 from clawkb.store.repo import ChunkRow, Repository
 from clawkb.text import TOKENIZER_VERSION, tokenize
@@ -484,9 +484,7 @@ class KnowledgeBase:
             warnings = [str(exc)]
         db_path = self.home / db.DB_NAME
         size = sum(p.stat().st_size for p in self.home.glob(db.DB_NAME + "*") if p.is_file())
-        last = self.conn.execute(
-            "SELECT started_at, finished_at, status, counts FROM runs ORDER BY id DESC LIMIT 1"
-        ).fetchone()
+        last = runs_repo.last(self.conn)
         return {
             "home": str(self.home),
             "store": str(db_path),
@@ -512,14 +510,11 @@ class KnowledgeBase:
         import json
 
         def errors(run_id: int) -> list[dict[str, str]]:
-            q = "SELECT path, reason FROM journal WHERE run_id = ? AND state = 'failed' LIMIT 100"
-            return [{"path": p, "reason": r or ""} for p, r in self.conn.execute(q, (run_id,))]
+            return [
+                {"path": p, "reason": r or ""} for p, r in runs_repo.failures(self.conn, run_id)
+            ]
 
-        rows = self.conn.execute(
-            "SELECT id, started_at, finished_at, status, roots, counts FROM runs"
-            " ORDER BY id DESC LIMIT ?",
-            (limit,),
-        ).fetchall()
+        rows = runs_repo.newest(self.conn, limit)
         return [
             {
                 "id": r[0],

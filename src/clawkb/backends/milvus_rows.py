@@ -12,15 +12,10 @@ import numpy as np
 from clawkb.backends.surrogate import surrogate_text
 from clawkb.errors import IndexError_
 from clawkb.ingest.sync import doc_fields
+from clawkb.store import replica_repo, vectors_repo
 
 MEMORY_PREFIX = "memory://"
 _TEXT_BYTES = 65000
-
-_ROW_SQL = (
-    "SELECT c.id, c.anchor, c.ordinal, c.text, c.heading_path, c.line_start, c.line_end,"
-    " c.page, c.kind, c.language, d.path, d.root, d.title, d.parser, d.board, d.mtime_ns,"
-    " d.metadata FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})"
-)
 
 
 def namespace_of(path: str) -> str:
@@ -43,14 +38,7 @@ def _cut(text: str, limit: int = _TEXT_BYTES) -> str:
 
 
 def vectors_for(conn: sqlite3.Connection, mkey: str, ids: Sequence[int]) -> dict[int, np.ndarray]:
-    marks = ",".join("?" * len(ids))
-    rows = conn.execute(
-        "SELECT cv.chunk_id, v.vec FROM chunk_vectors cv JOIN vectors v"
-        " ON v.model = cv.model AND v.key = cv.key"
-        f" WHERE cv.model = ? AND cv.chunk_id IN ({marks})",
-        [mkey, *ids],
-    )
-    return {cid: np.frombuffer(vec, "<f4") for cid, vec in rows}
+    return {cid: np.frombuffer(vec, "<f4") for cid, vec in vectors_repo.vectors_of(conn, mkey, ids)}
 
 
 def build_rows(
@@ -59,7 +47,7 @@ def build_rows(
     """Milvus rows for the chunks ``ids`` still in the store (deleted ones are skipped)."""
     if not ids:
         return []
-    rows = conn.execute(_ROW_SQL.format(marks=",".join("?" * len(ids))), list(ids)).fetchall()
+    rows = replica_repo.export_rows(conn, ids)
     vecs = vectors_for(conn, mkey, [r[0] for r in rows]) if mkey else {}
     out = []
     for r in rows:

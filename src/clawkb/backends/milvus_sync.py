@@ -51,9 +51,8 @@ def source_id(kb: Any) -> str:
     value = db.get_meta(kb.conn, SOURCE_KEY)
     if value is None:
         value = uuid.uuid4().hex[:16]
-        kb.conn.execute("BEGIN IMMEDIATE")
-        db.set_meta(kb.conn, SOURCE_KEY, value)
-        kb.conn.execute("COMMIT")
+        with db.transaction(kb.conn):
+            db.set_meta(kb.conn, SOURCE_KEY, value)
     return value
 
 
@@ -63,9 +62,8 @@ def cursor(kb: Any, s: MilvusSettings) -> int | None:
 
 
 def _set_cursor(kb: Any, s: MilvusSettings, seq: int) -> None:
-    kb.conn.execute("BEGIN IMMEDIATE")
-    db.set_meta(kb.conn, HOLD_PREFIX + s.key, str(seq))
-    kb.conn.execute("COMMIT")
+    with db.transaction(kb.conn):
+        db.set_meta(kb.conn, HOLD_PREFIX + s.key, str(seq))
 
 
 def model_of(kb: Any, s: MilvusSettings) -> tuple[str, int, Any]:
@@ -192,13 +190,7 @@ def sync_status(kb: Any, s: MilvusSettings) -> dict[str, Any]:
     """The ``backend`` block of ``clawkb status``: where, and how far behind."""
     pos = cursor(kb, s)
     head = kb.repo.max_seq()
-    lag = (
-        head
-        if pos is None
-        else int(
-            kb.conn.execute("SELECT COUNT(*) FROM changes WHERE seq > ?", (pos,)).fetchone()[0]
-        )
-    )
+    lag = head if pos is None else kb.repo.pending_after(pos)
     return {
         **s.describe(),
         "applied_seq": pos,

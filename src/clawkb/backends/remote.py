@@ -30,7 +30,7 @@ from clawkb.errors import ConfigError, NotFoundError
 from clawkb.kb import KnowledgeBase
 from clawkb.retrieve.hits import hit_dict
 from clawkb.retrieve.result import SearchResult
-from clawkb.store import db
+from clawkb.store import db, replica_repo
 from clawkb.store.repo import ChunkRow, Repository
 from clawkb.types import Hit
 
@@ -128,30 +128,21 @@ class RemoteKnowledgeBase(KnowledgeBase):
             self._scratch(e)
 
     def _scratch(self, e: dict[str, Any]) -> None:
-        c = self.conn
-        c.execute(
-            "INSERT OR IGNORE INTO documents (path, content_hash, title, indexed_at)"
-            " VALUES (?, '', ?, ?)",
-            (e["path"], e.get("title", ""), time.time()),
+        doc_id = replica_repo.scratch_document(
+            self.conn, e["path"], e.get("title", ""), time.time()
         )
-        doc_id = c.execute("SELECT id FROM documents WHERE path = ?", (e["path"],)).fetchone()[0]
         page = int(e.get("page", -1))
-        c.execute(
-            "INSERT OR IGNORE INTO chunks (doc_id, anchor, ordinal, text, content_hash,"
-            " heading_path, line_start, line_end, page, kind, language)"
-            " VALUES (?,?,?,?,'',?,?,?,?,?,?)",
-            (
-                doc_id,
-                e["anchor"],
-                e["ordinal"],
-                e["text"],
-                e.get("heading") or "[]",
-                e["line_start"],
-                e["line_end"],
-                None if page < 0 else page,
-                e.get("kind", "text"),
-                e.get("language") or None,
-            ),
+        replica_repo.scratch_chunk(
+            self.conn,
+            doc_id,
+            e["anchor"],
+            e["ordinal"],
+            e["text"],
+            e.get("heading") or "[]",
+            (e["line_start"], e["line_end"]),
+            None if page < 0 else page,
+            e.get("kind", "text"),
+            e.get("language") or None,
         )
 
     def chunk(self, anchor: str) -> ChunkRow:

@@ -32,7 +32,7 @@ from clawkb.backends.milvus_sync import _delete_ids, remote_chunk_ids, source_id
 from clawkb.backends.settings import MilvusSettings
 from clawkb.embed import vectors
 from clawkb.errors import ConfigError, IndexError_
-from clawkb.store import db
+from clawkb.store import db, replica_repo, vectors_repo
 from clawkb.store.repo import content_hash
 from clawkb.text import TOKENIZER_VERSION
 from clawkb.types import Chunk
@@ -201,8 +201,7 @@ def import_kb(kb: Any, source: str, *, collection: str | None = None) -> Transfe
         by_doc.setdefault(row["path"], []).append((row, vec))
     rep = TransferReport(source, model=manifest.get("model", NO_MODEL))
     with kb.writer():
-        kb.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with db.transaction(kb.conn):
             if sig:
                 db.set_meta(kb.conn, vectors.SIGNATURE_KEY, json.dumps(sig, sort_keys=True))
             for path, items in by_doc.items():
@@ -210,10 +209,6 @@ def import_kb(kb: Any, source: str, *, collection: str | None = None) -> Transfe
                 rep.documents += 1
             if sig:
                 vectors.bump_version(kb.conn)
-            kb.conn.execute("COMMIT")
-        except BaseException:
-            kb.conn.execute("ROLLBACK")
-            raise
         from clawkb.ingest.sync import sync_lexical
 
         sync_lexical(kb.repo, kb.lexical, kb.config.index_batch_chunks)
@@ -240,7 +235,7 @@ def _import_doc(
         metadata=first.get("meta") or {},
     )
     if first.get("datasheet"):
-        kb.conn.execute("UPDATE documents SET board = ? WHERE id = ?", (first["board"], doc_id))
+        replica_repo.set_board(kb.conn, doc_id, first["board"])
     kb.repo.delete_chunks(doc_id)
     chunks = [
         Chunk(
@@ -258,24 +253,13 @@ def _import_doc(
     ]
     kb.repo.insert_chunks(doc_id, path, chunks)
     if mkey:
-        ids = [
-            r[0]
-            for r in kb.conn.execute(
-                "SELECT id FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,)
-            )
-        ]
+        ids = replica_repo.chunk_ids_of_doc(kb.conn, doc_id)
         for cid, (r, vec) in zip(ids, items, strict=True):
             key = content_hash(
                 vectors.embed_text(
                     first.get("title", ""), r.get("heading") or "[]", r["text"]
                 ).encode("utf-8")
             )
-            kb.conn.execute(
-                "INSERT OR REPLACE INTO vectors (model, key, vec) VALUES (?,?,?)",
-                (mkey, key, np.asarray(vec, "<f4").tobytes()),
-            )
-            kb.conn.execute(
-                "INSERT OR REPLACE INTO chunk_vectors (model, chunk_id, key) VALUES (?,?,?)",
-                (mkey, cid, key),
-            )
+            blob = np.asarray(vec, "<f4").tobytes()
+            vectors_repo.save(kb.conn, mkey, [(key, blob)], [(cid, key)])
     return len(chunks)

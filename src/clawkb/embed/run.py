@@ -57,5 +57,5 @@ def dense_status(kb: Any) -> dict[str, Any] | None:
     index = DenseIndex(
         kb.home / "index" / "dense", kb.conn, sig, ann_threshold=settings.ann_threshold
     )
-    chunks = int(kb.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+    chunks = kb.repo.chunk_count()
     return {"signature": sig, "chunks": chunks, **index.status()}

@@ -22,7 +22,7 @@ import numpy as np
 
 from clawkb.embed.base import Embedder
 from clawkb.errors import IndexError_
-from clawkb.store import db
+from clawkb.store import db, vectors_repo
 from clawkb.store.repo import content_hash
 
 SIGNATURE_KEY = "dense_signature"
@@ -86,19 +86,12 @@ def bump_version(conn: sqlite3.Connection) -> None:
 def clear_vectors(conn: sqlite3.Connection) -> None:
     """Forget every vector and the recorded model (`clawkb reindex --vectors`)."""
     with db.transaction(conn):
-        conn.execute("DELETE FROM chunk_vectors")
-        conn.execute("DELETE FROM vectors")
-        conn.execute("DELETE FROM meta WHERE key = ?", (SIGNATURE_KEY,))
+        vectors_repo.delete_all(conn, SIGNATURE_KEY)
         bump_version(conn)
 
 
 def pending_chunk_ids(conn: sqlite3.Connection, mkey: str) -> list[int]:
-    rows = conn.execute(
-        "SELECT c.id FROM chunks c LEFT JOIN chunk_vectors cv"
-        " ON cv.model = ? AND cv.chunk_id = c.id WHERE cv.chunk_id IS NULL ORDER BY c.id",
-        (mkey,),
-    )
-    return [r[0] for r in rows]
+    return vectors_repo.pending_chunk_ids(conn, mkey)
 
 
 def embed_pending(
@@ -126,10 +119,7 @@ def embed_pending(
     with lock(), db.transaction(conn):
         check_signature(conn, signature)  # again: another run may have started meanwhile
         db.set_meta(conn, SIGNATURE_KEY, json.dumps(signature, sort_keys=True))
-        conn.execute(
-            "DELETE FROM chunk_vectors WHERE model = ? AND chunk_id NOT IN (SELECT id FROM chunks)",
-            (mkey,),
-        )
+        vectors_repo.drop_deleted_chunks(conn, mkey)
         bump_version(conn)
     todo = pending_chunk_ids(conn, mkey)
     embedded = reused = 0
@@ -141,9 +131,7 @@ def embed_pending(
             progress(min(start + batch, len(todo)), len(todo))
     with lock():
         _sweep_orphans(conn, mkey)
-    total = int(
-        conn.execute("SELECT COUNT(*) FROM chunk_vectors WHERE model = ?", (mkey,)).fetchone()[0]
-    )
+    total = vectors_repo.count(conn, mkey)
     return EmbedReport(mkey, embedded, reused, total, now() - started)
 
 
@@ -154,15 +142,10 @@ def _embed_batch(
     ids: Sequence[int],
     lock: Callable[[], AbstractContextManager[object]],
 ) -> tuple[int, int]:
-    marks = ",".join("?" * len(ids))
-    rows = conn.execute(
-        "SELECT c.id, d.title, c.heading_path, c.text FROM chunks c"
-        f" JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})",
-        list(ids),
-    ).fetchall()
+    rows = vectors_repo.embed_inputs(conn, ids)
     keyed = [(cid, embed_text(t, h, x)) for cid, t, h, x in rows]
     keys = {cid: content_hash(text.encode("utf-8")) for cid, text in keyed}
-    have = _existing_keys(conn, mkey, sorted(set(keys.values())))
+    have = vectors_repo.existing_keys(conn, mkey, sorted(set(keys.values())))
     new: dict[str, str] = {}
     for cid, text in keyed:
         if keys[cid] not in have:
@@ -171,32 +154,17 @@ def _embed_batch(
     if len(vecs) != len(new):
         raise IndexError_(f"embedder {mkey!r} returned {len(vecs)} vectors for {len(new)} texts")
     with lock(), db.transaction(conn):
-        conn.executemany(
-            "INSERT OR REPLACE INTO vectors (model, key, vec) VALUES (?,?,?)",
-            ((mkey, k, np.asarray(v, "<f4").tobytes()) for k, v in zip(new, vecs, strict=True)),
-        )
-        conn.executemany(
-            "INSERT OR REPLACE INTO chunk_vectors (model, chunk_id, key) VALUES (?,?,?)",
-            ((mkey, cid, k) for cid, k in keys.items()),
+        vectors_repo.save(
+            conn,
+            mkey,
+            ((k, np.asarray(v, "<f4").tobytes()) for k, v in zip(new, vecs, strict=True)),
+            keys.items(),
         )
         bump_version(conn)
     return len(new), len(keys) - sum(1 for k in keys.values() if k in new)
 
 
-def _existing_keys(conn: sqlite3.Connection, mkey: str, keys: list[str]) -> set[str]:
-    out: set[str] = set()
-    for i in range(0, len(keys), 900):
-        part = keys[i : i + 900]
-        q = f"SELECT key FROM vectors WHERE model = ? AND key IN ({','.join('?' * len(part))})"
-        out.update(r[0] for r in conn.execute(q, [mkey, *part]))
-    return out
-
-
 def _sweep_orphans(conn: sqlite3.Connection, mkey: str) -> None:
     """Drop vectors no chunk uses any more (their text was edited or deleted)."""
     with db.transaction(conn):
-        conn.execute(
-            "DELETE FROM vectors WHERE model = ? AND key NOT IN"
-            " (SELECT key FROM chunk_vectors WHERE model = ?)",
-            (mkey, mkey),
-        )
+        vectors_repo.sweep_orphans(conn, mkey)

@@ -29,7 +29,7 @@ from typing import Any
 
 from clawkb.config import Config
 from clawkb.errors import ConfigError
-from clawkb.store import db
+from clawkb.store import db, hardware_repo
 
 #: ``meta`` key holding the datasheet roots registered by ``index --datasheets``.
 META_ROOTS = "hardware_datasheet_roots"
@@ -100,11 +100,7 @@ def root_of(path: str, roots: Sequence[str]) -> str | None:
 
 def known_boards(conn: sqlite3.Connection) -> list[str]:
     """Boards with at least one datasheet or alias in the store."""
-    rows = conn.execute(
-        "SELECT board FROM documents WHERE board IS NOT NULL AND board != ''"
-        " UNION SELECT board FROM pin_aliases ORDER BY 1"
-    )
-    return [r[0] for r in rows]
+    return hardware_repo.known_boards(conn)
 
 
 def check_boards(conn: sqlite3.Connection, boards: Iterable[str]) -> list[str]:

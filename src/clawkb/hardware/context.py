@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from clawkb.hardware.aliases import find_conflicts, match_aliases
 from clawkb.hardware.boards import check_boards
 from clawkb.hardware.ranking import board_search
-from clawkb.hardware.store import boards_of_anchors, load_aliases
 from clawkb.retrieve.hits import hit_dict
+from clawkb.store.hardware_repo import boards_of_anchors, load_aliases
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase

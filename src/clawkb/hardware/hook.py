@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from clawkb.hardware.aliases import extract_aliases
 from clawkb.hardware.boards import all_roots, infer_board, root_of
-from clawkb.hardware.store import clear_document, save_document
 from clawkb.ingest.chunker import ChunkConfig
+from clawkb.store.hardware_repo import clear_document, save_document
 from clawkb.store.repo import Repository
 from clawkb.types import ParsedDocument
 

@@ -29,7 +29,8 @@ from clawkb.hardware.aliases import (
     table_columns,
 )
 from clawkb.hardware.boards import all_roots, normalize_board, root_of
-from clawkb.hardware.store import load_aliases
+from clawkb.store import hardware_repo
+from clawkb.store.hardware_repo import load_aliases
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
@@ -132,11 +133,9 @@ def _devices_file(kb: KnowledgeBase, board: str) -> tuple[Path, bool]:
             " `datasheets:` in config.yaml"
         )
     docs = [
-        r[0]
-        for r in kb.conn.execute(
-            "SELECT path FROM documents WHERE board = ? ORDER BY path", (board,)
-        )
-        if r[0].lower().endswith(_MD_SUFFIXES) and Path(r[0]).exists()
+        p
+        for p in hardware_repo.board_document_paths(kb.conn, board)
+        if p.lower().endswith(_MD_SUFFIXES) and Path(p).exists()
     ]
     for p in docs:
         if normalize_board(Path(p).stem) == board:

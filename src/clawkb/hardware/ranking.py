@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from clawkb.errors import ConfigError
 from clawkb.hardware.boards import check_boards
-from clawkb.hardware.store import boards_of_anchors, chunk_ids_of_boards, datasheet_chunk_ids
 from clawkb.retrieve.query import ChunkBoost, Query
 from clawkb.retrieve.result import SearchResult
+from clawkb.store.hardware_repo import boards_of_anchors, chunk_ids_of_boards, datasheet_chunk_ids
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from clawkb.errors import ConfigError
 from clawkb.hardware.boards import configured_roots, register_roots
 from clawkb.ingest.pipeline import IndexReport, Progress
+from clawkb.store import hardware_repo
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
@@ -56,8 +57,4 @@ def _mark_stale(kb: KnowledgeBase, roots: Sequence[str]) -> None:
     with kb.repo.transaction() as conn:
         for root in roots:
             prefix = root.rstrip("/") + "/"
-            conn.execute(
-                "UPDATE documents SET mtime_ns = 0, content_hash = '' WHERE board IS NULL"
-                " AND substr(path, 1, ?) = ?",
-                (len(prefix), prefix),
-            )
+            hardware_repo.mark_plain_notes_stale(conn, prefix)

@@ -25,6 +25,8 @@ import numpy as np
 
 from clawkb.embed.vectors import data_version, model_key
 from clawkb.errors import MissingDependencyError
+from clawkb.store import vectors_repo
+from clawkb.store.repo import Repository
 
 #: Above this many vectors an ANN graph answers unfiltered queries.
 ANN_THRESHOLD = 50_000
@@ -85,12 +87,7 @@ class DenseIndex:
         self._stamp: list[int] | None = None
 
     def stamp(self) -> list[int]:
-        r = self.conn.execute("SELECT MAX(seq) FROM changes").fetchone()
-        pruned = self.conn.execute(
-            "SELECT value FROM meta WHERE key = 'changes_pruned_upto'"
-        ).fetchone()
-        seq = max(int(r[0] or 0), int(pruned[0]) if pruned else 0)
-        return [seq, data_version(self.conn)]
+        return [Repository(self.conn).max_seq(), data_version(self.conn)]
 
     def refresh(self) -> None:
         """Make the in-memory copy match the store (cheap when nothing changed)."""
@@ -108,12 +105,7 @@ class DenseIndex:
         self._stamp = stamp
 
     def _rebuild(self, stamp: list[int]) -> dict[str, Any]:
-        rows = self.conn.execute(
-            "SELECT cv.chunk_id, v.vec FROM chunk_vectors cv"
-            " JOIN vectors v ON v.model = cv.model AND v.key = cv.key"
-            " JOIN chunks c ON c.id = cv.chunk_id WHERE cv.model = ? ORDER BY cv.chunk_id",
-            (self.mkey,),
-        ).fetchall()
+        rows = vectors_repo.matrix_rows(self.conn, self.mkey)
         dim = int(self.signature["dim"])
         ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
         mat = np.frombuffer(b"".join(r[1] for r in rows), "<f4").reshape(len(rows), dim)

@@ -27,6 +27,7 @@ from clawkb.ingest.limits import parse_with_limit
 from clawkb.ingest.sync import sync_lexical
 from clawkb.parsers.registry import ParserRegistry
 from clawkb.parsers.text import first_line_title, paragraph_slices
+from clawkb.store import runs_repo
 from clawkb.store.repo import DocRow, Repository, content_hash
 from clawkb.types import Chunk, ParsedDocument
 
@@ -275,10 +276,7 @@ class Ingestor:
         with self.repo.transaction() as conn:
             if old:
                 self.repo.mark_error(key, reason)
-            conn.execute(
-                "INSERT INTO journal (run_id, path, state, reason, at) VALUES (?, ?, 'failed', ?, ?)",
-                (run_id, key, reason, time.time()),
-            )
+            runs_repo.record_failure(conn, run_id, key, reason, time.time())
 
     def _remove_missing(
         self, root: str, seen: set[str], problems: list[Problem], report: IndexReport
@@ -357,26 +355,15 @@ class Ingestor:
 
     def _start_run(self, roots: list[str], report: IndexReport) -> int:
         with self.repo.transaction() as conn:
-            interrupted = conn.execute(
-                "SELECT COUNT(*) FROM runs WHERE status = 'running'"
-            ).fetchone()[0]
-            if interrupted:
-                report.resumed = True
-                conn.execute("UPDATE runs SET status = 'interrupted' WHERE status = 'running'")
-            cur = conn.execute(
-                "INSERT INTO runs (started_at, roots) VALUES (?, ?)",
-                (time.time(), json.dumps(roots)),
-            )
-        return int(cur.lastrowid or 0)
+            run_id, resumed = runs_repo.start(conn, json.dumps(roots), time.time())
+        if resumed:
+            report.resumed = True
+        return run_id
 
     def _finish_run(self, run_id: int, report: IndexReport) -> None:
         counts = {k: v for k, v in report.to_dict().items() if isinstance(v, int | float)}
         with self.repo.transaction() as conn:
-            conn.execute(
-                "UPDATE runs SET finished_at = ?, status = 'done', counts = ? WHERE id = ?",
-                (time.time(), json.dumps(counts), run_id),
-            )
-            conn.execute("DELETE FROM runs WHERE id < ? AND status != 'running'", (run_id - 20,))
+            runs_repo.finish(conn, run_id, json.dumps(counts), time.time())
 
 
 def _groups(items: Iterable[TextRecord], size: int) -> Iterator[list[TextRecord]]:

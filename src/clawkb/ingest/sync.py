@@ -20,7 +20,7 @@ import numpy as np
 from clawkb.errors import IndexError_
 from clawkb.index.lexical import LexicalIndex
 from clawkb.index.segment import DocFields, build_arrays, write_segment
-from clawkb.store import db
+from clawkb.store import db, pragmas
 from clawkb.store.repo import Repository
 from clawkb.text import tokenize
 
@@ -206,8 +206,7 @@ def _apply_batch(
 
 
 def _db_file(repo: Repository) -> str | None:
-    row = repo.conn.execute("PRAGMA database_list").fetchone()
-    return row[2] if row and row[2] else None
+    return pragmas.database_file(repo.conn)
 
 
 def _worker_main(argv: list[str]) -> int:

@@ -20,6 +20,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from clawkb.knowledge import TIERS
+from clawkb.store import knowledge_repo
 
 if TYPE_CHECKING:
     import sqlite3
@@ -100,15 +101,13 @@ class Classifier:
         return None
 
     def apply(self, conn: sqlite3.Connection, doc_id: int) -> None:
-        row = conn.execute(
-            "SELECT path, root, metadata, board FROM documents WHERE id = ?", (doc_id,)
-        ).fetchone()
+        row = knowledge_repo.classify_row(conn, doc_id)
         if row:
             self._update(conn, doc_id, *row)
 
     def apply_all(self, conn: sqlite3.Connection) -> int:
         """Classify every document again (the caller holds a transaction)."""
-        rows = conn.execute("SELECT id, path, root, metadata, board FROM documents").fetchall()
+        rows = knowledge_repo.classify_rows(conn)
         for doc_id, path, root, meta, board in rows:
             self._update(conn, doc_id, path, root, meta, board)
         return len(rows)
@@ -121,7 +120,5 @@ class Classifier:
         except ValueError:
             metadata = {}
         metadata = metadata if isinstance(metadata, dict) else {}
-        conn.execute(
-            "UPDATE documents SET trust = ?, domain = ? WHERE id = ?",
-            (self.trust(path, root, metadata, board), self.domain(path, root, metadata), doc_id),
-        )
+        trust = self.trust(path, root, metadata, board)
+        knowledge_repo.set_trust_domain(conn, doc_id, trust, self.domain(path, root, metadata))

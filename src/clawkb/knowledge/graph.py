@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from clawkb.knowledge.links import Resolver, note_name, slug
 from clawkb.retrieve.hits import make_hit
+from clawkb.store import links_repo
 from clawkb.text import tokenize
 from clawkb.types import Hit
 
@@ -27,9 +28,7 @@ if TYPE_CHECKING:
 
 
 def _best_chunk(kb: KnowledgeBase, doc_id: int, fragment: str, terms: set[str]) -> int | None:
-    rows = kb.conn.execute(
-        "SELECT id, heading_path, text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,)
-    ).fetchall()
+    rows = links_repo.doc_chunks(kb.conn, doc_id)
     if not rows:
         return None
     if fragment:
@@ -63,10 +62,7 @@ def expand(
         row = kb.repo.chunk_by_anchor(seed.anchor.id)
         if row is None:
             continue
-        edges = kb.conn.execute(
-            "SELECT chunk_id, target, fragment, text, kind FROM links WHERE doc_id = ?",
-            (row.doc_id,),
-        ).fetchall()
+        edges = links_repo.outgoing(kb.conn, row.doc_id)
         steps: list[tuple[int, str, str, str, float]] = []
         for chunk_id, target, frag, text, kind in edges:
             tid = res.target(target)
@@ -75,10 +71,7 @@ def expand(
                     (tid, frag, text or target, kind, 1.0 if chunk_id == row.id else decay)
                 )
         names = {row.path, res_name(res, row.doc_id), note_name(row.title)}
-        marks = ",".join("?" * len(names))
-        for src_id, text, kind in kb.conn.execute(
-            f"SELECT doc_id, text, kind FROM links WHERE target IN ({marks})", tuple(names)
-        ):
+        for src_id, text, kind in links_repo.incoming(kb.conn, tuple(names)):
             if src_id != row.doc_id:
                 steps.append((src_id, "", text or "", f"{kind} (backlink)", decay))
         for doc_id, frag, text, kind, factor in steps:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from clawkb.knowledge import links
 from clawkb.knowledge.records import table_records
 from clawkb.knowledge.similar import duplicate_pairs
+from clawkb.store import hardware_repo, knowledge_repo
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
@@ -58,7 +59,7 @@ def orphans(kb: KnowledgeBase) -> list[dict[str, Any]]:
         a, b = res.by_path.get(row.source), res.by_path.get(row.target)
         if a is not None and b is not None and a != b:
             linked.update((a, b))
-    rows = kb.conn.execute("SELECT id, path FROM documents WHERE parser = 'markdown' ORDER BY path")
+    rows = knowledge_repo.markdown_documents(kb.conn)
     return [
         {"check": "orphan", "message": "no note links here and it links nowhere", "path": p}
         for doc_id, p in rows
@@ -67,10 +68,7 @@ def orphans(kb: KnowledgeBase) -> list[dict[str, Any]]:
 
 
 def duplicates(kb: KnowledgeBase, threshold: float = DUPLICATE_THRESHOLD) -> list[dict[str, Any]]:
-    rows = kb.conn.execute(
-        "SELECT c.anchor, c.text, d.path, c.line_start FROM chunks c"
-        " JOIN documents d ON d.id = c.doc_id WHERE d.path NOT LIKE 'memory://%'"
-    ).fetchall()
+    rows = knowledge_repo.document_passages(kb.conn)
     where = {r[0]: (r[2], r[3]) for r in rows}
     out = []
     for a, b, score in duplicate_pairs([(r[0], r[1]) for r in rows], threshold):
@@ -92,10 +90,7 @@ def duplicates(kb: KnowledgeBase, threshold: float = DUPLICATE_THRESHOLD) -> lis
 def conflicts(kb: KnowledgeBase) -> list[dict[str, Any]]:
     out = []
     seen: dict[tuple[str, str], dict[str, tuple[str, str, str | None]]] = {}
-    for board, alias, pin, path, line, anchor in kb.conn.execute(
-        "SELECT a.board, a.alias, a.pin, d.path, a.line, a.anchor FROM pin_aliases a"
-        " JOIN documents d ON d.id = a.doc_id ORDER BY d.path, a.line"
-    ):
+    for board, alias, pin, path, line, anchor in hardware_repo.alias_places(kb.conn):
         seen.setdefault((f"pin alias {board or 'generic'}:{alias}", pin), {}).setdefault(
             path, (path, str(line), anchor)
         )
@@ -123,11 +118,7 @@ def conflicts(kb: KnowledgeBase) -> list[dict[str, Any]]:
 def _register_resets(kb: KnowledgeBase) -> dict[str, dict[str, tuple[str, str, str | None]]]:
     """register -> reset value -> (path, line, anchor), from table rows in the store."""
     found: dict[str, dict[str, tuple[str, str, str | None]]] = {}
-    rows = kb.conn.execute(
-        "SELECT c.anchor, c.text, d.path, c.line_start FROM chunks c"
-        " JOIN documents d ON d.id = c.doc_id WHERE c.has_table = 1 OR c.kind = 'table'"
-    )
-    for anchor, text, path, line in rows:
+    for anchor, text, path, line in knowledge_repo.table_passages(kb.conn):
         for rec in table_records(text):
             keys = list(rec)
             name = next((k for k in keys if _NAME_COL.match(k)), None)

@@ -44,12 +44,7 @@ def refresh(kb: KnowledgeBase, classifier: Classifier | None = None, force: bool
     classifier = classifier or Classifier(kb.config, kb.home.as_posix())
     if not force and db.get_meta(kb.conn, RULES_KEY) == classifier.fingerprint:
         return 0
-    kb.conn.execute("BEGIN IMMEDIATE")
-    try:
+    with db.transaction(kb.conn):
         n = classifier.apply_all(kb.conn)
         db.set_meta(kb.conn, RULES_KEY, classifier.fingerprint)
-        kb.conn.execute("COMMIT")
-    except BaseException:
-        kb.conn.execute("ROLLBACK")
-        raise
     return n

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from clawkb.store import links_repo
 from clawkb.types import Link, ParsedDocument
 
 _SEE_ALSO = re.compile(
@@ -81,19 +82,12 @@ def extract(path: str, parsed: ParsedDocument) -> list[Edge]:
 
 def store(conn: sqlite3.Connection, doc_id: int, edges: Sequence[Edge]) -> None:
     """Replace the edges of ``doc_id`` (inside the caller's transaction)."""
-    conn.execute("DELETE FROM links WHERE doc_id = ?", (doc_id,))
-    spans = conn.execute(
-        "SELECT id, line_start, line_end FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,)
-    ).fetchall()
-    rows = []
+    spans = links_repo.chunk_spans(conn, doc_id)
+    rows: list[links_repo.LinkInsert] = []
     for e in edges:
         chunk = next((cid for cid, a, b in spans if a <= e.line <= b), None)
         rows.append((doc_id, chunk, e.kind, e.target, e.fragment, e.text, e.line))
-    conn.executemany(
-        "INSERT INTO links (doc_id, chunk_id, kind, target, fragment, text, line)"
-        " VALUES (?,?,?,?,?,?,?)",
-        rows,
-    )
+    links_repo.replace(conn, doc_id, rows)
 
 
 class Resolver:
@@ -103,7 +97,7 @@ class Resolver:
         self.by_path: dict[str, int] = {}
         self.by_name: dict[str, list[int]] = {}
         self.paths: dict[int, str] = {}
-        for doc_id, path, title in conn.execute("SELECT id, path, title FROM documents"):
+        for doc_id, path, title in links_repo.document_names(conn):
             self.by_path[path] = doc_id
             self.paths[doc_id] = path
             for name in {note_name(path), note_name(title or "")}:
@@ -125,10 +119,9 @@ class Resolver:
     def has_heading(self, doc_id: int, fragment: str) -> bool:
         if doc_id not in self._headings:
             found: set[str] = set()
-            rows = self._conn.execute("SELECT heading_path FROM chunks WHERE doc_id = ?", (doc_id,))
             import json
 
-            for (hp,) in rows:
+            for hp in links_repo.heading_paths(self._conn, doc_id):
                 found.update(slug(h) for h in json.loads(hp))
             self._headings[doc_id] = found
         return slug(fragment) in self._headings[doc_id]
@@ -160,9 +153,7 @@ def all_links(conn: sqlite3.Connection, resolver: Resolver | None = None) -> lis
     """Every stored link, resolved, with why it is broken when it is."""
     res = resolver or Resolver(conn)
     out = []
-    for doc_id, kind, target, frag, text, line in conn.execute(
-        "SELECT doc_id, kind, target, fragment, text, line FROM links ORDER BY doc_id, line"
-    ):
+    for doc_id, kind, target, frag, text, line in links_repo.all_rows(conn):
         source = res.paths.get(doc_id, "")
         tid = res.target(target)
         broken = ""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from clawkb.hardware.aliases import is_pin, normalize_alias
+from clawkb.store import hardware_repo
 
 MAX_VARIANTS = 3
 _WORDS = re.compile(r"[\w.\-/]+")
@@ -45,21 +46,12 @@ def alias_terms(conn: sqlite3.Connection, query: str, limit: int = 12) -> list[s
     out: list[str] = []
     if not grams:
         return out
-    marks = ",".join("?" * len(grams))
-    for pin, extra in conn.execute(
-        f"SELECT DISTINCT pin, extra FROM pin_aliases WHERE alias IN ({marks})", tuple(grams)
-    ):
+    for pin, extra in hardware_repo.pins_of_aliases(conn, tuple(grams)):
         out.append(pin)
         out.extend(str(v) for v in json.loads(extra or "{}").values() if v)
     pins = [w for w in words if is_pin(w)]
     if pins:
-        marks = ",".join("?" * len(pins))
-        out.extend(
-            r[0].replace("_", " ")
-            for r in conn.execute(
-                f"SELECT DISTINCT alias FROM pin_aliases WHERE pin IN ({marks})", tuple(pins)
-            )
-        )
+        out.extend(a.replace("_", " ") for a in hardware_repo.aliases_of_pins(conn, pins))
     have = {w.casefold() for w in words}
     return [t for t in dict.fromkeys(out) if t.casefold() not in have][:limit]
 

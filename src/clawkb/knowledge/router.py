@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from clawkb.store import knowledge_repo
 from clawkb.text import tokenize
 
 DENSE_SCALE = 20.0  # nats per unit of centred cosine
@@ -56,11 +57,7 @@ class DomainRouter:
     @classmethod
     def from_store(cls, conn: sqlite3.Connection) -> DomainRouter:
         counts: dict[str, Counter[str]] = {}
-        rows = conn.execute(
-            "SELECT d.domain, d.title, c.heading_path, c.text FROM chunks c"
-            " JOIN documents d ON d.id = c.doc_id WHERE d.domain IS NOT NULL"
-        )
-        for domain, title, heading, text in rows:
+        for domain, title, heading, text in knowledge_repo.domain_texts(conn):
             counts.setdefault(domain, Counter()).update(tokenize(f"{title} {heading} {text}"))
         return cls(counts)
 
@@ -113,14 +110,7 @@ class DomainRouter:
 def domain_centroids(conn: sqlite3.Connection, mkey: str) -> dict[str, np.ndarray]:
     """Domain -> normalised mean of its chunks' vectors under embedder key ``mkey``."""
     sums: dict[str, np.ndarray] = {}
-    rows = conn.execute(
-        "SELECT d.domain, v.vec FROM chunk_vectors cv"
-        " JOIN vectors v ON v.model = cv.model AND v.key = cv.key"
-        " JOIN chunks c ON c.id = cv.chunk_id JOIN documents d ON d.id = c.doc_id"
-        " WHERE cv.model = ? AND d.domain IS NOT NULL",
-        (mkey,),
-    )
-    for domain, blob in rows:
+    for domain, blob in knowledge_repo.domain_vectors(conn, mkey):
         vec = np.frombuffer(blob, dtype="<f4").astype(np.float64)
         sums[domain] = sums[domain] + vec if domain in sums else vec.copy()
     out = {}

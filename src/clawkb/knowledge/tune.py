@@ -20,6 +20,7 @@ from clawkb.config import Config
 from clawkb.evaluate.golden import GoldenQuery, load_golden
 from clawkb.knowledge.search import OFF
 from clawkb.knowledge.stages import KnowledgeWeights, refine
+from clawkb.store import knowledge_repo
 from clawkb.types import Hit
 
 if TYPE_CHECKING:
@@ -80,11 +81,7 @@ MIN_DOMAIN_QUERIES = 4
 
 def _domain_of(kb: KnowledgeBase, q: GoldenQuery) -> str | None:
     want = q.expect_path.replace("\\", "/").lstrip("/")
-    row = kb.conn.execute(
-        "SELECT domain FROM documents WHERE path = ? OR path LIKE ? LIMIT 1",
-        (want, "%/" + want),
-    ).fetchone()
-    return row[0] if row else None
+    return knowledge_repo.domain_of_path(kb.conn, want)
 
 
 def _tune_domains(

@@ -245,9 +245,8 @@ def _drop(kb: KnowledgeBase, path: Path) -> None:
     with kb.writer():
         from clawkb.ingest.sync import sync_lexical
 
-        kb.conn.execute("BEGIN IMMEDIATE")
-        kb.repo.remove_document(doc)
-        kb.conn.execute("COMMIT")
+        with kb.repo.transaction():
+            kb.repo.remove_document(doc)
         sync_lexical(kb.repo, kb.lexical, kb.config.index_batch_chunks)
 
 

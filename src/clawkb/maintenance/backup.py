@@ -26,7 +26,7 @@ from clawkb.errors import StoreError
 from clawkb.index import generations as gens
 from clawkb.index.lexical import LexicalIndex
 from clawkb.kb import LOCK_NAME, KnowledgeBase
-from clawkb.store import db
+from clawkb.store import db, pragmas
 from clawkb.store.locking import FileLock
 
 INFO = "BACKUP.json"
@@ -43,7 +43,7 @@ def backup(kb: KnowledgeBase, dest: Path) -> dict[str, Any]:
         target = sqlite3.connect(dest / db.DB_NAME)
         try:
             kb.conn.backup(target)
-            target.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+            pragmas.make_self_contained(target)  # one self-contained file
         finally:
             target.close()
         index_note = _copy_index(lex, dest / "index" / "lexical")
@@ -54,8 +54,7 @@ def backup(kb: KnowledgeBase, dest: Path) -> dict[str, Any]:
         shutil.copy2(config, dest / "config.yaml")
     check = sqlite3.connect(dest / db.DB_NAME)
     try:
-        seq = int(check.execute("SELECT MAX(seq) FROM changes").fetchone()[0] or 0)
-        docs = int(check.execute("SELECT COUNT(*) FROM documents").fetchone()[0])
+        seq, docs = pragmas.backup_summary(check)
     finally:
         check.close()
     info = {
@@ -97,7 +96,7 @@ def check_backup(src: Path) -> Path:
     conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     try:
         db.refuse_newer(conn, store)
-        rows = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+        rows = pragmas.integrity_check(conn)
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{store}: damaged backup ({exc})") from exc
     finally:

@@ -18,7 +18,7 @@ import numpy as np
 
 from clawkb.errors import ClawkbError
 from clawkb.index.lexical import LexicalIndex
-from clawkb.store import db
+from clawkb.store import db, pragmas, vectors_repo
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
@@ -99,8 +99,8 @@ def _check_sandbox() -> Finding:
 
 def _check_store(kb: KnowledgeBase, add: Callable[[Finding], None]) -> bool:
     try:
-        rows = [r[0] for r in kb.conn.execute("PRAGMA integrity_check")]
-        fk = kb.conn.execute("PRAGMA foreign_key_check").fetchall()
+        rows = pragmas.integrity_check(kb.conn)
+        fk = pragmas.foreign_key_violations(kb.conn)
     except sqlite3.DatabaseError as exc:
         rows, fk = [str(exc)], []
     if rows != ["ok"]:
@@ -198,18 +198,7 @@ def _check_vectors(
         add(Finding("vectors", True, "none stored (lexical search only)"))
         return
     mkey = vectors.model_key(sig)
-    one = lambda q: int(kb.conn.execute(q, (mkey,) * q.count("?")).fetchone()[0])  # noqa: E731
-    orphans = one(
-        "SELECT COUNT(*) FROM chunk_vectors WHERE model = ? AND chunk_id NOT IN (SELECT id FROM chunks)"
-    )
-    dangling = one(
-        "SELECT COUNT(*) FROM chunk_vectors cv WHERE cv.model = ? AND NOT EXISTS"
-        " (SELECT 1 FROM vectors v WHERE v.model = cv.model AND v.key = cv.key)"
-    )
-    unused = one(
-        "SELECT COUNT(*) FROM vectors WHERE model = ? AND key NOT IN"
-        " (SELECT key FROM chunk_vectors WHERE model = ?)"
-    )
+    orphans, dangling, unused = vectors_repo.health_counts(kb.conn, mkey)
     pending = len(vectors.pending_chunk_ids(kb.conn, mkey))
     note = f"; {pending} chunks not embedded yet (`clawkb embed`)" if pending else ""
     stale = orphans + unused
@@ -223,16 +212,7 @@ def _check_vectors(
         add(Finding("vectors", False, f"{mkey}: {found}{note}; run `clawkb doctor --repair`"))
         return
     with kb.write_lock(wait), db.transaction(kb.conn):
-        kb.conn.execute(
-            "DELETE FROM chunk_vectors WHERE model = ? AND (chunk_id NOT IN (SELECT id FROM chunks)"
-            " OR key NOT IN (SELECT key FROM vectors WHERE model = ?))",
-            (mkey, mkey),
-        )
-        kb.conn.execute(
-            "DELETE FROM vectors WHERE model = ? AND key NOT IN"
-            " (SELECT key FROM chunk_vectors WHERE model = ?)",
-            (mkey, mkey),
-        )
+        vectors_repo.drop_stray(kb.conn, mkey)
         vectors.bump_version(kb.conn)
     ok = not dangling
     add(Finding("vectors", ok, f"{mkey}: {found}", repaired=f"dropped stray rows{note}"))

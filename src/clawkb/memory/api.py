@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 from clawkb.errors import ConfigError, NotFoundError
 from clawkb.ingest.pipeline import Ingestor, TextRecord
 from clawkb.ingest.sync import sync_lexical
-from clawkb.memory import table
 from clawkb.memory.model import (
     DEFAULT_IMPORTANCE,
     DEFAULT_NAMESPACE,
@@ -40,6 +39,7 @@ from clawkb.memory.model import (
     memory_path,
     parse_ttl,
 )
+from clawkb.store import memory_repo as table
 from clawkb.store.repo import content_hash
 
 if TYPE_CHECKING:

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from clawkb.errors import ConfigError
-from clawkb.memory import table
 from clawkb.memory.model import MemoryRecord, RecallHit, RecallResult, Weighting, memory_weight
 from clawkb.retrieve.fusion import Channel, rrf
 from clawkb.retrieve.pipeline import run
 from clawkb.retrieve.query import ChunkBoost, Query
+from clawkb.store import memory_repo as table
 from clawkb.text import tokenize
 from clawkb.types import Hit
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from clawkb.kb import KnowledgeBase
+from clawkb.store import db
 
 T = TypeVar("T")
 Job = tuple[Callable[[KnowledgeBase], Any], "concurrent.futures.Future[Any]"]
@@ -113,8 +114,8 @@ class _Slot:
         return _manifest_stamp(self.kb) != self.stamp
 
     def unpin(self) -> None:
-        if self.kb is not None and self.kb.conn.in_transaction:
-            self.kb.conn.execute("ROLLBACK")
+        if self.kb is not None:
+            db.end_read(self.kb.conn)
         self.pinned = False
 
     def renew(self, home: Path, generation: int) -> None:
@@ -125,11 +126,11 @@ class _Slot:
             self.kb = KnowledgeBase(self.kb.home, self.kb.conn, self.kb.config)
         self.generation = generation
         self.stamp = _manifest_stamp(self.kb)
-        self.kb.conn.execute("BEGIN")
+        db.begin_read(self.kb.conn)
         if self.kb.lexical.applied_seq >= self.kb.repo.max_seq():  # this read starts the snapshot
             self.pinned = True
         else:
-            self.kb.conn.execute("ROLLBACK")
+            db.end_read(self.kb.conn)
 
 
 class Runtime:

@@ -359,6 +359,18 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
 
 
+def begin_read(conn: sqlite3.Connection) -> None:
+    """Open a read transaction held across calls (a pinned snapshot); end it with
+    :func:`end_read`. Prefer :func:`read_snapshot` when one block covers it."""
+    conn.execute("BEGIN")
+
+
+def end_read(conn: sqlite3.Connection) -> None:
+    """Drop the read transaction opened by :func:`begin_read`, if one is open."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
 @contextmanager
 def read_snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """A read transaction: every query inside sees one committed state of the store."""

@@ -408,6 +408,12 @@ class Repository:
         r = self.conn.execute("SELECT MAX(seq) FROM changes").fetchone()
         return max(int(r[0] or 0), self.pruned_upto())
 
+    def pending_after(self, seq: int) -> int:
+        """How many logged changes come after ``seq``."""
+        return int(
+            self.conn.execute("SELECT COUNT(*) FROM changes WHERE seq > ?", (seq,)).fetchone()[0]
+        )
+
     def changes_since(self, seq: int, limit: int) -> list[tuple[int, str, int]]:
         return self.conn.execute(
             "SELECT seq, op, chunk_id FROM changes WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
@@ -449,6 +455,9 @@ class Repository:
 
     def all_chunk_ids(self) -> list[int]:
         return [r[0] for r in self.conn.execute("SELECT id FROM chunks ORDER BY id")]
+
+    def chunk_count(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
     def counts(self) -> dict[str, int]:
         one = lambda q: int(self.conn.execute(q).fetchone()[0])  # noqa: E731

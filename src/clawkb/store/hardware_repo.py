@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -118,3 +118,53 @@ def boards_of_anchors(conn: sqlite3.Connection, anchors: Sequence[str]) -> dict[
         list(anchors),
     )
     return {r[0]: r[1] for r in rows}
+
+
+def known_boards(conn: sqlite3.Connection) -> list[str]:
+    """Boards with at least one datasheet or alias in the store."""
+    rows = conn.execute(
+        "SELECT board FROM documents WHERE board IS NOT NULL AND board != ''"
+        " UNION SELECT board FROM pin_aliases ORDER BY 1"
+    )
+    return [r[0] for r in rows]
+
+
+def board_document_paths(conn: sqlite3.Connection, board: str) -> list[str]:
+    """Paths of the documents filed under ``board``, sorted."""
+    rows = conn.execute("SELECT path FROM documents WHERE board = ? ORDER BY path", (board,))
+    return [r[0] for r in rows]
+
+
+def mark_plain_notes_stale(conn: sqlite3.Connection, prefix: str) -> None:
+    """Make boardless documents under ``prefix`` look changed, so the next run re-parses them."""
+    conn.execute(
+        "UPDATE documents SET mtime_ns = 0, content_hash = '' WHERE board IS NULL"
+        " AND substr(path, 1, ?) = ?",
+        (len(prefix), prefix),
+    )
+
+
+def pins_of_aliases(conn: sqlite3.Connection, aliases: Sequence[str]) -> list[tuple[str, str]]:
+    """Distinct ``(pin, extra json)`` that any of ``aliases`` names."""
+    marks = ",".join("?" * len(aliases))
+    rows = conn.execute(
+        f"SELECT DISTINCT pin, extra FROM pin_aliases WHERE alias IN ({marks})", tuple(aliases)
+    ).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+def aliases_of_pins(conn: sqlite3.Connection, pins: Sequence[str]) -> list[str]:
+    """Distinct aliases recorded for any of ``pins``."""
+    marks = ",".join("?" * len(pins))
+    rows = conn.execute(
+        f"SELECT DISTINCT alias FROM pin_aliases WHERE pin IN ({marks})", tuple(pins)
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def alias_places(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str, str, int, str | None]]:
+    """``(board, alias, pin, path, line, anchor)`` of every alias, by path and line."""
+    yield from conn.execute(
+        "SELECT a.board, a.alias, a.pin, d.path, a.line, a.anchor FROM pin_aliases a"
+        " JOIN documents d ON d.id = a.doc_id ORDER BY d.path, a.line"
+    )
