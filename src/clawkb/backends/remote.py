@@ -27,8 +27,8 @@ from clawkb.backends.milvus_search import entity_row
 from clawkb.backends.settings import REMOTE_FILE, backend_settings
 from clawkb.config import Config
 from clawkb.errors import ConfigError, NotFoundError
+from clawkb.hardware.context import passage_dicts
 from clawkb.kb import KnowledgeBase
-from clawkb.retrieve.hits import hit_dict
 from clawkb.retrieve.result import SearchResult
 from clawkb.store import db, replica_repo
 from clawkb.store.repo import ChunkRow, Repository
@@ -202,13 +202,7 @@ def remote_context(kb: RemoteKnowledgeBase, query: str, boards: Any, limit: int)
     if res.hits:
         ents = kb._query("anchor in [" + ", ".join(quote(h.anchor.id) for h in res.hits) + "]")
         board_of = {e["anchor"]: e.get("board") or None for e in ents}
-    passages = []
-    for h in res.hits:
-        d = hit_dict(h)
-        d["board"] = board_of.get(h.anchor.id)
-        for key in ("snippet", "highlights", "explanation"):
-            d.pop(key, None)
-        passages.append(d)
+    passages = passage_dicts(res.hits, board_of)
     return {
         "query": query,
         "boards": names,

@@ -15,7 +15,7 @@ renders it::
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from clawkb.hardware.aliases import find_conflicts, match_aliases
@@ -23,6 +23,7 @@ from clawkb.hardware.boards import check_boards
 from clawkb.hardware.ranking import board_search
 from clawkb.retrieve.hits import hit_dict
 from clawkb.store.hardware_repo import boards_of_anchors, load_aliases
+from clawkb.types import Hit
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
@@ -51,13 +52,7 @@ def hardware_context(
         kb, query, names, only=True, datasheets_only=True, limit=limit, snippets=False
     )
     board_of = boards_of_anchors(kb.conn, [h.anchor.id for h in res.hits])
-    passages = []
-    for h in res.hits:
-        d = hit_dict(h)
-        d["board"] = board_of.get(h.anchor.id)
-        for key in ("snippet", "highlights", "explanation"):
-            d.pop(key, None)
-        passages.append(d)
+    passages = passage_dicts(res.hits, board_of)
     return {
         "query": query,
         "boards": names,
@@ -93,3 +88,15 @@ def format_context(ctx: dict[str, Any]) -> str:
             )
             out.append(p["text"].strip())
     return "\n".join(out) + ("\n" if out else "")
+
+
+def passage_dicts(hits: Sequence[Hit], board_of: Mapping[str, str | None]) -> list[dict[str, Any]]:
+    """Datasheet passages of a prompt block: the hit JSON with its board, no snippet."""
+    out = []
+    for h in hits:
+        d = hit_dict(h)
+        d["board"] = board_of.get(h.anchor.id)
+        for key in ("snippet", "highlights", "explanation"):
+            d.pop(key, None)
+        out.append(d)
+    return out

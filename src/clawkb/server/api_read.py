@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 
 from clawkb.errors import ConfigError
+from clawkb.retrieve.hits import anchor_dict
 from clawkb.server.security import PathOutsideRoots, inside_roots
 
 if TYPE_CHECKING:
@@ -121,14 +122,8 @@ async def chunk(request: Request, anchor: str, neighbours: int = 0) -> dict[str,
 
 
 def _chunk_dict(row: Any) -> dict[str, Any]:
-    a = row.to_anchor()
     return {
-        "anchor": a.id,
-        "path": a.path,
-        "line_start": a.line_start,
-        "line_end": a.line_end,
-        "page": a.page,
-        "heading_path": list(a.heading_path),
+        **anchor_dict(row.to_anchor()),
         "title": row.title,
         "kind": row.kind,
         "text": row.text,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clawkb.retrieve.hits import anchor_dict
+
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
     from clawkb.store.repo import ChunkRow
@@ -21,12 +23,7 @@ def source_view(kb: KnowledgeBase, row: ChunkRow, context: int) -> dict[str, Any
     a = row.to_anchor()
     before, after = kb.neighbours(row, 1, 1)
     out: dict[str, Any] = {
-        "anchor": a.id,
-        "path": a.path,
-        "line_start": a.line_start,
-        "line_end": a.line_end,
-        "page": a.page,
-        "heading_path": list(a.heading_path),
+        **anchor_dict(a),
         "kind": "lines",
         "text": row.text,
         "previous": before[0].anchor if before else None,
