@@ -114,6 +114,17 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
     # a reference tree with an older store schema or index format gets its own KB
     # (same synthetic corpus, built by its own code)
     kbs = {"branch": args.kb, "reference": args.compare_kb or args.kb}
+    if not (kbs["reference"] / "clawkb.sqlite").exists():  # built by the reference's own code
+        code = (
+            "import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]);"
+            " import pipeline_overhead as po; po.build(Path(sys.argv[2]), int(sys.argv[3]))"
+        )
+        here_bench = str(Path(__file__).resolve().parent)
+        subprocess.run(
+            [sys.executable, "-c", code, here_bench, str(kbs["reference"]), str(args.docs)],
+            env={**os.environ, "PYTHONPATH": trees["reference"]},
+            check=True,
+        )
     procs = {}
     for name, src in trees.items():
         env = {**os.environ, "PYTHONPATH": src}
