@@ -26,11 +26,13 @@ setup(
         Extension(
             "clawkb.index._bm25native",
             sources=["src/clawkb/index/_bm25native.c"],
+            depends=["src/clawkb/index/_topk.h"],
             extra_compile_args=["-O3"],
         ),
         Extension(
             "clawkb.index._blockmax",
             sources=["src/clawkb/index/_blockmax.c"],
+            depends=["src/clawkb/index/_topk.h"],
             extra_compile_args=["-O3"],
         ),
         Extension(

@@ -32,22 +32,7 @@
 #define SLACK 1.0005f
 #define WINDOW 16384 /* docs per window (a multiple of 64): measured best of 1k-64k at 100k docs */
 
-typedef struct { float score; uint32_t doc; } Entry;
-
-static inline int entry_less(Entry a, Entry b) {
-    if (a.score != b.score) return a.score < b.score;
-    return a.doc > b.doc;
-}
-
-static void sift_down(Entry *h, Py_ssize_t n, Py_ssize_t i) {
-    for (;;) {
-        Py_ssize_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && entry_less(h[l], h[m])) m = l;
-        if (r < n && entry_less(h[r], h[m])) m = r;
-        if (m == i) return;
-        Entry t = h[i]; h[i] = h[m]; h[m] = t; i = m;
-    }
-}
+#include "_topk.h"
 
 typedef struct {
     int64_t s, e, pos;   /* posting range and cursor */

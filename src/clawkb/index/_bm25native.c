@@ -18,24 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { float score; uint32_t doc; } Entry;
-
-static inline int entry_less(Entry a, Entry b) {
-    /* lower score first; on ties the larger doc number is "smaller" so the
-       smaller doc number wins a place in the top k (deterministic order) */
-    if (a.score != b.score) return a.score < b.score;
-    return a.doc > b.doc;
-}
-
-static void sift_down(Entry *h, Py_ssize_t n, Py_ssize_t i) {
-    for (;;) {
-        Py_ssize_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && entry_less(h[l], h[m])) m = l;
-        if (r < n && entry_less(h[r], h[m])) m = r;
-        if (m == i) return;
-        Entry t = h[i]; h[i] = h[m]; h[m] = t; i = m;
-    }
-}
+#include "_topk.h"
 
 /* Add one term's BM25F contributions to acc; record newly touched docs.
  * Returns the largest pseudo-frequency x met (the term's tightest bound). */
