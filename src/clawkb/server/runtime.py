@@ -123,7 +123,9 @@ class _Slot:
         if self.kb is None:
             self.kb = KnowledgeBase.open(home)
         else:  # same connection and settings, the index loaded again
+            old = self.kb
             self.kb = KnowledgeBase(self.kb.home, self.kb.conn, self.kb.config)
+            old.lexical.close()  # its lease and mapped files go now (the slot lock is held)
         self.generation = generation
         self.stamp = _manifest_stamp(self.kb)
         db.begin_read(self.kb.conn)
