@@ -128,7 +128,8 @@ def test_tune_fits_weights_checks_held_out_and_writes_config(tmp_path: Path) -> 
         tmp_path,
         'sources:\n  "manuals/*": official\n  "forum/*": community\n'
         "domains:\n  mech: [manuals/*, forum/*]\n"
-        "knowledge:\n  trust_weights: {official: 1.0, community: 1.0}\n  stale_days: 30\n",
+        "knowledge:\n  trust_weights: {official: 1.0, community: 1.0}\n  stale_days: 30\n"
+        "  trust_band: 1.0\n",
     ).close()
     res = CliRunner().invoke(
         cli, ["--kb", str(tmp_path / ".clawkb"), "tune", str(golden), "--write", "--json"]

@@ -177,6 +177,8 @@ class KnowledgeSection:
         }
     )
     strict_priority: bool = False  # a higher tier's hits always above a lower tier's
+    #: a lower tier's hit stays above a higher tier's only when it scores 1/band times more
+    trust_band: Annotated[float, Interval(ge=0, le=1)] = 0.5
     graph_weight: Annotated[float, Ge(0)] = 0.9  # score of a linked passage vs its seed hit
     domain_weights: dict[str, DomainWeights] = field(default_factory=dict)  # `clawkb tune`
     rewrite: bool = False  # LLM query variants + HyDE (needs `llm:`)

@@ -382,7 +382,8 @@ class KnowledgeBase:
         """
         from clawkb.knowledge.search import OFF, knowledge_search, wanted
 
-        if wanted(self, knowledge):  # trust tiers, domains, graph (clawkb.knowledge.search)
+        remote = self.config.extra.get("backend") not in (None, "local")
+        if remote and wanted(self, knowledge):  # locally the pipeline runs these stages
 
             def inner(
                 text: str, depth: int, channel: str | None, fusion: dict[str, float]
@@ -426,6 +427,7 @@ class KnowledgeBase:
             explain=explain,
             include_memory=include_memory,
             snippets=snippets,
+            knowledge=knowledge,  # trust tiers, domains, graph (clawkb.knowledge.search)
             **extra,
         )
         if not boards:

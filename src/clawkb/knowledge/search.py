@@ -5,6 +5,8 @@ a deeper candidate list, routes the query to its domain(s) when domains are
 configured and none was named, applies :func:`clawkb.knowledge.stages.refine`
 and cuts to ``limit``. It runs when a query names a knowledge option or the
 KB configures ``sources:`` or ``domains:``; other KBs search exactly as before.
+:func:`run_query` is the pipeline's entry (``clawkb.retrieve.pipeline.run``), so
+search, ask, context and memory recall all get the same stages.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from clawkb.errors import ConfigError
@@ -20,6 +23,9 @@ from clawkb.knowledge.stages import KnowledgeWeights, refine
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
+    from clawkb.retrieve.query import Query
+    from clawkb.retrieve.result import SearchResult
+    from clawkb.types import Hit
 
 DEPTH = 30
 
@@ -64,6 +70,39 @@ def wanted(kb: KnowledgeBase, opts: KnowledgeOptions | None) -> bool:
     return bool((opts and opts.asked) or k.sources or k.domains or k.knowledge.rewrite)
 
 
+def run_query(
+    kb: KnowledgeBase, q: Query, run: Callable[[KnowledgeBase, Query], SearchResult]
+) -> SearchResult:
+    """``q`` through ``run`` (the pipeline) with the knowledge stages around it. A query
+    restricted to chunk ids (datasheets, memories, board-only) keeps that restriction
+    for the passages the graph reaches; ``chunk_ids`` stays aligned with the hits."""
+    ids: dict[str, int] = {}
+
+    def inner(text: str, depth: int, channel: str | None, fusion: dict[str, float]) -> Any:
+        sub = dataclasses.replace(
+            q, text=text, limit=depth, mode=channel or q.mode, knowledge=OFF,
+            options=MappingProxyType({**fusion, **q.options}),
+        )  # fmt: skip
+        res = run(kb, sub)
+        ids.update((h.anchor.id, c) for h, c in zip(res.hits, res.chunk_ids, strict=False))
+        return res
+
+    def chunk_id(h: Hit) -> int | None:
+        if h.anchor.id not in ids:  # a passage the graph reached
+            row = kb.repo.chunk_by_anchor(h.anchor.id)
+            ids[h.anchor.id] = row.id if row is not None else -1
+        return ids[h.anchor.id]
+
+    allowed = None if q.chunk_ids is None else {int(c) for c in q.chunk_ids}
+
+    def keep(h: Hit) -> bool:
+        return allowed is None or chunk_id(h) in allowed
+
+    res = knowledge_search(kb, q.text, q.limit, q.knowledge, inner, q.explain, keep)
+    res.chunk_ids = [int(chunk_id(h) or -1) for h in res.hits]
+    return res  # type: ignore[no-any-return]
+
+
 def knowledge_search(
     kb: KnowledgeBase,
     query: str,
@@ -71,6 +110,7 @@ def knowledge_search(
     opts: KnowledgeOptions | None,
     run: Callable[[str, int, str | None, dict[str, float]], Any],
     explain: bool = False,
+    keep: Callable[[Any], bool] | None = None,
 ) -> Any:
     """``run(query, depth, mode)`` returns a search result; its hits (fused with those of
     the query's rewrites, if any) are refined and cut to ``limit``."""
@@ -113,6 +153,8 @@ def knowledge_search(
     if route is not None and domains and not hits:  # the routed domains had nothing
         hits = refine(kb, query, res.hits, weights, min_trust=opts.min_trust, explain=explain)
         route = dataclasses.replace(route, domains=(), reason=route.reason + "; no hit: all")
+    if keep is not None:
+        hits = [h for h in hits if keep(h)]
     if explain and route is not None:
         info = route.to_dict()
         hits = [

@@ -23,13 +23,13 @@ class KnowledgeWeights:
     trust: Mapping[str, float] = field(default_factory=dict)
     graph: float = 0.0
     strict: bool = False
+    band: float = 1.0  # trust band (clawkb.knowledge.ranking): 1 = weights alone
 
     @classmethod
     def of(cls, kb: KnowledgeBase) -> KnowledgeWeights:
         k = kb.config.knowledge
-        return cls(
-            {str(t): w for t, w in k.trust_weights.items()}, k.graph_weight, k.strict_priority
-        )
+        trust = {str(t): w for t, w in k.trust_weights.items()}
+        return cls(trust, k.graph_weight, k.strict_priority, k.trust_band)
 
 
 def refine(
@@ -51,13 +51,13 @@ def refine(
         return not domains or h.domain in domains or (unassigned and h.domain is None)
 
     kept = [h for h in hits if inside(h)]
+    strict, band = weights.strict, weights.band
     ranked = apply_trust(
-        kept, weights.trust, min_trust=min_trust, strict=weights.strict, explain=explain
+        kept, weights.trust, min_trust=min_trust, strict=strict, band=band, explain=explain
     )
     if weights.graph > 0:
         ranked = expand(kb, query, ranked, weight=weights.graph, explain=explain)
         if min_trust or domains:  # passages the graph reached obey the same filters
-            ranked = [h for h in apply_trust(ranked, {}, min_trust=min_trust) if inside(h)]
-        if weights.strict:
-            ranked = apply_trust(ranked, {}, strict=True)
+            ranked = [h for h in ranked if inside(h)]
+        ranked = apply_trust(ranked, {}, min_trust=min_trust, strict=strict, band=band)
     return ranked[:limit] if limit else ranked

@@ -2,7 +2,9 @@
 
 rewrite → cache → candidates (filters, restriction, memories hidden) →
 lexical → early return → dense → fusion → boost (boards, memory weights) →
-group → rerank → section merge → top-k hits → confidence.
+group → rerank → section merge → top-k hits → confidence; the knowledge
+stages (domain routing, trust tiers, graph) wrap that run when wanted
+(:func:`clawkb.knowledge.search.run_query`), for every caller.
 
 Lexical-only search is this pipeline with the dense stages off: the lexical
 channel then fetches only ``limit`` candidates and runs inline (there is no
@@ -25,6 +27,7 @@ import numpy as np
 
 from clawkb.embed import vectors
 from clawkb.embed.base import Embedder, get_embedder
+from clawkb.knowledge import search as knowledge
 from clawkb.retrieve import adaptive, fusion
 from clawkb.retrieve.cache import TTLCache
 from clawkb.retrieve.crossling import balance, llm_translation
@@ -124,6 +127,8 @@ def retriever_for(kb: KnowledgeBase) -> Retriever:
 
 def run(kb: KnowledgeBase, q: Query) -> SearchResult:
     """Run ``q`` against ``kb`` (the caller has made the index current)."""
+    if knowledge.wanted(kb, q.knowledge):  # tiers, domains, graph around this same run
+        return knowledge.run_query(kb, q, run)
     t0 = time.perf_counter()
     r = retriever_for(kb)
     s = (

@@ -79,6 +79,8 @@ class Query:
     #: build snippets and highlights (evaluation needs only ids and paths)
     snippets: bool = True
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    #: knowledge stages (a clawkb.knowledge.search.KnowledgeOptions; None: the KB's rules)
+    knowledge: Any = None
 
     @classmethod
     def make(
