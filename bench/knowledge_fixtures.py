@@ -120,9 +120,13 @@ def _sentence(rng: random.Random, words: list[str], n: int) -> str:
 
 
 def build_domains(
-    root: Path, per_domain: int = 12, queries_per_domain: int = 14
+    root: Path, per_domain: int = 12, queries_per_domain: int = 14, mixed: int = 2
 ) -> tuple[dict[str, list[str]], list[tuple[str, str, str]]]:
-    """Notes under root/<domain>/; (globs per domain, [(query, domain, relevant path)])."""
+    """Notes under root/<domain>/; (globs per domain, [(query, domain, relevant path)]).
+
+    Per domain, ``mixed`` more queries name one of the note's words and
+    one word of another domain: the router cannot be sure, and routing to the wrong one would lose
+    the answer (these calibrate the router's "unsure" threshold)."""
     rng = random.Random(7)
     globs: dict[str, list[str]] = {}
     queries: list[tuple[str, str, str]] = []
@@ -143,6 +147,13 @@ def build_domains(
             others = [w for d, ws in DOMAIN_WORDS.items() if d != domain for w in ws]
             noise = rng.choice(others) if j % 2 else ""  # every other query strays once
             q = f"{key[0]} {extra} {rng.choice(FILLER_WORDS)} {noise} {key[1]}".replace("  ", " ")
+            queries.append((q, domain, path.as_posix()))
+        names = list(DOMAIN_WORDS)
+        for j in range(mixed):
+            path, key = paths[(j * 5 + 3) % per_domain]
+            other = names[(names.index(domain) + 1 + j) % len(names)]
+            stray = rng.sample(DOMAIN_WORDS[other], 1)
+            q = f"{key[0]} {rng.choice(FILLER_WORDS)} {' '.join(stray)}"
             queries.append((q, domain, path.as_posix()))
     return globs, queries
 

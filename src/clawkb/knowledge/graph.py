@@ -58,8 +58,11 @@ def expand(
     terms = set(tokenize(query))
     by_anchor = {h.anchor.id: h for h in hits}
     found: dict[int, tuple[float, str, int, str]] = {}  # chunk id -> (score, via, seed rank, kind)
-    for seed in hits[:seeds]:
-        row = kb.repo.chunk_by_anchor(seed.anchor.id)
+    top = hits[:seeds]
+    seed_ids = links_repo.chunk_ids_of_anchors(kb.conn, [h.anchor.id for h in top])
+    seed_rows = kb.repo.chunks_by_ids(list(seed_ids.values()))
+    for seed in top:
+        row = seed_rows.get(seed_ids.get(seed.anchor.id, -1))
         if row is None:
             continue
         edges = links_repo.outgoing(kb.conn, row.doc_id)

@@ -38,13 +38,15 @@ def apply_trust(
         if min_trust and not at_least(hit.trust, min_trust):
             continue
         w = float(weights.get(hit.trust or "", 1.0))
-        exp = hit.explanation
         if explain:
-            exp = {**(exp or {}), "trust": {"tier": hit.trust, "weight": w}}
-        out.append(dataclasses.replace(hit, score=hit.score * w, explanation=exp))
+            exp = {**(hit.explanation or {}), "trust": {"tier": hit.trust, "weight": w}}
+            hit = dataclasses.replace(hit, score=hit.score * w, explanation=exp)
+        elif w != 1.0:
+            hit = dataclasses.replace(hit, score=hit.score * w)
+        out.append(hit)
     out.sort(key=lambda h: -h.score)  # stable: equal scores keep the input order
     ordered = banded(out, 0.0 if strict else band)
-    return [dataclasses.replace(h, rank=i) for i, h in enumerate(ordered, start=1)]
+    return [h if h.rank == i else dataclasses.replace(h, rank=i) for i, h in enumerate(ordered, 1)]
 
 
 def banded(hits: list[Hit], band: float) -> list[Hit]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,15 +63,15 @@ class DomainRouter:
         return cls(counts)
 
     def scores(self, query: str) -> dict[str, float]:
-        terms = [t for t in tokenize(query) if t in self.background]
+        terms = [(t, w) for t, w in query_terms(query) if t in self.background]
         out = {}
         for d, c in self.counts.items():
             n = self.totals[d]
             s = 0.0
-            for t in terms:
+            for t, w in terms:
                 p_bg = self.background[t] / self.total
                 p_d = c[t] / n if n else 0.0
-                s += math.log((LAMBDA * p_d + (1 - LAMBDA) * p_bg) / p_bg)
+                s += w * math.log((LAMBDA * p_d + (1 - LAMBDA) * p_bg) / p_bg)
             out[d] = s
         return out
 
@@ -107,6 +108,38 @@ class DomainRouter:
         return Route(tuple(chosen), scores, how)
 
 
+def confirm(route: Route, best_domain: str | None) -> Route:
+    """``route`` checked against the first pass over all domains: when the best hit lies
+    in a domain the router left out, that domain joins a one-domain route (the best one
+    or two are searched) and a two-domain route falls back to all. So routing never drops
+    the passage plain search ranks first; it only clears other domains' hits below it."""
+    if not route.domains or best_domain is None or best_domain in route.domains:
+        return route
+    if len(route.domains) == 1:
+        why = f"{route.reason}; best hit in {best_domain}: added"
+        return Route((*route.domains, best_domain), route.scores, why)
+    return Route((), route.scores, f"{route.reason}; best hit in {best_domain}: all")
+
+
+def _cjk(token: str) -> bool:
+    return any("\u3400" <= ch <= "\u9fff" for ch in token)
+
+
+def query_terms(query: str) -> list[tuple[str, float]]:
+    """The query's tokens with a weight each, so that one written word counts about once:
+    the parts an identifier splits into share its weight (``ddr4`` → ddr4, ddr, 4), and a
+    Chinese run counts by its bigrams (its single characters, which the index also keeps,
+    are left out), else one stray Chinese word outvotes several English ones."""
+    out: list[tuple[str, float]] = []
+    for piece in query.split():
+        toks = tokenize(piece)
+        cjk = [t for t in toks if _cjk(t)]
+        pairs = [t for t in cjk if len(t) > 1] or cjk
+        latin = [t for t in toks if not _cjk(t)]
+        out += [(t, 1.0) for t in pairs] + [(t, 1.0 / len(latin)) for t in latin]
+    return out
+
+
 def domain_centroids(conn: sqlite3.Connection, mkey: str) -> dict[str, np.ndarray]:
     """Domain -> normalised mean of its chunks' vectors under embedder key ``mkey``."""
     sums: dict[str, np.ndarray] = {}
@@ -121,11 +154,28 @@ def domain_centroids(conn: sqlite3.Connection, mkey: str) -> dict[str, np.ndarra
     return out
 
 
+_ROUTERS: weakref.WeakKeyDictionary[Any, tuple[Any, DomainRouter]] = weakref.WeakKeyDictionary()
+
+
+def router_for(kb: Any) -> DomainRouter:
+    """The KB's router, rebuilt only after the store or the domain rules changed (it reads
+    every domain's text)."""
+    from clawkb.knowledge.hook import RULES_KEY
+    from clawkb.store import db
+
+    stamp = (kb.repo.max_seq(), db.get_meta(kb.conn, RULES_KEY))
+    got = _ROUTERS.get(kb)
+    if got is None or got[0] != stamp:
+        got = (stamp, DomainRouter.from_store(kb.conn))
+        _ROUTERS[kb] = got
+    return got[1]
+
+
 def route_kb(kb: Any, query: str) -> Route:
     """Route ``query`` in ``kb``: lexical statistics, plus centroids when vectors exist."""
     from clawkb.embed import vectors
 
-    router = DomainRouter.from_store(kb.conn)
+    router = router_for(kb)
     if vectors.stored_signature(kb.conn) is None:
         return router.route(query)
     from clawkb.embed.run import kb_embedder

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from clawkb.errors import ConfigError
 from clawkb.knowledge import TIERS
 from clawkb.knowledge.stages import KnowledgeWeights, refine
+from clawkb.store import links_repo
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
@@ -89,8 +90,8 @@ def run_query(
 
     def chunk_id(h: Hit) -> int | None:
         if h.anchor.id not in ids:  # a passage the graph reached
-            row = kb.repo.chunk_by_anchor(h.anchor.id)
-            ids[h.anchor.id] = row.id if row is not None else -1
+            got = links_repo.chunk_ids_of_anchors(kb.conn, [h.anchor.id])
+            ids[h.anchor.id] = got.get(h.anchor.id, -1)
         return ids[h.anchor.id]
 
     allowed = None if q.chunk_ids is None else {int(c) for c in q.chunk_ids}
@@ -136,6 +137,11 @@ def knowledge_search(
         if tuned.graph_weight is not None and opts.graph is not False:
             weights = dataclasses.replace(weights, graph=tuned.graph_weight)
     res = run(query, depth, None, fusion)
+    if route is not None and route.domains and res.hits:
+        from clawkb.knowledge.router import confirm
+
+        route = confirm(route, res.hits[0].domain)
+        domains = route.domains
     variants, notes = _variants(kb, query, opts)
     if variants:
         lists = [res.hits] + [run(q, depth, mode, fusion).hits for q, mode in variants]

@@ -72,3 +72,13 @@ def doc_chunks(conn: sqlite3.Connection, doc_id: int) -> list[tuple[int, str, st
         "SELECT id, heading_path, text FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,)
     ).fetchall()
     return [(r[0], r[1], r[2]) for r in rows]
+
+
+def chunk_ids_of_anchors(conn: sqlite3.Connection, anchors: Sequence[str]) -> dict[str, int]:
+    """Exact anchor -> chunk id (the unique anchor index; no prefix matching)."""
+    out: dict[str, int] = {}
+    for a in anchors:
+        r = conn.execute("SELECT id FROM chunks WHERE anchor = ?", (a,)).fetchone()
+        if r is not None:
+            out[a] = int(r[0])
+    return out
