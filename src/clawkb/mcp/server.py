@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from clawkb import __version__
 from clawkb.errors import ClawkbError, MissingDependencyError
@@ -88,11 +88,21 @@ def _register_kb_tools(server: MCPServer, tools: KBTools) -> None:
             Field(description="Only documents whose path matches one of these globs."),
         ] = None,
         include_memory: Annotated[bool, Field(description="Also search agent memories.")] = False,
+        min_trust: Annotated[
+            Literal["official", "team", "community", "learned", "memory"] | None,
+            Field(description="Only sources of this trust tier or above (official is highest)."),
+        ] = None,
+        domain: Annotated[
+            str | list[str] | None,
+            Field(description="Only this domain (or these), e.g. 'ddr'; default: routed."),
+        ] = None,
     ) -> dict[str, Any]:
         """Search the knowledge base (BM25F; Chinese, English, identifiers like STM32F401RE or
-        0x4002_3800). Each hit has its text, anchor, path, line span, page and section."""
+        0x4002_3800). Each hit has its text, anchor, path, line span, page, section, trust
+        tier (official > team > community > learned > memory) and domain."""
+        domains = [domain] if isinstance(domain, str) else list(domain or ())
         with _tool_errors():
-            return tools.search(query, limit, paths or (), include_memory)
+            return tools.search(query, limit, paths or (), include_memory, min_trust, domains)
 
     @server.tool(annotations=_READ)
     def ask(

@@ -61,13 +61,21 @@ class KBTools:
         limit: int = 5,
         paths: Sequence[str] = (),
         include_memory: bool = False,
+        min_trust: str | None = None,
+        domains: Sequence[str] = (),
     ) -> dict[str, Any]:
+        from clawkb.knowledge.search import KnowledgeOptions
+
+        knowledge = None
+        if min_trust or domains:  # else the KB's own rules (sources:, domains:)
+            knowledge = KnowledgeOptions(min_trust=min_trust, domains=tuple(domains))
         with self.lock:
             res = self.kb.search(
                 query,
                 limit=_check_limit(limit),
                 path_glob=list(paths),
                 include_memory=include_memory,
+                knowledge=knowledge,
             )
         data = res.to_dict()
         data["injection_flag_legend"] = _flag_legend(data["hits"])

@@ -64,9 +64,12 @@ async def search(
     meta: Multi = [],  # noqa: B006
     since: str | None = None,
     until: str | None = None,
+    min_trust: str | None = None,
+    domain: Multi = [],  # noqa: B006
 ) -> Response:
-    """Hits carry anchor, path, line span, page, heading path, snippet and highlights;
-    the schema is `clawkb search --json`'s (docs/json.md)."""
+    """Hits carry anchor, path, line span, page, heading path, snippet, highlights, trust
+    tier and domain; the schema is `clawkb search --json`'s (docs/json.md). ``min_trust``
+    and ``domain`` are `--min-trust` and `--domain`."""
     from clawkb.cli.dense import pipeline_kwargs
 
     _limit(limit)
@@ -86,11 +89,16 @@ async def search(
         }
     )  # fmt: skip
     st = state_of(request)
+    knowledge = None
+    if min_trust or domain:  # else the KB's own rules (sources:, domains:)
+        from clawkb.knowledge.search import KnowledgeOptions
+
+        knowledge = KnowledgeOptions(min_trust=min_trust, domains=tuple(domain))
 
     def run(kb: KnowledgeBase) -> Any:
         return kb.search(
             q, limit=limit, path_glob=path, explain=explain, include_memory=include_memory,
-            boards=board, board_only=board_only, **options,
+            boards=board, board_only=board_only, knowledge=knowledge, **options,
         )  # fmt: skip
 
     t0 = time.perf_counter()
