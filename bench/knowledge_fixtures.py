@@ -194,3 +194,30 @@ def build_graph(root: Path, pairs: int = 30) -> list[tuple[str, str]]:
             encoding="utf-8",
         )
     return out
+
+
+def build_specs(root: Path, n: int = 24) -> list[tuple[str, str]]:
+    """Register pages where links do not help: each block's overview page repeats the
+    query's words and links to a glossary page; the answer is the register's own page,
+    which plain search ranks second. [(query, register page path)]"""
+    root.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i in range(n):
+        reg = f"R{i}"
+        (root / f"reg-{i}.md").write_text(
+            f"# {reg}\n\nBits 0 to 7 hold the mode, bits 8 to 15 the divider. The reset"
+            f" value of register {reg} is 0x{i:02X}00; writes are ignored while the block is"
+            " held in reset, and reads return the last value written.\n",
+            encoding="utf-8",
+        )
+        (root / f"overview-{i}.md").write_text(
+            f"# Register {reg} reset value overview\n\nRegister {reg} reset value, register"
+            f" {reg} fields; the terms are in [[Glossary {i}]].\n",
+            encoding="utf-8",
+        )
+        (root / f"Glossary {i}.md").write_text(
+            f"# Glossary {i}\n\nTerms of block {i}: bit, field, mask, strobe.\n",
+            encoding="utf-8",
+        )
+        out.append((f"register {reg} reset value", (root / f"reg-{i}.md").as_posix()))
+    return out

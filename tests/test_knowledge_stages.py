@@ -168,3 +168,59 @@ def test_search_options_filter_by_tier_and_domain(tmp_path: Path) -> None:
         assert hits and {h.domain for h in hits} == {"chat"}
         hits = kb.search("watchdog timeout", knowledge=KnowledgeOptions(min_trust="official"))
         assert hits.hits and {h.trust for h in hits.hits} == {"official"}
+
+
+def test_tune_fits_per_domain_graph_weights_that_win_on_the_held_out_half(
+    tmp_path: Path,
+) -> None:
+    import yaml
+    from click.testing import CliRunner
+
+    from clawkb.cli.main import cli
+
+    d = tmp_path / "docs"
+    entries = []
+    for i in range(8):  # fixes: the symptom note links to the fix, which shares no word
+        write(
+            d / "fixes" / f"symptom-{i}.md",
+            f"# Arm stops with error E{i}\n\nSeen in log {i}; the procedure is in [[Fix {i}]].\n",
+        )
+        write(d / "fixes" / f"Fix {i}.md", f"# Fix {i}\n\nReplace encoder cable {i}.\n")
+        entries.append({"query": f"arm stops with error E{i}", "expect_path": f"fixes/Fix {i}.md"})
+    for i in range(8):  # specs: the overview links to a glossary; the answer is the register
+        write(
+            d / "specs" / f"reg-{i}.md",
+            f"# R{i}\n\nBits 0 to 7 hold the mode, bits 8 to 15 the divider. The reset value"
+            f" of register R{i} is 0x{i}00; writes are ignored while the block is in reset.\n",
+        )
+        write(
+            d / "specs" / f"overview-{i}.md",
+            f"# Register R{i} reset value overview\n\nRegister R{i} reset value, register R{i}"
+            f" fields; the terms are in [[Glossary {i}]].\n",
+        )
+        write(d / "specs" / f"Glossary {i}.md", f"# Glossary {i}\n\nbit, field, mask.\n")
+        entries.append({"query": f"register R{i} reset value", "expect_path": f"specs/reg-{i}.md"})
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(yaml.safe_dump({"queries": entries}), encoding="utf-8")
+    config = "domains:\n  fixes: ['fixes/*']\n  specs: ['specs/*']\n"
+    held = entries[1:8:2] + entries[9:16:2]  # each domain's entries 1, 3, 5, 7
+
+    def mrr(kb: KnowledgeBase) -> float:
+        total = 0.0
+        for e in held:
+            paths = [h.anchor.path for h in kb.search(e["query"], limit=10).hits]
+            want = (d / e["expect_path"]).as_posix()
+            total += 1 / (paths.index(want) + 1) if want in paths else 0.0
+        return total / len(held)
+
+    with make_kb(tmp_path, config) as kb:
+        before = mrr(kb)
+    res = CliRunner().invoke(
+        cli, ["--kb", str(tmp_path / ".clawkb"), "tune", str(golden), "--write", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    fitted = yaml.safe_load((tmp_path / ".clawkb" / "config.yaml").read_text())["knowledge"]
+    weights = fitted["domain_weights"]
+    assert weights["specs"]["graph_weight"] < weights["fixes"]["graph_weight"]
+    with KnowledgeBase.open(tmp_path / ".clawkb") as kb:
+        assert mrr(kb) > before
