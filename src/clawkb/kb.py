@@ -382,8 +382,8 @@ class KnowledgeBase:
         """
         from clawkb.knowledge.search import OFF, knowledge_search, wanted
 
-        remote = self.config.extra.get("backend") not in (None, "local")
-        if remote and wanted(self, knowledge):  # locally the pipeline runs these stages
+        on_milvus = self.config.extra.get("backend") not in (None, "local")
+        if on_milvus and wanted(self, knowledge):  # locally the pipeline runs these stages
 
             def inner(
                 text: str, depth: int, channel: str | None, fusion: dict[str, float]

@@ -101,7 +101,7 @@ def run_query(
 
     res = knowledge_search(kb, q.text, q.limit, q.knowledge, inner, q.explain, keep)
     res.chunk_ids = [int(chunk_id(h) or -1) for h in res.hits]
-    return res  # type: ignore[no-any-return]
+    return res
 
 
 def knowledge_search(
