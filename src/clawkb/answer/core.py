@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from clawkb.answer.abstain import (
     DEFAULT_MIN_CONFIDENCE,
-    DENSE_MIN_CONFIDENCE,
     NOT_FOUND,
     Confidence,
     dense_top,
@@ -27,6 +26,7 @@ from clawkb.answer.abstain import (
     question_terms,
     retrieval_confidence,
 )
+from clawkb.answer.abstain_model import model_confidence
 from clawkb.answer.citations import CitationStream, check_citations, reading_order, renumber
 from clawkb.answer.context import Passage, build_context
 from clawkb.answer.extractive import extract_answer, render_extractive
@@ -138,15 +138,11 @@ def answer(
     t1 = time.perf_counter()
     terms = question_terms(kb.lexical, question)
     cos = dense_top(res.hits) if vectors else None
-    if cos is not None and min_confidence is None and "min_confidence" not in opts:
-        threshold = DENSE_MIN_CONFIDENCE
-    conf = retrieval_confidence(
-        terms,
-        (" ".join((h.title, *h.anchor.heading_path, h.text)) for h in res.hits),
-        threshold,
-        question,
-        cos,
-    )
+    texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in res.hits]
+    if min_confidence is None and "min_confidence" not in opts:  # crossling: fitted model
+        conf = model_confidence(kb.lexical, question, res.hits, terms, texts, cos, vectors)
+    else:
+        conf = retrieval_confidence(terms, texts, threshold, question, cos)
     passages = build_context(kb.repo, res.hits, budget_tokens=budget, max_passages=limit)
     t2 = time.perf_counter()
     out = Answer(question, "abstain", NOT_FOUND, passages, confidence=conf, role=role_obj.name)
