@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from clawkb.answer.abstain import (
     DEFAULT_MIN_CONFIDENCE,
+    DENSE_MIN_CONFIDENCE,
     NOT_FOUND,
     Confidence,
     dense_top,
@@ -139,9 +140,13 @@ def answer(
     terms = question_terms(kb.lexical, question)
     cos = dense_top(res.hits) if vectors else None
     texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in res.hits]
-    if min_confidence is None and "min_confidence" not in opts:  # crossling: fitted model
+    # crossling: the fitted model, unless a threshold is set or the KB is remote (Milvus
+    # keeps no term statistics to compute its features from)
+    if min_confidence is None and "min_confidence" not in opts and not getattr(kb, "remote", False):
         conf = model_confidence(kb.lexical, question, res.hits, terms, texts, cos, vectors)
     else:
+        if cos is not None and min_confidence is None and "min_confidence" not in opts:
+            threshold = DENSE_MIN_CONFIDENCE
         conf = retrieval_confidence(terms, texts, threshold, question, cos)
     passages = build_context(kb.repo, res.hits, budget_tokens=budget, max_passages=limit)
     t2 = time.perf_counter()
