@@ -12,7 +12,7 @@ computes (clawkb.answer.abstain) from the top passages `kb.search` returns.
 Reported per set at the shipped threshold: false-abstain (answerable but
 abstained) and false-answer (unanswerable but answered); and the threshold
 range that keeps false-abstain <= 5 % on every set. Writes
-bench/results/abstain-latest.md and abstain.json.
+bench/results/abstain-threshold.md and abstain.json (the fitted model that replaced this rule: bench/abstain_model.py).
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def main() -> None:
         ]
     out = ROOT / "bench" / "results"
     (out / "abstain.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "abstain-latest.md").write_text("\n".join(lines) + "\n")
+    (out / "abstain-threshold.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -39,10 +39,13 @@ def main() -> None:
             by: dict[str, list[float]] = {}
             for q in r.queries:
                 by.setdefault(q.query_id[0], []).append(q.metrics["hit@3"])
+            halves = [[q.metrics["hit@3"] for q in r.queries[h::2]] for h in (0, 1)]
             runs[label][mode] = {
                 "hit@3": round(r.metrics["hit@3"], 4),
                 "ndcg@10": round(r.metrics["ndcg@10"], 4),
                 "groups": {k: round(sum(v) / len(v), 3) for k, v in sorted(by.items())},
+                "halves": [round(sum(h) / len(h), 3) for h in halves],
+                "ranks": {q.query_id: q.first_relevant_rank for q in r.queries},
                 "queries": len(r.queries),
             }
     groups = "x = zh→en examples (30), y = en→zh examples (23), c = zh→en cranfield (14), m = en→zh cmrc (8)"
@@ -63,7 +66,21 @@ def main() -> None:
             f"| {mode} | {b['hit@3']:.3f} | {a['hit@3']:.3f} | {b['ndcg@10']:.3f}"
             f" | {a['ndcg@10']:.3f} | {a['groups']} |"
         )
-    lines += ["", f"Groups: {groups}."]
+    lines += ["", f"Groups: {groups}.", ""]
+    lines += [
+        "Split halves (queries 1, 3, 5, … / 2, 4, 6, … in file order), hit@3 after: "
+        + ", ".join(f"{m} {runs['after'][m]['halves']}" for m in ("lexical", "dense", "hybrid")),
+        "",
+        "Queries hybrid misses at 3 (rank of the first relevant passage; - = not in the top 10):",
+        "",
+        "| query | lexical | dense | hybrid |",
+        "|---|---|---|---|",
+    ]
+    after = runs["after"]
+    for qid, rank in after["hybrid"]["ranks"].items():
+        if rank is None or rank > 3:
+            cells = [after[m]["ranks"][qid] for m in ("lexical", "dense", "hybrid")]
+            lines.append(f"| {qid} | " + " | ".join(str(c or "-") for c in cells) + " |")
     (ROOT / "results" / "crossling-latest.md").write_text("\n".join(lines) + "\n")
     (ROOT / "results" / "crossling.json").write_text(json.dumps(runs, indent=2) + "\n")
     print("\n".join(lines))

@@ -55,7 +55,8 @@ def test_sandbox_backends_table_is_answered(kb) -> None:  # type: ignore[no-unty
     # the literal tokens alone would not have been enough: "backends", "sandboxing"
     terms = question_terms(kb.lexical, q)
     raw = coverage(terms, frozenset(tokenize(SANDBOX)))
-    assert raw < DEFAULT_MIN_CONFIDENCE <= res.confidence.value  # type: ignore[union-attr]
+    assert res.confidence is not None and res.confidence.method == "model"
+    assert raw < DEFAULT_MIN_CONFIDENCE <= res.confidence.features["coverage"]
 
 
 def test_chinese_question_credits_english_passage_through_glossary(kb) -> None:  # type: ignore[no-untyped-def]

@@ -156,13 +156,16 @@ class Confidence:
     best_passage: int | None = None  # index into the texts scored
     matched: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    #: "coverage" (the threshold rule) or "model" (clawkb.answer.abstain_model)
+    method: str = "coverage"
+    features: dict[str, float] = field(default_factory=dict)
 
     @property
     def abstain(self) -> bool:
         return self.value < self.threshold
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "value": round(self.value, 4),
             "threshold": self.threshold,
             "abstain": self.abstain,
@@ -170,6 +173,13 @@ class Confidence:
             "matched_terms": self.matched,
             "missing_terms": self.missing,
         }
+        if self.method == "model":
+            out["method"] = (
+                "logistic model over retrieval signals (term coverage, lexical score,"
+                " dense cosine, channel agreement, language); value = P(answerable)"
+            )
+            out["features"] = self.features
+        return out
 
 
 def dense_confidence(cosine: float) -> float:

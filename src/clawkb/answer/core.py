@@ -27,6 +27,7 @@ from clawkb.answer.abstain import (
     question_terms,
     retrieval_confidence,
 )
+from clawkb.answer.abstain_model import model_confidence
 from clawkb.answer.citations import CitationStream, check_citations, reading_order, renumber
 from clawkb.answer.context import Passage, build_context
 from clawkb.answer.extractive import extract_answer, render_extractive
@@ -138,15 +139,15 @@ def answer(
     t1 = time.perf_counter()
     terms = question_terms(kb.lexical, question)
     cos = dense_top(res.hits) if vectors else None
-    if cos is not None and min_confidence is None and "min_confidence" not in opts:
-        threshold = DENSE_MIN_CONFIDENCE
-    conf = retrieval_confidence(
-        terms,
-        (" ".join((h.title, *h.anchor.heading_path, h.text)) for h in res.hits),
-        threshold,
-        question,
-        cos,
-    )
+    texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in res.hits]
+    # crossling: the fitted model, unless a threshold is set or the KB is remote (Milvus
+    # keeps no term statistics to compute its features from)
+    if min_confidence is None and "min_confidence" not in opts and not getattr(kb, "remote", False):
+        conf = model_confidence(kb.lexical, question, res.hits, terms, texts, cos, vectors)
+    else:
+        if cos is not None and min_confidence is None and "min_confidence" not in opts:
+            threshold = DENSE_MIN_CONFIDENCE
+        conf = retrieval_confidence(terms, texts, threshold, question, cos)
     passages = build_context(kb.repo, res.hits, budget_tokens=budget, max_passages=limit)
     t2 = time.perf_counter()
     out = Answer(question, "abstain", NOT_FOUND, passages, confidence=conf, role=role_obj.name)

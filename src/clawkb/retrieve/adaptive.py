@@ -9,7 +9,9 @@ and sets both channels' RRF weights from it:
 
 * ``translated`` — how much better the best passage fits the query's glossary
   translations than its own words (0 without translations): high for a
-  Chinese question over English passages, and back;
+  Chinese question over English passages, and back; such a query's dense
+  channel searches with its translation instead
+  (:func:`clawkb.retrieve.crossling.translated_dense`) and keeps full weight;
 * ``cjk`` — the query's language (share of CJK tokens);
 * ``agreement`` — overlap of the two channels' top 10: where both lists agree
   fusion only sharpens; where they disagree the weaker channel must not
@@ -36,7 +38,7 @@ import numpy as np
 from clawkb.index.segment import hash_terms
 from clawkb.retrieve.fusion import Channel
 
-__all__ = ["channel_weights", "features", "tune"]
+__all__ = ["channel_weights", "cross_lingual", "features", "tune"]
 
 #: Lowest lexical weight multiplier for a Latin-script query.
 MIN_WEIGHT = 0.15
@@ -106,10 +108,29 @@ def channel_weights(f: Mapping[str, float]) -> tuple[float, float]:
     return w_lex, 1.0 - x
 
 
-def tune(lexical: Any, rw: Any, channels: Mapping[str, Channel], settings: Any) -> tuple[Any, dict]:
-    """Settings with the adaptive channel weights, and the trace for ``--explain``."""
+def cross_lingual(lexical: Any, rw: Any) -> float:
+    """How cross-lingual the query is, in [0, 1]: ``translated`` past :data:`XL_FROM`."""
+    f = features(lexical, rw.tokens, rw.weights, getattr(rw, "n_glossary", 0), {})
+    return float(np.clip((f["translated"] - XL_FROM) / 0.2, 0.0, 1.0))
+
+
+def tune(
+    lexical: Any,
+    rw: Any,
+    channels: Mapping[str, Channel],
+    settings: Any,
+    dense_translated: bool = False,
+) -> tuple[Any, dict]:
+    """Settings with the adaptive channel weights, and the trace for ``--explain``.
+
+    ``dense_translated``: the dense channel searched with the query's glossary
+    translation (:func:`clawkb.retrieve.crossling.translated_dense`), so it is
+    not the weak channel of a cross-lingual query and keeps its full weight.
+    """
     f = features(lexical, rw.tokens, rw.weights, getattr(rw, "n_glossary", 0), channels)
     wl, wd = channel_weights(f)
+    if dense_translated:
+        wd = 1.0
     w_lex, w_dense = round(settings.w_lexical * wl, 4), round(settings.w_dense * wd, 4)
     tuned = replace(settings, w_lexical=w_lex, w_dense=w_dense)
     return tuned, {**f, "w_lexical": w_lex, "w_dense": w_dense}

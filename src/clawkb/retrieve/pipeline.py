@@ -30,7 +30,7 @@ from clawkb.embed.base import Embedder, get_embedder
 from clawkb.knowledge import search as knowledge
 from clawkb.retrieve import adaptive, fusion
 from clawkb.retrieve.cache import TTLCache
-from clawkb.retrieve.crossling import balance, llm_translation
+from clawkb.retrieve.crossling import balance, llm_translation, translated_dense
 from clawkb.retrieve.filters import allowed_ids
 from clawkb.retrieve.merge import Candidate, merge_adjacent
 from clawkb.retrieve.query import Query
@@ -172,7 +172,7 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
     k = max(s.candidates, q.limit) if deep else q.limit
 
     channels: dict[str, fusion.Channel] = {}
-    matched = 0
+    matched, dense_tr = 0, None
     if resolved in ("lexical", "hybrid"):
         st = time.perf_counter()
 
@@ -198,17 +198,25 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
     if resolved == "dense" or (resolved == "hybrid" and not early):
         st = time.perf_counter()
         dense = _dense_channel(r, q.text, s, k, allowed, hidden)
+        dense_tr = None
+        if dense is not None and resolved == "hybrid" and s.adaptive and s.glossary:
+            # crossling: a cross-lingual query's dense channel searches its translation
+            dense, dense_tr = translated_dense(
+                kb.lexical, rw, bundled_glossary(), dense,
+                lambda text: _dense_channel(r, text, s, k, allowed, hidden),
+            )  # fmt: skip
         if dense is None:
             stage(stages, "dense", st, "timeout", f"over {s.budget_dense_ms:.0f} ms; skipped")
         else:
             channels["dense"] = dense
             matched = max(matched, len(dense.ids))
-            stage(stages, "dense", st, "ok", f"{len(dense.ids)} candidates")
+            on = f" (on the translation {dense_tr!r})" if dense_tr else ""
+            stage(stages, "dense", st, "ok", f"{len(dense.ids)} candidates{on}")
 
     st = time.perf_counter()
     fs, note = s, s.fusion if len(channels) > 1 else "single channel"
     if s.adaptive and len(channels) > 1:  # crossling hook: per-query weights (adaptive.py)
-        fs, trace = adaptive.tune(kb.lexical, rw, channels, s)
+        fs, trace = adaptive.tune(kb.lexical, rw, channels, s, dense_translated=bool(dense_tr))
         note += " adaptive " + " ".join(f"{k}={v}" for k, v in trace.items())
     fused = fuse(kb, channels, fs)
     stage(stages, "fusion", st, "ok", note)

@@ -1,0 +1,200 @@
+"""`ask`'s abstain decision as a small logistic model over retrieval signals.
+
+A single threshold on term coverage (or on the larger of coverage and the
+dense cosine) cannot tell a long question that shares half its words with
+the right passage (cranfield) from a short web query whose two words happen
+to occur together in some unrelated paragraph (qbqtc). Several signals the
+pipeline already has separate them better together:
+
+* ``coverage`` — IDF-weighted share of the question's content terms found in
+  the best of the top passages (word forms and glossary translations count;
+  :func:`clawkb.answer.abstain.retrieval_confidence`);
+* ``matched`` — the same share unweighted (how many of the terms);
+* ``lex_norm`` — the top BM25 score of the content terms over their IDF mass;
+* ``gap`` — relative lead of lexical hit 1 over hit 5;
+* ``n_terms`` — how many content terms the question has (scaled, capped; traced
+  only: in the fitting data it identifies the dataset a question came from);
+* ``lang_diff`` — CJK share of the question minus that of the top passage
+  (absolute): the question's language against the corpus's;
+* ``cos`` — top dense cosine (KBs with vectors) and ``dconf``, the same mapped
+  onto [0, 1]; ``agree`` — share of the top three hits both channels ranked in their first ten;
+* ``cjk`` — the question's CJK share: Chinese bigram coverage behaves unlike
+  English word coverage, so the model also takes products ``cjk*coverage`` …
+  (a feature name ``a*b`` in the model file is the product of the two).
+
+:func:`features` computes them, :func:`probability` combines them with the
+coefficients in ``abstain_model.json`` (fitted by ``bench/abstain_model.py``
+on dev splits of the shared sets, the examples and generated unanswerable
+questions; one model for KBs without vectors, one with), and ``ask`` abstains
+below the shipped probability threshold. An explicit ``min_confidence``
+(argument or ``answer.min_confidence`` in config) keeps the coverage rule.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from clawkb.errors import ConfigError
+
+__all__ = [
+    "MODEL_PATH",
+    "Model",
+    "derived",
+    "features",
+    "load_model",
+    "model_confidence",
+    "probability",
+    "value",
+]
+
+MODEL_PATH = Path(__file__).with_name("abstain_model.json")
+#: Content terms counted by ``n_terms`` (more are scored as this many).
+MAX_TERMS = 20
+#: A top hit counts for ``agree`` when both channels ranked it this high or higher.
+AGREE_RANK = 10
+#: Lexical hits compared by ``gap``.
+GAP_DEPTH = 5
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_WORDISH = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[A-Za-z0-9]+")
+
+
+class Model:
+    """One fitted logistic model: feature names, coefficients, intercept, threshold."""
+
+    def __init__(self, spec: Mapping[str, Any], origin: str) -> None:
+        try:
+            self.features = [str(f) for f in spec["features"]]
+            self.coef = [float(c) for c in spec["coef"]]
+            self.intercept = float(spec["intercept"])
+            self.threshold = float(spec["threshold"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(f"{origin}: bad abstain model ({exc})") from None
+        if len(self.coef) != len(self.features):
+            raise ConfigError(
+                f"{origin}: {len(self.coef)} coefficients for {len(self.features)} features"
+            )
+
+    def probability(self, feats: Mapping[str, float]) -> float:
+        z = self.intercept + sum(
+            c * value(feats, f) for f, c in zip(self.features, self.coef, strict=True)
+        )
+        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+
+def value(feats: Mapping[str, float], name: str) -> float:
+    """A feature, or the product of features for an interaction ``a*b``."""
+    out = 1.0
+    for part in name.split("*"):
+        out *= float(feats.get(part, 0.0))
+    return out
+
+
+@lru_cache(maxsize=4)
+def load_model(path: str = str(MODEL_PATH)) -> dict[str, Model]:
+    """The models by KB kind (``lexical``, ``hybrid``) from the JSON file."""
+    try:
+        doc = json.loads(Path(path).read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read the abstain model ({exc})") from None
+    return {kind: Model(spec, f"{path} [{kind}]") for kind, spec in doc["models"].items()}
+
+
+def probability(feats: Mapping[str, float], vectors: bool) -> tuple[float, float]:
+    """(probability the question is answerable, the threshold to abstain below)."""
+    m = load_model()["hybrid" if vectors else "lexical"]
+    return m.probability(feats), m.threshold
+
+
+def _cjk_share(text: str) -> float:
+    units = _WORDISH.findall(text)
+    return sum(1 for u in units if _CJK.match(u)) / len(units) if units else 0.0
+
+
+def features(
+    lexical: Any,
+    question: str,
+    hits: Sequence[Any],
+    terms: Sequence[Any],
+    coverage: float,
+    n_matched: int,
+    cosine: float | None,
+) -> dict[str, float]:
+    """The model's inputs for one question (see the module docstring)."""
+    tokens = list(dict.fromkeys(tok for t in terms for tok in t.tokens))
+    mass = sum(t.weight for t in terms)
+    lex_norm = gap = 0.0
+    if tokens and mass > 0:
+        _, scores, _ = lexical.search(tokens, k=GAP_DEPTH)
+        if len(scores) and float(scores[0]) > 0:
+            top = float(scores[0])
+            lex_norm = top / mass
+            gap = (top - float(scores[-1])) / top if len(scores) >= GAP_DEPTH else 1.0
+    agree = 0.0
+    if hits:
+        both = [h for h in hits[:3] if _both_channels(h)]
+        agree = len(both) / min(3, len(hits))
+    top_text = hits[0].text if hits else ""
+    base = {
+        "coverage": round(float(coverage), 6),
+        "matched": round(n_matched / len(terms), 6) if terms else 0.0,
+        "lex_norm": round(lex_norm, 6),
+        "gap": round(gap, 6),
+        "n_terms": min(len(terms), MAX_TERMS) / MAX_TERMS,
+        "lang_diff": round(abs(_cjk_share(question) - _cjk_share(top_text)), 6),
+        "cos": round(float(cosine), 6) if cosine is not None else 0.0,
+        "agree": round(agree, 6),
+    }
+    return derived(base, question)
+
+
+def _both_channels(hit: Any) -> bool:
+    """Both channels ranked this hit within their first :data:`AGREE_RANK`."""
+    ch = (hit.explanation or {}).get("channels") or {}
+    return all(
+        isinstance(ch.get(name), dict) and int(ch[name].get("rank", 10**9)) <= AGREE_RANK
+        for name in ("lexical", "dense")
+    )
+
+
+def derived(feats: Mapping[str, float], question: str) -> dict[str, float]:
+    """``feats`` plus ``cjk`` (the question's CJK share) and ``dconf`` (mapped cosine)."""
+    from clawkb.answer.abstain import dense_confidence
+
+    cos = float(feats.get("cos", 0.0))
+    return {
+        **feats,
+        "cjk": round(_cjk_share(question), 6),
+        "dconf": round(dense_confidence(cos), 6) if cos > 0 else 0.0,
+    }
+
+
+def model_confidence(
+    lexical: Any,
+    question: str,
+    hits: Sequence[Any],
+    terms: Sequence[Any],
+    texts: Sequence[str],
+    cosine: float | None,
+    vectors: bool,
+) -> Any:
+    """`ask`'s :class:`~clawkb.answer.abstain.Confidence` from the fitted model.
+
+    ``vectors``: the KB has vectors (searches run hybrid). The hybrid model is
+    used when the dense channel ran (``cosine`` known); when the lexical
+    channel was decisive and dense was skipped (early return), the lexical
+    model decides, as in the fit (bench/abstain_model.py).
+    """
+    from dataclasses import replace
+
+    from clawkb.answer.abstain import retrieval_confidence
+
+    cov = retrieval_confidence(terms, texts, question=question)
+    feats = features(lexical, question, hits, terms, cov.value, len(cov.matched), cosine)
+    p, threshold = probability(feats, vectors=vectors and cosine is not None)
+    return replace(cov, value=p, threshold=threshold, method="model", features=feats)
