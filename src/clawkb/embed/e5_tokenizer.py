@@ -80,8 +80,9 @@ class E5Tokenizer:
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         # an empty text is one lone "▁" to the engine; tokenizers gives nothing
         mapped = [t.translate(self._map) or " " for t in texts]
-        encs = self.tok.encode_batch(mapped, add_special_tokens=False)
-        return [self._unfuse(e) for e in encs]
+        # one text at a time: as fast here as encode_batch, and no thread pool
+        # (the embedder keeps to one thread; a used pool warns on fork)
+        return [self._unfuse(self.tok.encode(m, add_special_tokens=False)) for m in mapped]
 
     def _unfuse(self, enc: Any) -> list[int]:
         ids: list[int] = enc.ids
