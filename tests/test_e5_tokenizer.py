@@ -174,7 +174,7 @@ def test_piece_table_checks_bytes_not_only_keys(img: E5Image) -> None:
     forged = np.insert(forged, at, fake, axis=1)
     assert forged[1][at] == a and forged[1][at + 1] == b and forged[0][at] == forged[0][at + 1]
     tok = PieceTableTokenizer(img, forged)
-    found = [i for e, i in tok._matches("▁second")[0] if e == len("▁second")]
+    found = [i for e, i, _ in tok._matches("▁second")[0] if e == len("▁second")]
     assert found == [b]
 
 
