@@ -113,3 +113,16 @@ def test_e5_bad_precision_is_a_clear_error():
 
     with pytest.raises(ConfigError, match="precision 'int4'"):
         E5Small(precision="int4")
+
+
+def test_e5_unreadable_optimised_graph_is_rebuilt(tmp_path, monkeypatch):
+    from clawkb.embed import e5_onnx
+    from clawkb.embed.e5 import E5Small
+
+    saved = tmp_path / "opt.onnx"  # the built graph stays in the shared cache
+    monkeypatch.setattr(e5_onnx, "optimized_model_path", lambda img, precision="int8": saved)
+    vec = E5Small(workers=1).embed_query("DDR 走线阻抗")
+    assert saved.is_file()
+    saved.write_bytes(b"not an onnx graph")
+    assert np.allclose(E5Small(workers=1).embed_query("DDR 走线阻抗"), vec, atol=1e-6)
+    assert saved.stat().st_size > 1000

@@ -86,7 +86,16 @@ def open_session(img: E5Image, threads: int = 1, precision: str = "int8") -> Any
     optimized = optimized_model_path(img, precision)
     if optimized.is_file():
         opts.graph_optimization_level = level.ORT_DISABLE_ALL
-        return ort.InferenceSession(str(optimized), opts, providers=["CPUExecutionProvider"])
+        try:
+            return ort.InferenceSession(str(optimized), opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # e.g. a cache copied from other hardware
+            logging.getLogger(__name__).warning(
+                "%s: cannot load the saved optimised graph (%s); rebuilding it", optimized, exc
+            )
+            optimized.unlink(missing_ok=True)
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
     opts.graph_optimization_level = level.ORT_ENABLE_ALL
     opts.log_severity_level = 3  # saving says "hardware specific": it is, the cache is local
     fd, tmp = tempfile.mkstemp(dir=optimized.parent, prefix=".opt-", suffix=".onnx")
