@@ -120,7 +120,7 @@ class PieceTableTokenizer:
         self._map = {cp: "".join(map(chr, out)) for cp, out in img.norm.items()}
         self._maxlen = int(np.asarray(table[2]).max())  # longest piece, in characters
         self._offs = img.piece_offsets
-        self._blob = memoryview(img.piece_blob)
+        self._blob = img.piece_blob.data
 
     def normalize(self, text: str) -> str:
         text = text.translate(self._map)

