@@ -13,7 +13,8 @@ bench/dense_cold.py; numbers in bench/results/dense-latest.md):
   onnxruntime releases the GIL in ``run``. A second intra-op thread per batch
   instead cost twice the CPU for less speed on these shared machines;
 - int8 (per-channel weights, dynamic activations) over fp32: within 0.002
-  nDCG@10 of the same weights in float on the shared sets, 2-2.5x faster;
+  nDCG@10 of the same weights in float on the Chinese sets and msmarco,
+  0.006 below on cranfield, 2-2.5x faster to embed;
 - cold start: nothing heavy until a text needs embedding; a query is
   tokenized from the mapped piece table (:mod:`clawkb.embed.e5_pieces`, ms to
   open), documents by ``tokenizers`` (built on the first document batch), and
