@@ -15,10 +15,12 @@ oracle of the engine's algorithm). What runs where:
   fused, as in the engine; the few fused ``<unk>`` tokens ``tokenizers`` emits
   are expanded back to one id per character.
 
-The model is built from the already parsed image on each start (about 0.8
-CPU-s, mostly ``tokenizers`` building its trie of 250k pieces). Caching its
-JSON next to the ONNX graph was measured and dropped: loading the 17 MB file
-rebuilds the same trie and costs the same (bench/README.md, "e5 tokenizer").
+The model is built from the parsed image when the first document batch needs
+it (about 0.8 CPU-s, mostly ``tokenizers`` building its trie of 250k pieces);
+single queries never build it, they use :mod:`clawkb.embed.e5_pieces`. Caching
+its JSON next to the ONNX graph was measured and dropped: loading the 17 MB
+file rebuilds the same trie and costs about the same (bench/README.md, "e5
+tokenizer").
 """
 
 from __future__ import annotations
