@@ -96,3 +96,33 @@ def test_missing_extra_names_the_install_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "static_model", None)
     with pytest.raises(MissingDependencyError, match="static embedder"):
         get_embedder("static")
+
+
+def test_e5_two_callers_give_the_same_vectors(e5):
+    from clawkb.embed.e5 import E5Small
+
+    texts = BILINGUAL * 3 + ["信号完整性" * 150]  # many length buckets, one long window
+    two = E5Small(workers=2, tokens_per_batch=128)
+    assert len(two._batches([(i, e5.tok.encode(t)) for i, t in enumerate(texts)])) > 2
+    one = E5Small(workers=1, tokens_per_batch=128)
+    assert np.allclose(two.embed_documents(texts), one.embed_documents(texts), atol=1e-6)
+
+
+def test_e5_bad_precision_is_a_clear_error():
+    from clawkb.embed.e5 import E5Small
+
+    with pytest.raises(ConfigError, match="precision 'int4'"):
+        E5Small(precision="int4")
+
+
+def test_e5_unreadable_optimised_graph_is_rebuilt(tmp_path, monkeypatch):
+    from clawkb.embed import e5_onnx
+    from clawkb.embed.e5 import E5Small
+
+    saved = tmp_path / "opt.onnx"  # the built graph stays in the shared cache
+    monkeypatch.setattr(e5_onnx, "optimized_model_path", lambda img, precision="int8": saved)
+    vec = E5Small(workers=1).embed_query("DDR 走线阻抗")
+    assert saved.is_file()
+    saved.write_bytes(b"not an onnx graph")
+    assert np.allclose(E5Small(workers=1).embed_query("DDR 走线阻抗"), vec, atol=1e-6)
+    assert saved.stat().st_size > 1000

