@@ -25,9 +25,9 @@ from clawkb.config import Config
 from clawkb.index.lexical import LexicalIndex
 from clawkb.ingest.chunker import ChunkConfig
 from clawkb.ingest.discover import Problem, discover
-from clawkb.ingest.prepare import FileSettings, FileTask, Prepared
+from clawkb.ingest.prepare import FileSettings, FileTask, Prepared, prepare_file, prepare_records
 from clawkb.ingest.sync import sync_lexical
-from clawkb.ingest.workers import WorkerPool, default_workers, resolve
+from clawkb.ingest.workers import WorkerPool, default_workers
 from clawkb.ingest.writer import write_batch
 from clawkb.parsers.registry import ParserRegistry, default_registry
 from clawkb.store import runs_repo
@@ -39,6 +39,8 @@ _PREPARE_RECORDS = "clawkb.ingest.prepare:prepare_records"
 #: Largest worker task (the byte budget may cut it sooner).
 FILES_PER_TASK = 16
 RECORDS_PER_TASK = 512
+#: Fewer tasks than this run in this process: starting workers costs ~0.5 s.
+POOL_MIN_TASKS = 4
 
 Progress = Callable[[int, int, str], None]
 
@@ -211,8 +213,12 @@ class Ingestor:
                 yield batch, settings
 
         settings = FileSettings(self.chunk_config, self.config.parse_timeout_s, self.hooks)
-        local = self.registry is not default_registry() or not _picklable(settings)
-        for (batch, _), result in self._prepare(tasks(), _PREPARE_FILES, local):
+        pooled = self.registry is default_registry() and _picklable(settings)
+
+        def here(batch: list[FileTask], settings: FileSettings) -> list[Prepared]:
+            return [prepare_file(t, settings, self.registry) for t in batch]
+
+        for (batch, _), result in self._prepare(tasks(), _PREPARE_FILES, here, pooled):
             if isinstance(result, BaseException):
                 result = self._retry_files(batch, settings, result)
             self._pending += write_batch(
@@ -314,7 +320,7 @@ class Ingestor:
                 yield group, self.chunk_config
 
         try:
-            for _, result in self._prepare(tasks(), _PREPARE_RECORDS, False):
+            for _, result in self._prepare(tasks(), _PREPARE_RECORDS, prepare_records, True):
                 if isinstance(result, BaseException):
                     raise result
                 olds = self.repo.documents_by_paths([p.path for p in result])
@@ -332,15 +338,18 @@ class Ingestor:
 
     # -- workers ----------------------------------------------------------
     def _prepare(
-        self, tasks: Iterator[tuple[Any, ...]], func: str, local: bool
+        self,
+        tasks: Iterator[tuple[Any, ...]],
+        func: str,
+        here: Callable[..., Any],
+        pooled: bool,
     ) -> Iterator[tuple[tuple[Any, ...], Any]]:
-        """``(task, result)`` in task order: in this process with one worker (or when
-        there is a single task), else in the worker pool."""
-        first = list(itertools.islice(tasks, 2))
-        if local or self.workers < 2 or len(first) < 2:
-            fn = resolve(func)
+        """``(task, result)`` in task order: ``func`` in the worker pool, or ``here``
+        in this process (one worker, a single task, or a task that cannot travel)."""
+        first = list(itertools.islice(tasks, POOL_MIN_TASKS))
+        if not pooled or self.workers < 2 or len(first) < POOL_MIN_TASKS:
             for t in itertools.chain(first, tasks):
-                yield t, fn(*t)
+                yield t, here(*t)
             return
         yield from self._get_pool().imap(func, itertools.chain(first, tasks))
 
