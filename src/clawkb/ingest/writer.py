@@ -42,7 +42,7 @@ def write_batch(
     update the second time, exactly as it would be one file at a time.
     """
     changes = 0
-    stored: _Stored = []  # documents whose chunks are not inserted yet
+    waiting: list[Prepared] = []  # new documents, inserted together
     done: _Stored = []
     with repo.transaction() as conn:
         now = time.time()
@@ -62,14 +62,17 @@ def write_batch(
                 if p.status == "same" and old:
                     repo.touch_document(old.id, p.size, p.mtime_ns)
                 report.unchanged += 1
+            elif old is None:
+                waiting.append(p)
+                olds[p.path] = _row(-1, p, root)  # a second copy in this batch is an update
             else:
-                if old:
-                    # The delete must see every chunk stored before it (a path may
-                    # come twice in one batch): insert what is waiting first.
-                    changes += _insert(repo, stored, done, report)
-                    n = repo.delete_chunks(old.id)
-                    report.chunks_removed += n
-                    changes += n + 1
+                # The delete must see every chunk stored before it (the path may
+                # have come earlier in this batch): insert what is waiting first.
+                changes += _insert(repo, waiting, root, olds, done, report)
+                old = olds[p.path]
+                n = repo.delete_chunks(old.id)
+                report.chunks_removed += n
+                changes += n + 1
                 doc_id = repo.upsert_document(
                     path=p.path,
                     root=root,
@@ -80,15 +83,14 @@ def write_batch(
                     title=p.title,
                     encoding=p.encoding,
                     meta_json=p.meta_json,
-                    new=old is None,
                 )
-                olds[p.path] = DocRow(
-                    doc_id, p.path, root, p.digest, p.size, p.mtime_ns, p.title, None
-                )
-                report.warnings.extend((p.path, w) for w in p.warnings)
-                stored.append((doc_id, p, old is not None))
-        changes += _insert(repo, stored, done, report)
+                olds[p.path] = _row(doc_id, p, root)
+                changes += repo.insert_chunk_values([(doc_id, p.rows)])
+                report.chunks_added += len(p.rows)
+                done.append((doc_id, p, True))
+        changes += _insert(repo, waiting, root, olds, done, report)
         for doc_id, p, _ in done:
+            report.warnings.extend((p.path, w) for w in p.warnings)
             if p.parsed is not None:
                 for hook in hooks:
                     hook.stored(repo, doc_id, p.path, p.parsed)
@@ -98,10 +100,31 @@ def write_batch(
     return changes
 
 
-def _insert(repo: Repository, stored: _Stored, done: _Stored, report: IndexReport) -> int:
-    """Insert the waiting documents' chunks (one statement) and move them to ``done``."""
-    n = repo.insert_chunk_values([(doc_id, p.rows) for doc_id, p, _ in stored])
+def _row(doc_id: int, p: Prepared, root: str) -> DocRow:
+    return DocRow(doc_id, p.path, root, p.digest, p.size, p.mtime_ns, p.title, None)
+
+
+def _insert(
+    repo: Repository,
+    waiting: list[Prepared],
+    root: str,
+    olds: dict[str, DocRow],
+    done: _Stored,
+    report: IndexReport,
+) -> int:
+    """Insert the waiting new documents and all their chunks (two statements)."""
+    if not waiting:
+        return 0
+    ids = repo.insert_documents(
+        [
+            (p.path, root, p.digest, p.size, p.mtime_ns, p.parser, p.title, p.encoding, p.meta_json)
+            for p in waiting
+        ]
+    )
+    n = repo.insert_chunk_values([(doc_id, p.rows) for doc_id, p in zip(ids, waiting, strict=True)])
     report.chunks_added += n
-    done.extend(stored)
-    stored.clear()
+    for doc_id, p in zip(ids, waiting, strict=True):
+        done.append((doc_id, p, False))
+        olds[p.path] = _row(doc_id, p, root)
+    waiting.clear()
     return n

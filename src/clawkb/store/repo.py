@@ -232,6 +232,27 @@ class Repository:
         )
         return int(cur.lastrowid or 0)
 
+    def insert_documents(self, rows: Sequence[tuple[Any, ...]]) -> list[int]:
+        """Insert new documents in one statement; return their ids in order.
+
+        Each row: (path, root, content_hash, size, mtime_ns, parser, title,
+        encoding, metadata json). No row may have a path that is stored already.
+        """
+        if not rows:
+            return []
+        now = time.time()
+        self.conn.executemany(
+            "INSERT INTO documents (path, root, content_hash, size, mtime_ns, parser, title,"
+            " encoding, metadata, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            [(*r, now) for r in rows],
+        )
+        ids: dict[str, int] = {}
+        for i in range(0, len(rows), 900):
+            part = [r[0] for r in rows[i : i + 900]]
+            q = f"SELECT path, id FROM documents WHERE path IN ({','.join('?' * len(part))})"
+            ids.update(self.conn.execute(q, part))
+        return [ids[r[0]] for r in rows]
+
     def touch_document(self, doc_id: int, size: int, mtime_ns: int) -> None:
         self.conn.execute(
             "UPDATE documents SET size=?, mtime_ns=?, error=NULL WHERE id=?",
