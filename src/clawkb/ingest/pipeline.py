@@ -365,9 +365,14 @@ class Ingestor:
 
     # -- bookkeeping ------------------------------------------------------
     def _flush(self, force: bool = False) -> None:
-        """Sync the index once enough changes wait (always when ``force``)."""
-        if force or self._pending >= self.config.index_batch_chunks:
-            batch = self.config.index_batch_chunks
+        """Sync the index once enough changes wait (always when ``force``).
+
+        ``index_batch_chunks`` is what one process inverts at a time: with the
+        pool, a batch is that much per worker, so segments come out as large as
+        in a one-process run (and need no more merging).
+        """
+        batch = self.config.index_batch_chunks * (self._pool.n if self._pool else 1)
+        if force or self._pending >= batch:
             sync_lexical(self.repo, self.lexical, batch, pool=self._pool, workers=self.workers)
             self._pending = 0
 
