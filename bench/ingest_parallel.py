@@ -77,7 +77,7 @@ def child(engine: str, workers: int, corpus: str, profile: bool) -> dict[str, An
         if texts and texts[-1] == "":
             texts.pop()
         n = len(texts)
-        if engine == "clawkb":
+        if engine == "clawkb" and not os.environ.pop("CLAWKB_BASELINE", None):
             os.environ["CLAWKB_INGEST_WORKERS"] = str(workers)
         import peers
 
@@ -111,10 +111,18 @@ def child(engine: str, workers: int, corpus: str, profile: bool) -> dict[str, An
     return out
 
 
-def run_child(engine: str, workers: int, corpus: Path, profile: bool) -> dict[str, Any]:
+def run_child(
+    engine: str, workers: int, corpus: Path, profile: bool, src: str | None = None
+) -> dict[str, Any]:
+    """One build in a fresh process; ``src``: import clawkb from that source tree
+    instead (a baseline checkout, e.g. ``git archive <commit> src | tar -x``)."""
     cmd = [sys.executable, __file__, "--child", engine, "--workers", str(workers)]
     cmd += ["--corpus", str(corpus)] + (["--profile"] if profile else [])
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = src
+        env["CLAWKB_BASELINE"] = "1"
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{engine} (workers {workers}) failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -128,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--examples", type=Path, default=HERE.parent / "examples")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--baseline-src", help="also build with clawkb from this src folder (before)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--corpus", help=argparse.SUPPRESS)
@@ -140,9 +149,15 @@ def main(argv: list[str] | None = None) -> int:
     corpus = run_all.ensure_corpus(args.docs, 1000, args.seed)
     runs: list[dict[str, Any]] = []
     for r in range(args.rounds):
-        for engine, workers in (("bm25s-numba", 1), ("clawkb", 1), ("clawkb", 2)):
-            res = run_child(engine, workers, corpus, args.profile and r == 0)
+        sets: list[tuple[str, int, str | None]] = [("bm25s-numba", 1, None)]
+        if args.baseline_src:
+            sets.append(("clawkb", 0, args.baseline_src))
+        sets += [("clawkb", 1, None), ("clawkb", 2, None)]
+        for engine, workers, src in sets:
+            res = run_child(engine, workers, corpus, args.profile and r == 0, src)
             res["round"] = r
+            if src:
+                res["engine"] = "clawkb-before"
             runs.append(res)
             print(
                 f"[{time.strftime('%H:%M:%S')}] {engine} w{workers}: wall {res['wall_s']:.1f} s,"

@@ -61,8 +61,11 @@ def _build_files(home: Path, corpus: Path, workers: int, monkeypatch: pytest.Mon
     monkeypatch.setattr(pipeline, "WorkerPool", CountedPool)
     with KnowledgeBase.open(home, create=True) as kb:
         assert kb.config.ingest_workers == workers
-        report = kb.index([corpus])
+        ticks: list[tuple[int, int]] = []
+        report = kb.index([corpus], progress=lambda done, total, _path: ticks.append((done, total)))
         assert started == ([] if workers == 1 else [workers])
+        total = report.added + report.failed
+        assert ticks == [(i, total) for i in range(1, total + 1)]  # progress counts every file
         return report, _snapshot(kb)
 
 
