@@ -69,7 +69,7 @@ def _read_frame(fh: BinaryIO) -> Any:
 
 def resolve(name: str) -> Callable[..., Any]:
     module, _, func = name.partition(":")
-    return getattr(importlib.import_module(module), func)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), func)
 
 
 class _Worker:
