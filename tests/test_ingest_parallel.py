@@ -96,6 +96,10 @@ def test_two_workers_build_the_same_kb_from_records(
     ]
     recs.append(TextRecord(path="r5", text="a second record with the same path replaces it"))
     snaps = []
+    # Small index batches: the index is synced (on the same workers, with parse
+    # tasks still in flight) several times during the run.
+    monkeypatch.setenv("CLAWKB_INDEX_BATCH_CHUNKS", "1100")
+    monkeypatch.delenv("CLAWKB_INDEX_WORKERS", raising=False)
     for workers in (1, 2):
         monkeypatch.setenv("CLAWKB_INGEST_WORKERS", str(workers))
         with KnowledgeBase.open(tmp_path / f"w{workers}", create=True) as kb:
@@ -106,6 +110,15 @@ def test_two_workers_build_the_same_kb_from_records(
             again = kb.index_texts(recs)  # r5 changes twice again, the rest is unchanged
             assert again.unchanged == len(recs) - 2 and again.updated == 2 and again.added == 0
     assert snaps[0] == snaps[1]
+
+
+def test_streams_sharing_the_workers_get_their_own_answers() -> None:
+    with WorkerPool(2, window=2) as pool:
+        outer = pool.imap("builtins:len", [("x" * i,) for i in range(20)])
+        got = [next(outer)[1] for _ in range(3)]  # tasks 3.. are in flight now
+        assert pool.map("builtins:abs", [(-5,), (-6,), (-7,)]) == [5, 6, 7]
+        got += [r for _, r in outer]
+        assert got == list(range(20))
 
 
 def test_an_update_run_in_parallel_replaces_changed_files_only(

@@ -126,22 +126,71 @@ class _Worker:
             self.proc.stdout.close()
 
 
+class _Ticket:
+    """One submitted task: filled in when its worker's answer is read."""
+
+    __slots__ = ("args", "done", "func", "value", "worker")
+
+    def __init__(self, func: str, args: tuple[Any, ...], worker: int) -> None:
+        self.func, self.args, self.worker = func, args, worker
+        self.done = False
+        self.value: Any = None
+
+
 class WorkerPool:
-    """``n`` persistent workers; :meth:`imap` runs tasks and yields results in order."""
+    """``n`` persistent workers; :meth:`imap` runs tasks and yields results in order.
+
+    Each worker answers its tasks in the order it got them, whoever submitted
+    them, so every task has a ticket in its worker's queue and reading an
+    answer fills the oldest ticket: several streams (the ingest stream and an
+    index batch started in the middle of it) share the workers safely.
+    """
 
     def __init__(self, n: int, window: int = 2) -> None:
         self.n = max(1, n)
         self.window = max(1, window)
         self._workers: list[_Worker | None] = [None] * self.n
+        self._queues: list[deque[_Ticket]] = [deque() for _ in range(self.n)]
         self._next = 0
 
     def _worker(self, i: int) -> _Worker:
         w = self._workers[i]
-        if w is None or w.proc.poll() is not None:
-            if w is not None:
-                w.close()
+        if w is None:
             w = self._workers[i] = _Worker()
         return w
+
+    def submit(self, func: str, args: tuple[Any, ...]) -> _Ticket:
+        i = self._next
+        self._next = (self._next + 1) % self.n
+        ticket = _Ticket(func, args, i)
+        self._queues[i].append(ticket)
+        self._worker(i).outbox.put((func, args))
+        return ticket
+
+    def result(self, ticket: _Ticket) -> Any:
+        """The task's value, or the exception it raised (:class:`WorkerDied` if its
+        worker exited while running it); never raises."""
+        while not ticket.done:
+            self._read_one(ticket.worker)
+        return ticket.value
+
+    def _read_one(self, i: int) -> None:
+        head = self._queues[i].popleft()
+        w = self._worker(i)
+        try:
+            head.value = w.receive()
+        except WorkerDied as exc:
+            # Tasks queued behind the lost one on this worker are lost too:
+            # resubmit them, in order, to a fresh worker.
+            w.close()
+            self._workers[i] = None
+            fresh = self._worker(i)
+            for t in self._queues[i]:
+                fresh.outbox.put((t.func, t.args))
+            head.value = exc
+        except Exception as exc:  # the task raised: pass it on
+            head.value = exc
+        head.done = True
 
     def imap(
         self, func: str, args: Iterable[tuple[Any, ...]]
@@ -149,46 +198,28 @@ class WorkerPool:
         """``(a, func(*a))`` for each ``a``, in order; a failed task yields its exception.
 
         The task's exception (or :class:`WorkerDied`) is yielded, not raised,
-        so the caller decides what one bad task means; the rest go on.
+        so the caller decides what one bad task means; the rest go on. At most
+        ``window`` tasks per worker are submitted ahead of the consumer.
         """
-        inflight: deque[tuple[int, tuple[Any, ...]]] = deque()
+        inflight: deque[_Ticket] = deque()
         limit = self.n * self.window
         it = iter(args)
         exhausted = False
         while True:
             while not exhausted and len(inflight) < limit:
                 try:
-                    a = next(it)
+                    inflight.append(self.submit(func, next(it)))
                 except StopIteration:
                     exhausted = True
-                    break
-                i = self._next
-                self._next = (self._next + 1) % self.n
-                self._worker(i).outbox.put((func, a))
-                inflight.append((i, a))
             if not inflight:
                 return
-            i, a = inflight.popleft()
-            w = self._workers[i]
-            assert w is not None
-            try:
-                yield a, w.receive()
-            except WorkerDied as exc:
-                # Tasks queued behind the lost one on the same worker are lost too:
-                # resubmit them, in order, to a fresh worker.
-                lost = [(j, b) for j, b in inflight if j == i]
-                w.close()
-                self._workers[i] = None
-                fresh = self._worker(i)
-                for _, b in lost:
-                    fresh.outbox.put((func, b))
-                yield a, exc
-            except Exception as exc:  # the task raised: pass it on
-                yield a, exc
+            ticket = inflight.popleft()
+            yield ticket.args, self.result(ticket)
 
     def map(self, func: str, args: Iterable[tuple[Any, ...]]) -> list[Any]:
-        """Like :meth:`imap`, but the first failure is raised after all tasks end."""
-        out = [r for _, r in self.imap(func, args)]
+        """All at once; the first failure is raised after every task has ended."""
+        tickets = [self.submit(func, a) for a in args]
+        out = [self.result(t) for t in tickets]
         for r in out:
             if isinstance(r, BaseException):
                 raise r
@@ -199,6 +230,7 @@ class WorkerPool:
             if w is not None:
                 w.close()
                 self._workers[i] = None
+            self._queues[i].clear()
 
     def __enter__(self) -> WorkerPool:
         return self
