@@ -43,10 +43,14 @@ def write_batch(
     """
     changes = 0
     waiting: list[Prepared] = []  # new documents, inserted together
+    waiting_paths: set[str] = set()
     done: _Stored = []
     with repo.transaction() as conn:
         now = time.time()
         for p in items:
+            if p.path in waiting_paths:  # a second copy in this batch: store the first
+                changes += _insert(repo, waiting, root, olds, done, report)
+                waiting_paths.clear()
             old = olds.get(p.path)
             if p.status == "skip":
                 report.skipped += 1
@@ -64,12 +68,12 @@ def write_batch(
                 report.unchanged += 1
             elif old is None:
                 waiting.append(p)
-                olds[p.path] = _row(-1, p, root)  # a second copy in this batch is an update
+                waiting_paths.add(p.path)
             else:
                 # The delete must see every chunk stored before it (the path may
                 # have come earlier in this batch): insert what is waiting first.
                 changes += _insert(repo, waiting, root, olds, done, report)
-                old = olds[p.path]
+                waiting_paths.clear()
                 n = repo.delete_chunks(old.id)
                 report.chunks_removed += n
                 changes += n + 1

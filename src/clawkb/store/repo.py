@@ -241,11 +241,16 @@ class Repository:
         if not rows:
             return []
         now = time.time()
+        top = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM documents").fetchone()[0]
         self.conn.executemany(
             "INSERT INTO documents (path, root, content_hash, size, mtime_ns, parser, title,"
             " encoding, metadata, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
             [(*r, now) for r in rows],
         )
+        # SQLite gives each new row max(id) + 1 while that fits (we hold the write
+        # transaction); check it, and look the ids up by path if it did not hold.
+        if self.conn.execute("SELECT MAX(id) FROM documents").fetchone()[0] == top + len(rows):
+            return list(range(top + 1, top + len(rows) + 1))
         ids: dict[str, int] = {}
         for i in range(0, len(rows), 900):
             part = [r[0] for r in rows[i : i + 900]]
