@@ -7,6 +7,7 @@ completes and the store and the index must agree exactly.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import sqlite3
@@ -91,18 +92,27 @@ def count_documents(db_path: Path) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("moment", ["early", "middle", "final_sync"])
-def test_sigkill_then_rerun_is_consistent(corpus: Path, tmp_path: Path, moment: str) -> None:
+@pytest.mark.parametrize(
+    ("moment", "workers"),
+    [("early", "2"), ("middle", "2"), ("final_sync", "2"), ("middle", "1")],
+)
+def test_sigkill_then_rerun_is_consistent(
+    corpus: Path, tmp_path: Path, moment: str, workers: str
+) -> None:
+    """``workers`` 2: files parsed by ingest workers (they exit when the killed
+    writer's pipes close); 1: everything in the indexing process."""
     files = corpus_files(corpus)
     total = len(files)
     home = tmp_path / "kb"
     db_path = home / "clawkb.sqlite"
     threshold = {"early": 1, "middle": total // 2, "final_sync": total}[moment]
 
+    env = {**os.environ, "CLAWKB_INGEST_WORKERS": workers}
     with subprocess.Popen(
         [CLAWKB, "--kb", str(home), "index", str(corpus)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env=env,
     ) as proc:
         deadline = time.monotonic() + 120
         seen = 0
@@ -129,6 +139,7 @@ def test_sigkill_then_rerun_is_consistent(corpus: Path, tmp_path: Path, moment: 
         capture_output=True,
         text=True,
         timeout=600,
+        env=env,
     )
     assert rerun.returncode == 0, rerun.stderr
     assert "interrupted" in rerun.stderr

@@ -19,20 +19,18 @@ def test_a_failure_mid_ingest_rolls_back_and_the_next_write_works(tmp_path: Path
     (notes / "b.md").write_text("# B\n\nbravo text here\n")
     kb = KnowledgeBase.open(tmp_path / "kb", create=True)  # one long-lived KB, like a server
     try:
-        real = kb.repo.insert_chunks
+        real = kb.repo.insert_chunk_values
 
-        def explode(doc_id: int, path: str, chunks: list) -> int:
-            if path.endswith("b.md"):
-                real(doc_id, path, chunks)  # half of the file's work is done ...
-                raise RuntimeError("disk on fire")  # ... then the write fails
-            return real(doc_id, path, chunks)
+        def explode(docs: list) -> int:
+            real(docs)  # half of the batch's work is done ...
+            raise RuntimeError("disk on fire")  # ... then the write fails
 
-        kb.repo.insert_chunks = explode  # type: ignore[method-assign]
+        kb.repo.insert_chunk_values = explode  # type: ignore[method-assign]
         with pytest.raises(RuntimeError, match="disk on fire"):
             kb.index([notes])
         assert not kb.conn.in_transaction
         assert kb.repo.document((notes / "b.md").as_posix()) is None  # rolled back whole
-        kb.repo.insert_chunks = real  # type: ignore[method-assign]
+        kb.repo.insert_chunk_values = real  # type: ignore[method-assign]
         report = kb.index([notes])
         assert report.failed == 0
         assert [h.anchor.path for h in kb.search("bravo").hits] == [(notes / "b.md").as_posix()]

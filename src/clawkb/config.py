@@ -200,6 +200,10 @@ class Config:
     field_weights: tuple[float, float, float] = (2.0, 1.0, 0.6)
     field_b: tuple[float, float, float] = (0.3, 0.75, 0.75)
     index_batch_chunks: Annotated[int, Ge(1)] = 20000
+    ingest_workers: Annotated[int, Ge(0)] = (
+        0  # processes that parse/chunk/tokenize; 0 = one per core
+    )
+    ingest_queue_mb: Annotated[float, Gt(0)] = 64.0  # text in flight between writer and workers
     datasheets: tuple[str, ...] = ()  # folders, relative to the KB's parent folder
     board_boost: Annotated[float, Gt(0)] = 1.5
     progress_interval_s: Annotated[float, Gt(0)] = 5.0  # status line period when piped

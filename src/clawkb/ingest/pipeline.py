@@ -1,16 +1,20 @@
 """Incremental, crash-safe ingest: files (or in-memory records) into the store.
 
 Per file: stat → (size, mtime) unchanged? skip : read → content hash unchanged?
-skip : parse → chunk → one transaction that replaces the document's chunks and
-logs the changes. The lexical index is synced from the log in batches, so a
-killed run loses at most the file in flight and the next run resumes.
-A file that fails keeps its previously indexed content.
+skip : parse → chunk → rows. Reading, parsing and chunking run in worker
+processes (``ingest_workers``; :mod:`clawkb.ingest.prepare`), the store is
+written by this process alone, one transaction per batch of files
+(:mod:`clawkb.ingest.writer`). The lexical index is synced from the log in
+batches, so a killed run loses at most the batch in flight and the next run
+resumes. A file that fails keeps its previously indexed content.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import pickle
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -18,18 +22,25 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from clawkb.config import Config
-from clawkb.errors import ClawkbError, ParseError, UnsupportedFileError
 from clawkb.index.lexical import LexicalIndex
-from clawkb.ingest.chunker import ChunkConfig, chunk_slices
-from clawkb.ingest.decode import looks_binary, normalize_newlines
+from clawkb.ingest.chunker import ChunkConfig
 from clawkb.ingest.discover import Problem, discover
-from clawkb.ingest.limits import parse_with_limit
+from clawkb.ingest.prepare import FileSettings, FileTask, Prepared, prepare_file, prepare_records
 from clawkb.ingest.sync import sync_lexical
-from clawkb.parsers.registry import ParserRegistry
-from clawkb.parsers.text import first_line_title, paragraph_slices
+from clawkb.ingest.workers import WorkerPool, default_workers
+from clawkb.ingest.writer import write_batch
+from clawkb.parsers.registry import ParserRegistry, default_registry
 from clawkb.store import runs_repo
-from clawkb.store.repo import DocRow, Repository, content_hash
-from clawkb.types import Chunk, ParsedDocument
+from clawkb.store.repo import DocRow, Repository
+from clawkb.types import ParsedDocument
+
+_PREPARE_FILES = "clawkb.ingest.prepare:prepare_files"
+_PREPARE_RECORDS = "clawkb.ingest.prepare:prepare_records"
+#: Largest worker task (the byte budget may cut it sooner).
+FILES_PER_TASK = 16
+RECORDS_PER_TASK = 512
+#: Fewer tasks than this run in this process: starting workers costs ~0.5 s.
+POOL_MIN_TASKS = 4
 
 Progress = Callable[[int, int, str], None]
 
@@ -108,6 +119,14 @@ class Ingestor:
         self.hooks = tuple(hooks)
         self.chunk_config = ChunkConfig(max_tokens=config.max_tokens, overlap=config.overlap)
         self._pending = 0
+        self.workers = config.ingest_workers or default_workers()
+        self._pool: WorkerPool | None = None
+        # Text in flight (queued for, inside or coming back from workers) stays
+        # near the memory budget: tasks are sized so the pool's window fits it.
+        window = 2 * 2 * max(self.workers, 1)
+        self._task_bytes = max(
+            64 * 1024, min(1 << 20, int(config.ingest_queue_mb * 2**20 / window))
+        )
 
     def _chunk_config_for(self, path: str, parsed: ParsedDocument) -> ChunkConfig:
         cfg = self.chunk_config
@@ -128,48 +147,100 @@ class Ingestor:
         run_id = self._start_run([str(r) for r in roots], report)
         problems: list[Problem] = []
         skipped: list[Problem] = []
-        for root in roots:
-            root_path = Path(os.path.abspath(root))
-            found = list(
-                discover(
-                    root_path,
-                    self.config.ignore,
-                    problems,
-                    include=include,
-                    follow_symlinks=self.config.follow_symlinks,
-                    skipped=skipped,
+        try:
+            for root in roots:
+                root_path = Path(os.path.abspath(root))
+                found = list(
+                    discover(
+                        root_path,
+                        self.config.ignore,
+                        problems,
+                        include=include,
+                        follow_symlinks=self.config.follow_symlinks,
+                        skipped=skipped,
+                    )
                 )
-            )
-            walk_root = root_path if root_path.is_dir() else root_path.parent
-            seen: set[str] = set()
-            for i, f in enumerate(found):
-                path = f.path.as_posix()
-                seen.add(path)
-                self._index_file(f.path, walk_root.as_posix(), report, run_id)
-                if progress:
-                    progress(i + 1, len(found), path)
-            if root_path.is_dir():
-                self._remove_missing(walk_root.as_posix(), seen, problems, report)
-        for p in problems:
-            report.errors.append((p.path, p.reason))
-        report.skipped += len(skipped)
-        report.skipped_files.extend((p.path, p.reason) for p in skipped)
-        self._flush(force=True)
+                walk_root = root_path if root_path.is_dir() else root_path.parent
+                seen = {f.path.as_posix() for f in found}
+                self._index_files(found, walk_root.as_posix(), report, run_id, progress)
+                if root_path.is_dir():
+                    self._remove_missing(walk_root.as_posix(), seen, problems, report)
+            for p in problems:
+                report.errors.append((p.path, p.reason))
+            report.skipped += len(skipped)
+            report.skipped_files.extend((p.path, p.reason) for p in skipped)
+            self._flush(force=True)
+        finally:
+            self._close_pool()
         report.seconds = time.perf_counter() - t0
         self._finish_run(run_id, report)
         return report
 
-    def _index_file(self, path: Path, root: str, report: IndexReport, run_id: int) -> None:
-        key = path.as_posix()
-        old = self.repo.document(key)
+    def _index_files(
+        self,
+        found: Sequence[Any],
+        root: str,
+        report: IndexReport,
+        run_id: int,
+        progress: Progress | None,
+    ) -> None:
+        """Stat in this process (cheap, needs the store); read, parse and chunk the
+        changed files in the workers; store their results in order, a batch at a time."""
+        olds = self.repo.documents_under(root)
+        total = len(found)
+        done = 0
+
+        def tick(path: str) -> None:
+            nonlocal done
+            done += 1
+            if progress:
+                progress(done, total, path)
+
+        def tasks() -> Iterator[tuple[list[FileTask], FileSettings]]:
+            batch: list[FileTask] = []
+            size = 0
+            for f in found:
+                task = self._file_task(f.path.as_posix(), olds, report, run_id)
+                if task is None:
+                    tick(f.path.as_posix())
+                    continue
+                batch.append(task)
+                size += task.size
+                if len(batch) >= FILES_PER_TASK or size >= self._task_bytes:
+                    yield batch, settings
+                    batch, size = [], 0
+            if batch:
+                yield batch, settings
+
+        settings = FileSettings(self.chunk_config, self.config.parse_timeout_s, self.hooks)
+        pooled = self.registry is default_registry() and _picklable(settings)
+
+        def here(batch: list[FileTask], settings: FileSettings) -> list[Prepared]:
+            return [prepare_file(t, settings, self.registry) for t in batch]
+
+        for (batch, _), result in self._prepare(tasks(), _PREPARE_FILES, here, pooled):
+            if isinstance(result, BaseException):
+                result = self._retry_files(batch, settings, result)
+            self._pending += write_batch(
+                self.repo, result, olds, root, report, hooks=self.hooks, run_id=run_id
+            )
+            for item in result:
+                tick(item.path)
+            self._flush()
+
+    def _file_task(
+        self, key: str, olds: dict[str, DocRow], report: IndexReport, run_id: int
+    ) -> FileTask | None:
+        """The work one file needs, or None when it is unchanged or failed already."""
+        old = olds.get(key)
         try:
-            st = path.stat()
+            st = os.stat(key)
         except OSError as exc:
             self._fail(report, run_id, key, f"cannot stat ({exc.strerror or exc})", old)
-            return
+            return None
         if old and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns and not old.error:
             report.unchanged += 1
-            return
+            return None
         limit = int(self.config.max_file_mb * 1024 * 1024)
         if st.st_size > limit:
             self._fail(
@@ -180,93 +251,24 @@ class Ingestor:
                 " raise max_file_mb in config.yaml)",
                 old,
             )
-            return
-        parser = self.registry.for_path(key)
-        try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            self._fail(report, run_id, key, f"cannot read ({exc.strerror or exc})", old)
-            return
-        if parser is None and path.suffix == "" and data and not looks_binary(data):
-            parser = self.registry.by_name("text")
-        if parser is None:
-            reason = (
-                "binary file, skipped"
-                if looks_binary(data)
-                else f"no parser for '{path.suffix or path.name}'"
-            )
-            report.skipped += 1
-            report.skipped_files.append((key, reason))
-            return
-        digest = content_hash(data)
-        if old and old.content_hash == digest:
-            with self.repo.transaction():
-                self.repo.touch_document(old.id, st.st_size, st.st_mtime_ns)
-            report.unchanged += 1
-            return
-        try:
-            if looks_binary(data) and parser.name in ("text", "markdown"):
-                raise UnsupportedFileError(key, "binary content, skipped")
-            parsed = parse_with_limit(parser, data, key, self.config.parse_timeout_s)
-            chunks = chunk_slices(parsed.slices, self._chunk_config_for(key, parsed))
-            report.warnings.extend((key, w) for w in parsed.warnings)
-        except ParseError as exc:
-            self._fail(report, run_id, key, exc.reason, old)
-            return
-        except ClawkbError as exc:
-            self._fail(report, run_id, key, str(exc), old)
-            return
-        except Exception as exc:  # a parser bug must not stop the run
-            self._fail(
-                report,
-                run_id,
-                key,
-                f"parser {parser.name} crashed: {type(exc).__name__}: {exc}",
-                old,
-            )
-            return
-        self._store(
-            key, root, digest, st.st_size, st.st_mtime_ns, parser.name, parsed, chunks, old, report
-        )
+            return None
+        return FileTask(key, st.st_size, st.st_mtime_ns, old.content_hash if old else None)
 
-    def _store(
-        self,
-        key: str,
-        root: str,
-        digest: str,
-        size: int,
-        mtime_ns: int,
-        parser: str,
-        parsed: ParsedDocument,
-        chunks: list[Chunk],
-        old: DocRow | None,
-        report: IndexReport,
-    ) -> None:
-        with self.repo.transaction():
-            if old:
-                report.chunks_removed += self.repo.delete_chunks(old.id)
-            title = parsed.title or Path(key).stem
-            doc_id = self.repo.upsert_document(
-                path=key,
-                root=root,
-                digest=digest,
-                size=size,
-                mtime_ns=mtime_ns,
-                parser=parser,
-                title=title,
-                encoding=parsed.encoding,
-                metadata=dict(parsed.metadata),
-            )
-            report.chunks_added += self.repo.insert_chunks(doc_id, key, chunks)
-            for hook in self.hooks:
-                hook.stored(self.repo, doc_id, key, parsed)
-        if old:
-            report.updated += 1
-        else:
-            report.added += 1
-        self._pending += len(chunks) + (old is not None)
-        self._flush()
+    def _retry_files(
+        self, batch: list[FileTask], settings: FileSettings, exc: BaseException
+    ) -> list[Prepared]:
+        """A worker died on a batch: run its files one per task, so only the file that
+        kills a worker fails (with the reason), never its neighbours."""
+        pool = self._get_pool()
+        out: list[Prepared] = []
+        for (tasks, _), res in pool.imap(_PREPARE_FILES, [([t], settings) for t in batch]):
+            if isinstance(res, BaseException):
+                out.append(
+                    Prepared(tasks[0].path, "fail", f"the ingest worker failed on it: {res}")
+                )
+            else:
+                out.extend(res)
+        return out
 
     def _fail(
         self, report: IndexReport, run_id: int, key: str, reason: str, old: DocRow | None
@@ -300,58 +302,79 @@ class Ingestor:
     def index_records(
         self, records: Iterable[TextRecord], progress: Progress | None = None
     ) -> IndexReport:
+        """Index in-memory documents; each task's records are stored in one transaction."""
         t0 = time.perf_counter()
         report = IndexReport()
         done = 0
-        for group in _groups(records, 2000):
-            # One transaction per group: all of it or none of it is stored.
-            with self.repo.transaction():
-                for rec in group:
-                    self._store_record(rec, report)
-            self._flush()
-            if progress:
-                for rec in group:
-                    done += 1
-                    progress(done, 0, rec.path)
-        self._flush(force=True)
+
+        def tasks() -> Iterator[tuple[list[tuple[str, str, str, dict[str, Any]]], ChunkConfig]]:
+            group: list[tuple[str, str, str, dict[str, Any]]] = []
+            size = 0
+            for r in records:
+                group.append((r.path, r.text, r.title, r.metadata))
+                size += len(r.text)
+                if len(group) >= RECORDS_PER_TASK or size >= self._task_bytes:
+                    yield group, self.chunk_config
+                    group, size = [], 0
+            if group:
+                yield group, self.chunk_config
+
+        try:
+            for _, result in self._prepare(tasks(), _PREPARE_RECORDS, prepare_records, True):
+                if isinstance(result, BaseException):
+                    raise result
+                olds = self.repo.documents_by_paths([p.path for p in result])
+                self._pending += write_batch(self.repo, result, olds, "", report)
+                self._flush()
+                if progress:
+                    for p in result:
+                        done += 1
+                        progress(done, 0, p.path)
+            self._flush(force=True)
+        finally:
+            self._close_pool()
         report.seconds = time.perf_counter() - t0
         return report
 
-    def _store_record(self, rec: TextRecord, report: IndexReport) -> None:
-        data = rec.text.encode("utf-8")
-        digest = content_hash(data + rec.title.encode("utf-8"))
-        old = self.repo.document(rec.path)
-        if old and old.content_hash == digest:
-            report.unchanged += 1
+    # -- workers ----------------------------------------------------------
+    def _prepare(
+        self,
+        tasks: Iterator[tuple[Any, ...]],
+        func: str,
+        here: Callable[..., Any],
+        pooled: bool,
+    ) -> Iterator[tuple[tuple[Any, ...], Any]]:
+        """``(task, result)`` in task order: ``func`` in the worker pool, or ``here``
+        in this process (one worker, a single task, or a task that cannot travel)."""
+        first = list(itertools.islice(tasks, POOL_MIN_TASKS))
+        if not pooled or self.workers < 2 or len(first) < POOL_MIN_TASKS:
+            for t in itertools.chain(first, tasks):
+                yield t, here(*t)
             return
-        # Records are already text: split paragraphs directly, no decoding pass.
-        lines = normalize_newlines(rec.text).split("\n")
-        chunks = chunk_slices(paragraph_slices(lines), self.chunk_config)
-        if old:
-            report.chunks_removed += self.repo.delete_chunks(old.id)
-        doc_id = self.repo.upsert_document(
-            path=rec.path,
-            root="",
-            digest=digest,
-            size=len(data),
-            mtime_ns=0,
-            parser="record",
-            title=rec.title or first_line_title(lines),
-            encoding="utf-8",
-            metadata=dict(rec.metadata),
-        )
-        report.chunks_added += self.repo.insert_chunks(doc_id, rec.path, chunks)
-        report.updated += bool(old)
-        report.added += not old
-        self._pending += len(chunks)
+        yield from self._get_pool().imap(func, itertools.chain(first, tasks))
+
+    def _get_pool(self) -> WorkerPool:
+        if self._pool is None:
+            self._pool = WorkerPool(self.workers)
+        return self._pool
+
+    def _close_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     # -- bookkeeping ------------------------------------------------------
     def _flush(self, force: bool = False) -> None:
-        if self._pending and (force or self._pending >= self.config.index_batch_chunks):
-            sync_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
+        """Sync the index once enough changes wait (always when ``force``).
+
+        ``index_batch_chunks`` is what one process inverts at a time: with the
+        pool, a batch is that much per worker, so segments come out as large as
+        in a one-process run (and need no more merging).
+        """
+        batch = self.config.index_batch_chunks * (self._pool.n if self._pool else 1)
+        if force or self._pending >= batch:
+            sync_lexical(self.repo, self.lexical, batch, pool=self._pool, workers=self.workers)
             self._pending = 0
-        elif force:
-            sync_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
 
     def _start_run(self, roots: list[str], report: IndexReport) -> int:
         with self.repo.transaction() as conn:
@@ -366,12 +389,10 @@ class Ingestor:
             runs_repo.finish(conn, run_id, json.dumps(counts), time.time())
 
 
-def _groups(items: Iterable[TextRecord], size: int) -> Iterator[list[TextRecord]]:
-    group: list[TextRecord] = []
-    for item in items:
-        group.append(item)
-        if len(group) >= size:
-            yield group
-            group = []
-    if group:
-        yield group
+def _picklable(obj: object) -> bool:
+    """Whether ``obj`` can travel to a worker (a custom hook may hold a connection)."""
+    try:
+        pickle.dumps(obj)
+    except Exception:
+        return False
+    return True

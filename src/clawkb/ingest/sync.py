@@ -20,12 +20,15 @@ import numpy as np
 from clawkb.errors import IndexError_
 from clawkb.index.lexical import LexicalIndex
 from clawkb.index.segment import DocFields, build_arrays, write_segment
+from clawkb.ingest.workers import WorkerPool
 from clawkb.store import db, pragmas
 from clawkb.store.repo import Repository
 from clawkb.text import tokenize
 
 #: Below this many new chunks a batch is inverted in-process (workers cost ~0.2 s).
 PARALLEL_MIN_CHUNKS = 4000
+#: The same with the ingest run's worker pool, whose processes are already running.
+POOL_MIN_CHUNKS = 2000
 
 #: Largest peak RSS (KiB) any index worker of this process reported (benchmarks).
 worker_peak_kb = 0
@@ -48,6 +51,8 @@ def sync_lexical(
     progress: Callable[[int], None] | None = None,
     *,
     allow_rebuild: bool = True,
+    pool: WorkerPool | None = None,
+    workers: int | None = None,
 ) -> int:
     """Apply pending changes in batches; return the number of changes applied.
 
@@ -56,7 +61,7 @@ def sync_lexical(
     restore, or behind a pruned log) is rebuilt instead.
     """
     if allow_rebuild and needs_rebuild(repo, lexical):
-        rebuild_lexical(repo, lexical, batch_chunks)
+        rebuild_lexical(repo, lexical, batch_chunks, pool=pool, workers=workers)
         return 0
     applied = 0
     while True:
@@ -72,7 +77,7 @@ def sync_lexical(
             else:
                 added.pop(cid, None)
                 deletes.append(cid)
-        _apply_batch(repo, lexical, sorted(added), deletes, last_seq)
+        _apply_batch(repo, lexical, sorted(added), deletes, last_seq, pool, workers)
         applied += len(changes)
         if progress:
             progress(len(changes))
@@ -117,7 +122,14 @@ def needs_rebuild(repo: Repository, lexical: LexicalIndex) -> bool:
     return lexical.applied_seq < repo.pruned_upto() or lexical.applied_seq < 0
 
 
-def rebuild_lexical(repo: Repository, lexical: LexicalIndex, batch_chunks: int = 20000) -> int:
+def rebuild_lexical(
+    repo: Repository,
+    lexical: LexicalIndex,
+    batch_chunks: int = 20000,
+    *,
+    pool: WorkerPool | None = None,
+    workers: int | None = None,
+) -> int:
     """Build a whole new index from every chunk in the store, then switch to it.
 
     The current index stays published (and searchable) until the new one is
@@ -129,14 +141,14 @@ def rebuild_lexical(repo: Repository, lexical: LexicalIndex, batch_chunks: int =
     lexical.begin_rebuild()
     try:
         for i in range(0, len(ids), batch_chunks):
-            _apply_batch(repo, lexical, ids[i : i + batch_chunks], [], -1)
+            _apply_batch(repo, lexical, ids[i : i + batch_chunks], [], -1, pool, workers)
     except BaseException:
         lexical.abort_rebuild()
         raise
     lexical.store_id = db.get_meta(repo.conn, "store_id") or lexical.store_id
     lexical.finish_rebuild(seq)
     # Changes committed after the snapshot are replayed from the log.
-    sync_lexical(repo, lexical, batch_chunks, allow_rebuild=False)
+    sync_lexical(repo, lexical, batch_chunks, allow_rebuild=False, pool=pool, workers=workers)
     _tidy_store(repo, lexical)
     return len(ids)
 
@@ -148,10 +160,16 @@ def _tidy_store(repo: Repository, lexical: LexicalIndex) -> None:
         repo.purge_retired(lexical.oldest_seq_in_use)
 
 
-def _workers() -> int:
+def _workers(pool: WorkerPool | None = None, workers: int | None = None) -> int:
+    """Processes that invert one batch: ``CLAWKB_INDEX_WORKERS``, else the ingest
+    pool's size, else the caller's ``workers`` setting, else up to 4 cores."""
     env = os.environ.get("CLAWKB_INDEX_WORKERS")
     if env:
         return max(1, int(env))
+    if pool is not None:
+        return pool.n
+    if workers is not None:
+        return max(1, workers)
     return max(1, min(os.cpu_count() or 1, 4))
 
 
@@ -161,11 +179,18 @@ def _apply_batch(
     add_ids: Sequence[int],
     deletes: Sequence[int],
     seq: int,
+    pool: WorkerPool | None = None,
+    n_workers: int | None = None,
 ) -> None:
-    """Invert new chunks (in parallel worker processes when the batch is large)."""
-    workers = _workers()
+    """Invert new chunks (in parallel worker processes when the batch is large).
+
+    With an ingest ``pool`` its persistent workers do it (no interpreter start
+    per batch); otherwise fresh worker processes are started for the batch.
+    """
+    workers = _workers(pool, n_workers)
     db_file = _db_file(repo)
-    if workers < 2 or len(add_ids) < PARALLEL_MIN_CHUNKS or db_file is None:
+    least = PARALLEL_MIN_CHUNKS if pool is None else POOL_MIN_CHUNKS
+    if workers < 2 or len(add_ids) < least or db_file is None:
         adds = (doc_fields(*row) for row in repo.index_rows(add_ids))
         lexical.apply(adds, deletes, seq)
         return
@@ -175,6 +200,16 @@ def _apply_batch(
     step = -(-len(add_ids) // workers)
     parts = [list(add_ids[i : i + step]) for i in range(0, len(add_ids), step)]
     folders = lexical.reserve_segments(len(parts))
+    global worker_peak_kb
+    if pool is not None and workers <= pool.n:
+        args = [(db_file, part, str(f)) for part, f in zip(parts, folders, strict=True)]
+        try:
+            peaks = pool.map("clawkb.ingest.sync:_build_task", args)
+        except Exception as exc:
+            raise IndexError_(f"an index worker failed: {exc}") from exc
+        worker_peak_kb = max([worker_peak_kb, *peaks])
+        lexical.apply((), deletes, seq, prebuilt=folders)
+        return
     # Workers are fresh interpreters (`python -m clawkb.ingest.sync`), not forks:
     # they inherit neither the caller's memory nor its threads, and unlike the
     # spawn/forkserver start methods they never re-import the caller's script.
@@ -189,7 +224,6 @@ def _apply_batch(
         proc.stdin.write(np.asarray(part, np.int64).tobytes())
         proc.stdin.close()
     failures = []
-    global worker_peak_kb
     for proc in procs:
         assert proc.stderr is not None and proc.stdout is not None
         with proc.stdout:
@@ -226,6 +260,12 @@ def _own_peak_kb() -> int:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1])
     return 0
+
+
+def _build_task(db_file: str, ids: list[int], folder: str) -> int:
+    """An ingest-pool task: one segment from ``ids``; returns the worker's peak RSS (KiB)."""
+    _build_worker(db_file, ids, folder)
+    return _own_peak_kb()
 
 
 def _build_worker(db_file: str, ids: list[int], folder: str) -> None:

@@ -29,6 +29,43 @@ def anchor_id(path: str, chunk_hash: str, occurrence: int) -> str:
     return hashlib.blake2b(key, digest_size=8).hexdigest()
 
 
+#: a chunk's column values as ``chunks`` stores them, without ``doc_id``:
+#: (anchor, ordinal, text, content_hash, heading_path json, line_start, line_end,
+#: page, kind, has_code, has_table, language, links json)
+ChunkValues = tuple[Any, ...]
+_json = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def chunk_values(path: str, chunks: Sequence[Chunk]) -> list[ChunkValues]:
+    """Column values of ``chunks`` of the document at ``path`` (anchors numbered by
+    occurrence of the same text). Pure: ingest workers call it off the writer."""
+    seen: dict[str, int] = {}
+    out: list[ChunkValues] = []
+    for ordinal, ch in enumerate(chunks):
+        h = content_hash(ch.text.encode("utf-8"))
+        occ = seen.get(h, 0)
+        seen[h] = occ + 1
+        links = ch.links
+        out.append(
+            (
+                anchor_id(path, h, occ),
+                ordinal,
+                ch.text,
+                h,
+                _json(list(ch.heading_path)),
+                ch.line_start,
+                ch.line_end,
+                ch.page,
+                ch.kind,
+                int(ch.has_code),
+                int(ch.has_table),
+                ch.language,
+                _json([[lk.target, lk.text, lk.kind] for lk in links]) if links else "[]",
+            )
+        )
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class DocRow:
     id: int
@@ -124,6 +161,18 @@ class Repository:
         return db.read_snapshot(self.conn)
 
     # -- documents --------------------------------------------------------
+    def documents_by_paths(self, paths: Sequence[str]) -> dict[str, DocRow]:
+        """The stored documents among ``paths`` (one query per 900 paths)."""
+        out: dict[str, DocRow] = {}
+        for i in range(0, len(paths), 900):
+            part = list(paths[i : i + 900])
+            q = (
+                "SELECT id, path, root, content_hash, size, mtime_ns, title, error FROM documents"
+                f" WHERE path IN ({','.join('?' * len(part))})"
+            )
+            out.update((r[1], DocRow(*r)) for r in self.conn.execute(q, part))
+        return out
+
     def document(self, path: str) -> DocRow | None:
         r = self.conn.execute(
             "SELECT id, path, root, content_hash, size, mtime_ns, title, error"
@@ -153,10 +202,22 @@ class Repository:
         parser: str,
         title: str,
         encoding: str | None,
-        metadata: dict[str, Any],
+        metadata: dict[str, Any] | None = None,
+        meta_json: str | None = None,
+        new: bool = False,
     ) -> int:
-        meta = json.dumps(metadata, ensure_ascii=False, default=str)
-        row = self.conn.execute("SELECT id FROM documents WHERE path = ?", (path,)).fetchone()
+        """Insert or update by path; ``meta_json`` is ``metadata`` already encoded,
+        ``new`` says the caller knows no row has this path (saves a lookup)."""
+        meta = (
+            meta_json
+            if meta_json is not None
+            else json.dumps(metadata or {}, ensure_ascii=False, default=str)
+        )
+        row = (
+            None
+            if new
+            else self.conn.execute("SELECT id FROM documents WHERE path = ?", (path,)).fetchone()
+        )
         if row:
             self.conn.execute(
                 "UPDATE documents SET root=?, content_hash=?, size=?, mtime_ns=?, parser=?,"
@@ -170,6 +231,32 @@ class Repository:
             (path, root, digest, size, mtime_ns, parser, title, encoding, meta, time.time()),
         )
         return int(cur.lastrowid or 0)
+
+    def insert_documents(self, rows: Sequence[tuple[Any, ...]]) -> list[int]:
+        """Insert new documents in one statement; return their ids in order.
+
+        Each row: (path, root, content_hash, size, mtime_ns, parser, title,
+        encoding, metadata json). No row may have a path that is stored already.
+        """
+        if not rows:
+            return []
+        now = time.time()
+        top = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM documents").fetchone()[0]
+        self.conn.executemany(
+            "INSERT INTO documents (path, root, content_hash, size, mtime_ns, parser, title,"
+            " encoding, metadata, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            [(*r, now) for r in rows],
+        )
+        # SQLite gives each new row max(id) + 1 while that fits (we hold the write
+        # transaction); check it, and look the ids up by path if it did not hold.
+        if self.conn.execute("SELECT MAX(id) FROM documents").fetchone()[0] == top + len(rows):
+            return list(range(top + 1, top + len(rows) + 1))
+        ids: dict[str, int] = {}
+        for i in range(0, len(rows), 900):
+            part = [r[0] for r in rows[i : i + 900]]
+            q = f"SELECT path, id FROM documents WHERE path IN ({','.join('?' * len(part))})"
+            ids.update(self.conn.execute(q, part))
+        return [ids[r[0]] for r in rows]
 
     def touch_document(self, doc_id: int, size: int, mtime_ns: int) -> None:
         self.conn.execute(
@@ -227,38 +314,32 @@ class Repository:
         return cur.rowcount
 
     def insert_chunks(self, doc_id: int, path: str, chunks: Sequence[Chunk]) -> int:
-        seen: dict[str, int] = {}
-        for ordinal, ch in enumerate(chunks):
-            h = content_hash(ch.text.encode("utf-8"))
-            occ = seen.get(h, 0)
-            seen[h] = occ + 1
-            cur = self.conn.execute(
-                "INSERT INTO chunks (doc_id, anchor, ordinal, text, content_hash, heading_path,"
-                " line_start, line_end, page, kind, has_code, has_table, language, links)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    doc_id,
-                    anchor_id(path, h, occ),
-                    ordinal,
-                    ch.text,
-                    h,
-                    json.dumps(list(ch.heading_path), ensure_ascii=False),
-                    ch.line_start,
-                    ch.line_end,
-                    ch.page,
-                    ch.kind,
-                    int(ch.has_code),
-                    int(ch.has_table),
-                    ch.language,
-                    json.dumps(
-                        [[lk.target, lk.text, lk.kind] for lk in ch.links], ensure_ascii=False
-                    ),
-                ),
-            )
-            self.conn.execute(
-                "INSERT INTO changes (op, chunk_id) VALUES ('add', ?)", (cur.lastrowid,)
-            )
-        return len(chunks)
+        return self.insert_chunk_values([(doc_id, chunk_values(path, chunks))])
+
+    def insert_chunk_values(self, docs: Sequence[tuple[int, Sequence[ChunkValues]]]) -> int:
+        """Insert prepared chunk rows of several documents and log each as an add.
+
+        Two statements for the whole batch: one ``executemany`` for the rows,
+        one ``INSERT … SELECT`` for the log (ids are AUTOINCREMENT, so the new
+        rows are exactly those above the largest id seen before).
+        """
+        rows = [(doc_id, *v) for doc_id, values in docs for v in values]
+        if not rows:
+            return 0
+        before = self.conn.execute(
+            "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'chunks'), 0)"
+        ).fetchone()[0]
+        self.conn.executemany(
+            "INSERT INTO chunks (doc_id, anchor, ordinal, text, content_hash, heading_path,"
+            " line_start, line_end, page, kind, has_code, has_table, language, links)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            rows,
+        )
+        self.conn.execute(
+            "INSERT INTO changes (op, chunk_id) SELECT 'add', id FROM chunks WHERE id > ? ORDER BY id",
+            (before,),
+        )
+        return len(rows)
 
     def chunks_by_ids(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         ids = list(ids)

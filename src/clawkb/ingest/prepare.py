@@ -1,0 +1,162 @@
+"""The parallel half of ingest: bytes or text → store-ready rows, no database.
+
+Everything here is a pure function of its arguments, so it runs the same in
+the indexing process (one worker) and in the ingest worker processes
+(:mod:`clawkb.ingest.workers`): read, hash, pick the parser, parse (isolated
+parsers still fork their sandboxed worker, from whichever process runs
+this), chunk, and turn the chunks into rows with anchors, hashes and JSON
+columns. The single writer in :mod:`clawkb.ingest.writer` only inserts them.
+Failures come back as data (:attr:`Prepared.status`), never as exceptions,
+so one bad file cannot fail the batch it travels in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clawkb.errors import ClawkbError, ParseError, UnsupportedFileError
+from clawkb.ingest.chunker import ChunkConfig, chunk_slices
+from clawkb.ingest.decode import looks_binary, normalize_newlines
+from clawkb.ingest.limits import parse_with_limit
+from clawkb.parsers.registry import ParserRegistry, default_registry
+from clawkb.parsers.text import first_line_title, paragraph_slices
+from clawkb.store.repo import ChunkValues, chunk_values, content_hash
+from clawkb.types import ParsedDocument
+
+_dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
+@dataclass(slots=True)
+class Prepared:
+    """One file or record, ready to store (``status`` "store") or the reason not to.
+
+    ``status``: "store"; "same" (content hash unchanged: only touch the row);
+    "skip" (no parser, binary: ``reason``); "fail" (``reason``).
+    """
+
+    path: str
+    status: str
+    reason: str = ""
+    digest: str = ""
+    size: int = 0
+    mtime_ns: int = 0
+    parser: str = ""
+    title: str = ""
+    encoding: str | None = None
+    meta_json: str = "{}"
+    rows: list[ChunkValues] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
+    #: the parse result, kept for ingest hooks (None for records)
+    parsed: ParsedDocument | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FileTask:
+    """What the writer knows about one file before it is read."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    old_digest: str | None  # content hash of the stored version, if any
+
+
+@dataclass(frozen=True, slots=True)
+class FileSettings:
+    chunk: ChunkConfig
+    parse_timeout_s: float
+    hooks: tuple[Any, ...] = ()  # IngestHook: only chunk_config() is used here
+
+
+# -- records -------------------------------------------------------------------
+
+
+def prepare_record(
+    path: str, text: str, title: str, metadata: dict[str, Any], cfg: ChunkConfig
+) -> Prepared:
+    data = text.encode("utf-8")
+    digest = content_hash(data + title.encode("utf-8"))
+    # Records are already text: split paragraphs directly, no decoding pass.
+    lines = normalize_newlines(text).split("\n")
+    chunks = chunk_slices(paragraph_slices(lines), cfg)
+    return Prepared(
+        path=path,
+        status="store",
+        digest=digest,
+        size=len(data),
+        parser="record",
+        title=title or first_line_title(lines),
+        encoding="utf-8",
+        meta_json=_dumps(dict(metadata)),
+        rows=chunk_values(path, chunks),
+    )
+
+
+def prepare_records(
+    records: Sequence[tuple[str, str, str, dict[str, Any]]], cfg: ChunkConfig
+) -> list[Prepared]:
+    """A worker task: many small records at once (one round trip)."""
+    return [prepare_record(p, t, ti, m, cfg) for p, t, ti, m in records]
+
+
+# -- files ---------------------------------------------------------------------
+
+
+def prepare_files(tasks: Sequence[FileTask], settings: FileSettings) -> list[Prepared]:
+    """A worker task: several files, each failing on its own."""
+    registry = default_registry()
+    return [prepare_file(t, settings, registry) for t in tasks]
+
+
+def prepare_file(task: FileTask, settings: FileSettings, registry: ParserRegistry) -> Prepared:
+    key = task.path
+    parser = registry.for_path(key)
+    try:
+        with open(key, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        return Prepared(key, "fail", f"cannot read ({exc.strerror or exc})")
+    suffix = Path(key).suffix
+    if parser is None and suffix == "" and data and not looks_binary(data):
+        parser = registry.by_name("text")
+    if parser is None:
+        reason = (
+            "binary file, skipped"
+            if looks_binary(data)
+            else f"no parser for '{suffix or Path(key).name}'"
+        )
+        return Prepared(key, "skip", reason)
+    digest = content_hash(data)
+    if task.old_digest == digest:
+        return Prepared(key, "same", digest=digest, size=task.size, mtime_ns=task.mtime_ns)
+    try:
+        if looks_binary(data) and parser.name in ("text", "markdown"):
+            raise UnsupportedFileError(key, "binary content, skipped")
+        parsed = parse_with_limit(parser, data, key, settings.parse_timeout_s)
+        cfg = settings.chunk
+        for hook in settings.hooks:
+            cfg = hook.chunk_config(key, parsed, cfg)
+        chunks = chunk_slices(parsed.slices, cfg)
+    except ParseError as exc:
+        return Prepared(key, "fail", exc.reason)
+    except ClawkbError as exc:
+        return Prepared(key, "fail", str(exc))
+    except Exception as exc:  # a parser bug must not stop the run
+        return Prepared(key, "fail", f"parser {parser.name} crashed: {type(exc).__name__}: {exc}")
+    return Prepared(
+        path=key,
+        status="store",
+        digest=digest,
+        size=task.size,
+        mtime_ns=task.mtime_ns,
+        parser=parser.name,
+        title=parsed.title or Path(key).stem,
+        encoding=parsed.encoding,
+        meta_json=_dumps(dict(parsed.metadata)),
+        rows=chunk_values(key, chunks),
+        warnings=tuple(parsed.warnings),
+        parsed=parsed,
+    )
