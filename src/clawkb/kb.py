@@ -398,7 +398,7 @@ class KnowledgeBase:
         from clawkb.retrieve.query import Query
 
         globs = (path_glob,) if isinstance(path_glob, str) else tuple(path_glob or ())
-        if self.config.extra.get("backend") not in (None, "local"):  # Milvus (clawkb.backends)
+        if self.config.backend not in (None, "local"):  # Milvus (clawkb.backends)
             from clawkb.backends.milvus_kb import kb_backend, kb_search
 
             backend = kb_backend(self)

@@ -37,9 +37,17 @@ def _view(row: ChunkRow) -> Prepared:
     return got
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=16384)
 def _head(title: str, heading_path: tuple[str, ...]) -> str:
     return normalize(" ".join((title, *heading_path)))
+
+
+def _matched(terms: tuple[str, ...], body: str, row: ChunkRow) -> tuple[str, ...]:
+    """The terms found in the chunk's normalised text or its title and heading path."""
+    if all(t in body for t in terms):  # the usual case: the heading is not needed
+        return terms
+    head = _head(row.title, row.heading_path)
+    return tuple(t for t in terms if t in body or t in head)
 
 
 def make_hit(
@@ -60,7 +68,6 @@ def make_hit(
     uniq = tuple(dict.fromkeys(tokens))
     view = _view(row)
     snip, spans = window(view, uniq) if snippet else ("", ())
-    body, head = view[1], _head(row.title, row.heading_path)
     return Hit(
         rank=rank,
         score=float(score),
@@ -68,7 +75,7 @@ def make_hit(
         text=row.text,
         title=row.title,
         kind=row.kind,
-        matched_terms=tuple(t for t in uniq if t in body or t in head),
+        matched_terms=_matched(uniq, view[1], row),
         snippet=snip,
         highlights=spans,
         explanation=explanation,

@@ -15,6 +15,8 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
+from clawkb.text.normalize import nfkc
+
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _TABLE_ROW = re.compile(r"^\s*\|(.*)\|\s*$")
@@ -105,7 +107,7 @@ def _normalised(text: str) -> tuple[str, list[int] | None]:
     """
     if text.isascii():
         return text.lower(), None
-    whole = unicodedata.normalize("NFKC", text).casefold()
+    whole = nfkc(text).casefold()
     if len(whole) == len(text):  # one character for one (CJK, full-width forms): the
         return whole, None  # usual case; an expansion cancelled by a composition is not
     parts: list[str] = []
