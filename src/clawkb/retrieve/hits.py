@@ -8,33 +8,25 @@ the CLI, MCP and HTTP outputs cannot drift apart (schema in docs/json.md).
 
 from __future__ import annotations
 
-import threading
 from functools import lru_cache
 from typing import Any
-
-import cachetools
 
 from clawkb.retrieve.snippet import Prepared, prepare, window
 from clawkb.store.repo import ChunkRow
 from clawkb.text import normalize
 from clawkb.types import Anchor, Hit
 
-#: Prepared chunk texts (display text, its normalised form, offset map) by anchor.
-#: An anchor id is derived from the chunk's content, so an entry never goes
-#: stale; NFKC of a long CJK chunk is the largest cost of building a hit, and a
-#: long-running process (server, MCP, `clawkb eval`) meets the same chunks often.
-_VIEWS: cachetools.LRUCache[str, Prepared] = cachetools.LRUCache(maxsize=2048)
-_VIEWS_LOCK = threading.Lock()
 
+@lru_cache(maxsize=4096)
+def _view(anchor: str, text: str) -> Prepared:
+    """A chunk's prepared text (display text, normalised form, offset map), kept by anchor.
 
-def _view(row: ChunkRow) -> Prepared:
-    with _VIEWS_LOCK:
-        got = _VIEWS.get(row.anchor)
-    if got is None:
-        got = prepare(row.text)
-        with _VIEWS_LOCK:
-            _VIEWS[row.anchor] = got
-    return got
+    An anchor id is derived from the chunk's content, so an entry never goes
+    stale; normalising a long CJK chunk is the largest cost of building a
+    hit, and a long-running process (server, MCP, `clawkb eval`) meets the
+    same chunks often.
+    """
+    return prepare(text)
 
 
 @lru_cache(maxsize=16384)
@@ -42,12 +34,32 @@ def _head(title: str, heading_path: tuple[str, ...]) -> str:
     return normalize(" ".join((title, *heading_path)))
 
 
-def _matched(terms: tuple[str, ...], body: str, row: ChunkRow) -> tuple[str, ...]:
+#: Up to this many distinct terms a substring test each is cheapest.
+_FEW_TERMS = 8
+
+
+@lru_cache(maxsize=256)
+def _split_terms(terms: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """A query's single-character terms (as a set) and its longer ones."""
+    return frozenset(t for t in terms if len(t) == 1), tuple(t for t in terms if len(t) > 1)
+
+
+def _matched(terms: tuple[str, ...], view: Prepared, row: ChunkRow) -> tuple[str, ...]:
     """The terms found in the chunk's normalised text or its title and heading path."""
-    if all(t in body for t in terms):  # the usual case: the heading is not needed
-        return terms
+    body = view.norm
+    if len(terms) <= _FEW_TERMS:
+        if all(t in body for t in terms):  # the usual case: the heading is not needed
+            return terms
+        found = {t for t in terms if t in body}
+    else:  # many terms (Chinese questions: every character and pair): characters as a set
+        single, longer = _split_terms(terms)
+        chars = view.chars
+        found = set(chars & single)
+        found.update(t for t in longer if chars.issuperset(t) and t in body)
+        if len(found) == len(terms):
+            return terms
     head = _head(row.title, row.heading_path)
-    return tuple(t for t in terms if t in body or t in head)
+    return tuple(t for t in terms if t in found or t in head)
 
 
 def make_hit(
@@ -66,7 +78,7 @@ def make_hit(
     like 0x40013000 are the rare exception; --explain gives the exact view).
     """
     uniq = tuple(dict.fromkeys(tokens))
-    view = _view(row)
+    view = _view(row.anchor, row.text)
     snip, spans = window(view, uniq) if snippet else ("", ())
     return Hit(
         rank=rank,
@@ -75,7 +87,7 @@ def make_hit(
         text=row.text,
         title=row.title,
         kind=row.kind,
-        matched_terms=_matched(uniq, view[1], row),
+        matched_terms=_matched(uniq, view, row),
         snippet=snip,
         highlights=spans,
         explanation=explanation,

@@ -133,32 +133,58 @@ def _normalised(text: str) -> tuple[str, list[int] | None]:
     return "".join(parts), None if identity else back
 
 
-#: (display text, its normalised form, normalised offset -> display offset or None,
-#: whether the normalised form is caseless)
-Prepared = tuple[str, str, list[int] | None, bool]
+class Prepared:
+    """A chunk made ready for snippets: display text, its normalised form, the offset map.
+
+    ``back`` maps a normalised offset to a display offset (``None``: the same
+    offset). What only some uses need (whether the text is caseless, its set
+    of characters) is computed on first use and kept.
+    """
+
+    __slots__ = ("_caseless", "_chars", "back", "flat", "norm")
+
+    def __init__(
+        self, flat: str, norm: str, back: list[int] | None, caseless: bool | None = None
+    ) -> None:
+        self.flat, self.norm, self.back = flat, norm, back
+        self._caseless = caseless
+        self._chars: frozenset[str] | None = None
+
+    @property
+    def caseless(self) -> bool:
+        if self._caseless is None:
+            self._caseless = _caseless(self.norm)
+        return self._caseless
+
+    @property
+    def chars(self) -> frozenset[str]:
+        """The characters of the normalised form: a fast first test for many terms."""
+        if self._chars is None:
+            self._chars = frozenset(self.norm)
+        return self._chars
 
 
 def prepare(text: str) -> Prepared:
-    """(display text, its normalised form, the offset map, caseless): what :func:`window` needs.
+    """The display text, its normalised form and the offset map: what :func:`window` needs.
 
     The normalised form also serves for the "matched terms" test, so a hit
     normalises its text once.
     """
     flat = display_text(text)
     norm, back = _normalised(flat)
-    return flat, norm, back, _caseless(norm)
+    return Prepared(flat, norm, back)
 
 
 def pattern_for(prepared: Prepared, terms: tuple[str, ...]) -> re.Pattern[str] | None:
     """The terms' regex for this text: case-sensitive when that matches the same."""
-    return _patterns(terms, not (prepared[3] and _terms_caseless(terms)))
+    return _patterns(terms, not (_terms_caseless(terms) and prepared.caseless))
 
 
 def window(
     prepared: Prepared, terms: Sequence[str], width: int = 240
 ) -> tuple[str, tuple[tuple[int, int], ...]]:
     """A window of the display text around the densest matches, and the match spans."""
-    flat, norm, back, _ = prepared
+    flat, norm, back = prepared.flat, prepared.norm, prepared.back
     pat = pattern_for(prepared, tuple(terms))
     if pat is None:
         return _cut(flat, 0, width), ()
