@@ -34,32 +34,39 @@ def _head(title: str, heading_path: tuple[str, ...]) -> str:
     return normalize(" ".join((title, *heading_path)))
 
 
-#: Up to this many distinct terms a substring test each is cheapest.
+#: Up to this many non-ASCII or one-character terms a substring test each is cheapest.
 _FEW_TERMS = 8
 
 
 @lru_cache(maxsize=256)
-def _split_terms(terms: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
-    """A query's single-character terms (as a set) and its longer ones."""
-    return frozenset(t for t in terms if len(t) == 1), tuple(t for t in terms if len(t) > 1)
+def _split_terms(terms: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]:
+    """A query's single characters (as a set), its longer ASCII terms and the other longer ones."""
+    longer = [t for t in terms if len(t) > 1]
+    return (
+        frozenset(t for t in terms if len(t) == 1),
+        tuple(t for t in longer if t.isascii()),
+        tuple(t for t in longer if not t.isascii()),
+    )
 
 
 def _matched(terms: tuple[str, ...], view: Prepared, row: ChunkRow) -> tuple[str, ...]:
     """The terms found in the chunk's normalised text or its title and heading path."""
     body = view.norm
-    if len(terms) <= _FEW_TERMS:
-        if all(t in body for t in terms):  # the usual case: the heading is not needed
-            return terms
-        found = {t for t in terms if t in body}
-    else:  # many terms (Chinese questions: every character and pair): characters as a set
-        single, longer = _split_terms(terms)
+    single, _, other = _split_terms(terms)
+    if len(single) + len(other) <= _FEW_TERMS:  # a substring test each is cheapest
+        missing = [t for t in terms if t not in body]
+    else:  # Chinese questions (every character and pair): characters as a set first
         chars = view.chars
-        found = set(chars & single)
-        found.update(t for t in longer if chars.issuperset(t) and t in body)
-        if len(found) == len(terms):
-            return terms
+        missing = [
+            t
+            for t in terms
+            if (t not in chars if len(t) == 1 else not chars.issuperset(t) or t not in body)
+        ]
+    if not missing:  # the usual case: the heading is not needed
+        return terms
     head = _head(row.title, row.heading_path)
-    return tuple(t for t in terms if t in found or t in head)
+    absent = {t for t in missing if t not in head}
+    return tuple(t for t in terms if t not in absent) if absent else terms
 
 
 def make_hit(
