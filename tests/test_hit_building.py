@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,6 +12,7 @@ from clawkb.retrieve.snippet import prepare
 from clawkb.store.repo import ChunkRow
 from clawkb.text import normalize
 
+ROOT = Path(__file__).resolve().parents[1]
 CHARS = "阻抗差分线上电时序abc_1 "
 
 
@@ -32,3 +35,22 @@ def test_matched_terms_equal_the_plain_definition(
     head = normalize(" ".join((title, *heading)))
     want = tuple(t for t in terms if t in view.norm or t in head)
     assert _matched(tuple(terms), view, row) == want
+
+
+def test_ranking_only_hits_keep_ranking_and_confidence(tmp_path: Path) -> None:
+    """``snippets=False`` (evaluation): same ranking, scores, anchors and confidence."""
+    from clawkb.kb import KnowledgeBase
+
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        kb.index([str(ROOT / "examples" / "notes")])
+        for q in ("DDR 走线阻抗", "上电时序", "UART console baud rate", "板子上电后不开机怎么排查"):
+            full = kb.search(q, limit=40)
+            light = kb.search(q, limit=40, snippets=False)
+            assert len(full.hits) > 1
+            assert [(h.anchor, h.score, h.rank) for h in light.hits] == [
+                (h.anchor, h.score, h.rank) for h in full.hits
+            ]
+            assert light.confidence == full.confidence
+            assert light.hits[0].matched_terms == full.hits[0].matched_terms != ()
+            assert all(h.snippet == "" and h.highlights == () for h in light.hits)
+            assert all(h.matched_terms == () for h in light.hits[1:])

@@ -378,7 +378,8 @@ class KnowledgeBase:
         (:class:`clawkb.retrieve.filters.Filters`) and ``retrieval`` overrides
         (fusion weights, rerank, ... — the ``retrieval:`` settings) apply with or
         without boards; an unknown keyword raises ``ConfigError``. ``snippets=False``
-        leaves snippets and highlights out (evaluation needs only the ranking).
+        leaves snippets and highlights out, and matched terms below the top hit
+        (evaluation needs only the ranking).
         """
         from clawkb.knowledge.search import OFF, knowledge_search, wanted
 

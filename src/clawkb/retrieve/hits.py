@@ -83,10 +83,21 @@ def make_hit(
     Matched terms use a substring test on the normalised text: cheap, and exact
     for every token the tokenizer cuts out of the text verbatim (joined forms
     like 0x40013000 are the rare exception; --explain gives the exact view).
+
+    ``snippet=False`` is the ranking-only hit (evaluation): no snippet or
+    highlights, and matched terms only where the result needs them — the top
+    hit (rank 1, the result's confidence) and hits built before their rank is
+    known (rank 0: rerank and section merge) — so a deep ranking never
+    normalises chunk texts it will not show.
     """
-    uniq = tuple(dict.fromkeys(tokens))
-    view = _view(row.anchor, row.text)
-    snip, spans = window(view, uniq) if snippet else ("", ())
+    if not snippet and rank > 1:
+        matched: tuple[str, ...] = ()
+        snip, spans = "", ()
+    else:
+        uniq = tuple(dict.fromkeys(tokens))
+        view = _view(row.anchor, row.text)
+        matched = _matched(uniq, view, row)
+        snip, spans = window(view, uniq) if snippet else ("", ())
     return Hit(
         rank=rank,
         score=float(score),
@@ -94,7 +105,7 @@ def make_hit(
         text=row.text,
         title=row.title,
         kind=row.kind,
-        matched_terms=_matched(uniq, view, row),
+        matched_terms=matched,
         snippet=snip,
         highlights=spans,
         explanation=explanation,
