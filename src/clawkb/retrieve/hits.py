@@ -90,14 +90,14 @@ def make_hit(
     known (rank 0: rerank and section merge) — so a deep ranking never
     normalises chunk texts it will not show.
     """
-    if not snippet and rank > 1:
-        matched: tuple[str, ...] = ()
-        snip, spans = "", ()
-    else:
+    matched: tuple[str, ...] = ()
+    snip, spans = "", ()  # type: tuple[str, tuple[tuple[int, int], ...]]
+    if snippet or rank <= 1:
         uniq = tuple(dict.fromkeys(tokens))
         view = _view(row.anchor, row.text)
         matched = _matched(uniq, view, row)
-        snip, spans = window(view, uniq) if snippet else ("", ())
+        if snippet:
+            snip, spans = window(view, uniq)
     return Hit(
         rank=rank,
         score=float(score),
