@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from clawkb.kb import KnowledgeBase, TextRecord
-from clawkb.retrieve.snippet import highlight, make_snippet
+from clawkb.retrieve.snippet import (
+    _caseless,
+    _patterns,
+    highlight,
+    make_snippet,
+    pattern_for,
+    prepare,
+)
 from clawkb.text import tokenize
 
 DOC = """# 差分线
@@ -55,3 +65,38 @@ def test_expanding_normalisation_maps_back() -> None:
     assert highlight(snip, spans, "[", "]") == (
         "Use the [ﬁle] API; [Straße] and [STRASSE]; #include <[stdio].h>"
     )
+
+
+def test_caseless_text_needs_no_case_insensitive_regex() -> None:
+    """The fast path (no IGNORECASE) is exact: checked against every code point.
+
+    A character `_caseless` accepts is never matched by a lower-case ASCII
+    letter under IGNORECASE, and the regex engine treats it as uncased.
+    """
+    import _sre  # the regex engine's own notion of "has case"
+    import re
+
+    safe = "".join(
+        c for c in map(chr, range(0x80, 0x30000)) if not 0xD800 <= ord(c) < 0xE000 and _caseless(c)
+    )
+    assert "中" in safe and "，" in safe and "α" not in safe and "ı" not in safe
+    assert re.findall("[a-z]", safe, re.IGNORECASE) == []
+    assert not any(_sre.unicode_iscased(ord(c)) for c in safe)
+
+
+@given(
+    st.text(alphabet="abkisAKISı\u212a\u017fßΣσς中文阻抗ＳＴＭ３２ _-", max_size=60),
+    st.lists(st.text(alphabet="abkisı\u017fσς中文阻抗", min_size=1, max_size=4), max_size=4),
+)
+@settings(max_examples=300, deadline=None)
+def test_fast_and_folding_matches_agree(text: str, terms: list[str]) -> None:
+    """The regex a text gets matches exactly what the case-insensitive one matches."""
+    view, key = prepare(text), tuple(terms)
+    reference, used = _patterns(key, True), pattern_for(view, key)
+    if reference is None:
+        assert used is None
+        return
+    assert used is not None
+    assert [m.span() for m in used.finditer(view.norm)] == [
+        m.span() for m in reference.finditer(view.norm)
+    ]

@@ -378,7 +378,8 @@ class KnowledgeBase:
         (:class:`clawkb.retrieve.filters.Filters`) and ``retrieval`` overrides
         (fusion weights, rerank, ... — the ``retrieval:`` settings) apply with or
         without boards; an unknown keyword raises ``ConfigError``. ``snippets=False``
-        leaves snippets and highlights out (evaluation needs only the ranking).
+        leaves snippets and highlights out, and matched terms below the top hit
+        (evaluation needs only the ranking).
         """
         from clawkb.knowledge.search import OFF, knowledge_search, wanted
 
@@ -399,7 +400,7 @@ class KnowledgeBase:
         from clawkb.retrieve.query import Query
 
         globs = (path_glob,) if isinstance(path_glob, str) else tuple(path_glob or ())
-        if self.config.extra.get("backend") not in (None, "local"):  # Milvus (clawkb.backends)
+        if self.config.backend not in (None, "local"):  # Milvus (clawkb.backends)
             from clawkb.backends.milvus_kb import kb_backend, kb_search
 
             backend = kb_backend(self)

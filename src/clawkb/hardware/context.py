@@ -48,9 +48,8 @@ def hardware_context(
     matched = match_aliases(query, aliases)
     conflicts = find_conflicts(a for a, _ in matched)
     # board_search runs the one pipeline (which makes the index current first)
-    res = board_search(
-        kb, query, names, only=True, datasheets_only=True, limit=limit, snippets=False
-    )
+    # with snippets: a passage keeps every hit's matched terms (the snippet is dropped)
+    res = board_search(kb, query, names, only=True, datasheets_only=True, limit=limit)
     board_of = boards_of_anchors(kb.conn, [h.anchor.id for h in res.hits])
     passages = passage_dicts(res.hits, board_of)
     return {

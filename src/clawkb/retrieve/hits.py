@@ -8,38 +8,65 @@ the CLI, MCP and HTTP outputs cannot drift apart (schema in docs/json.md).
 
 from __future__ import annotations
 
-import threading
 from functools import lru_cache
 from typing import Any
-
-import cachetools
 
 from clawkb.retrieve.snippet import Prepared, prepare, window
 from clawkb.store.repo import ChunkRow
 from clawkb.text import normalize
 from clawkb.types import Anchor, Hit
 
-#: Prepared chunk texts (display text, its normalised form, offset map) by anchor.
-#: An anchor id is derived from the chunk's content, so an entry never goes
-#: stale; NFKC of a long CJK chunk is the largest cost of building a hit, and a
-#: long-running process (server, MCP, `clawkb eval`) meets the same chunks often.
-_VIEWS: cachetools.LRUCache[str, Prepared] = cachetools.LRUCache(maxsize=2048)
-_VIEWS_LOCK = threading.Lock()
+
+@lru_cache(maxsize=4096)
+def _view(anchor: str, text: str) -> Prepared:
+    """A chunk's prepared text (display text, normalised form, offset map), kept by anchor.
+
+    An anchor id is derived from the chunk's content, so an entry never goes
+    stale; normalising a long CJK chunk is the largest cost of building a
+    hit, and a long-running process (server, MCP, `clawkb eval`) meets the
+    same chunks often.
+    """
+    return prepare(text)
 
 
-def _view(row: ChunkRow) -> Prepared:
-    with _VIEWS_LOCK:
-        got = _VIEWS.get(row.anchor)
-    if got is None:
-        got = prepare(row.text)
-        with _VIEWS_LOCK:
-            _VIEWS[row.anchor] = got
-    return got
-
-
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=16384)
 def _head(title: str, heading_path: tuple[str, ...]) -> str:
     return normalize(" ".join((title, *heading_path)))
+
+
+#: Up to this many non-ASCII or one-character terms a substring test each is cheapest.
+_FEW_TERMS = 8
+
+
+@lru_cache(maxsize=256)
+def _split_terms(terms: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...], tuple[str, ...]]:
+    """A query's single characters (as a set), its longer ASCII terms and the other longer ones."""
+    longer = [t for t in terms if len(t) > 1]
+    return (
+        frozenset(t for t in terms if len(t) == 1),
+        tuple(t for t in longer if t.isascii()),
+        tuple(t for t in longer if not t.isascii()),
+    )
+
+
+def _matched(terms: tuple[str, ...], view: Prepared, row: ChunkRow) -> tuple[str, ...]:
+    """The terms found in the chunk's normalised text or its title and heading path."""
+    body = view.norm
+    single, _, other = _split_terms(terms)
+    if len(single) + len(other) <= _FEW_TERMS:  # a substring test each is cheapest
+        missing = [t for t in terms if t not in body]
+    else:  # Chinese questions (every character and pair): characters as a set first
+        chars = view.chars
+        missing = [
+            t
+            for t in terms
+            if (t not in chars if len(t) == 1 else not chars.issuperset(t) or t not in body)
+        ]
+    if not missing:  # the usual case: the heading is not needed
+        return terms
+    head = _head(row.title, row.heading_path)
+    absent = {t for t in missing if t not in head}
+    return tuple(t for t in terms if t not in absent) if absent else terms
 
 
 def make_hit(
@@ -56,11 +83,21 @@ def make_hit(
     Matched terms use a substring test on the normalised text: cheap, and exact
     for every token the tokenizer cuts out of the text verbatim (joined forms
     like 0x40013000 are the rare exception; --explain gives the exact view).
+
+    ``snippet=False`` is the ranking-only hit (evaluation): no snippet or
+    highlights, and matched terms only where the result needs them — the top
+    hit (rank 1, the result's confidence) and hits built before their rank is
+    known (rank 0: rerank and section merge) — so a deep ranking never
+    normalises chunk texts it will not show.
     """
-    uniq = tuple(dict.fromkeys(tokens))
-    view = _view(row)
-    snip, spans = window(view, uniq) if snippet else ("", ())
-    body, head = view[1], _head(row.title, row.heading_path)
+    matched: tuple[str, ...] = ()
+    snip, spans = "", ()  # type: tuple[str, tuple[tuple[int, int], ...]]
+    if snippet or rank <= 1:
+        uniq = tuple(dict.fromkeys(tokens))
+        view = _view(row.anchor, row.text)
+        matched = _matched(uniq, view, row)
+        if snippet:
+            snip, spans = window(view, uniq)
     return Hit(
         rank=rank,
         score=float(score),
@@ -68,7 +105,7 @@ def make_hit(
         text=row.text,
         title=row.title,
         kind=row.kind,
-        matched_terms=tuple(t for t in uniq if t in body or t in head),
+        matched_terms=matched,
         snippet=snip,
         highlights=spans,
         explanation=explanation,

@@ -76,7 +76,8 @@ class Query:
     #: keep only the best chunk per group (memory recall: one hit per memory)
     group_of: Mapping[int, str] | None = None
     explain: bool = False
-    #: build snippets and highlights (evaluation needs only ids and paths)
+    #: build snippets, highlights and every hit's matched terms (evaluation needs
+    #: only ids and paths: without, matched terms are kept for the top hit only)
     snippets: bool = True
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     #: knowledge stages (a clawkb.knowledge.search.KnowledgeOptions; None: the KB's rules)

@@ -15,6 +15,8 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
+from clawkb.text.normalize import nfkc
+
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _TABLE_ROW = re.compile(r"^\s*\|(.*)\|\s*$")
@@ -33,18 +35,40 @@ _MARKUP = re.compile(
 )
 
 
-@lru_cache(maxsize=256)
-def _patterns(terms: tuple[str, ...]) -> re.Pattern[str] | None:
+@lru_cache(maxsize=512)
+def _patterns(terms: tuple[str, ...], fold: bool = True) -> re.Pattern[str] | None:
     """One regex for the terms worth highlighting (longest first).
 
     Single CJK characters are only highlighted when no longer term is given,
     and single Latin letters/digits never: they would light up everything.
+    ``fold``: match case-insensitively; without it the regex engine is about
+    three times faster, and :func:`window` drops it when that cannot change
+    a match (see :func:`_caseless`).
     """
     keep = [t for t in terms if len(t) > 1 or (_CJK.match(t) and len(terms) <= 2)]
     if not keep:
         return None
     keep = sorted(set(keep), key=len, reverse=True)
-    return re.compile("|".join(re.escape(t) for t in keep), re.IGNORECASE)
+    return re.compile("|".join(re.escape(t) for t in keep), re.IGNORECASE if fold else 0)
+
+
+def _caseless(text: str) -> bool:
+    """True when case-insensitive matching can match ``text`` to nothing but itself.
+
+    So it is for lower-case ASCII with non-ASCII characters that have no case
+    (CJK, full-width punctuation): what normalised (NFKC + case-folded) text
+    and query tokens almost always are. Letters with case outside ASCII
+    (Greek, Cyrillic, dotless i, ...) keep the case-insensitive regex.
+    """
+    if text != text.lower():
+        return False
+    # bytes.upper() changes ASCII letters only: equal means no other letter has case
+    return text.isascii() or text.upper() == text.encode("utf-8").upper().decode("utf-8")
+
+
+@lru_cache(maxsize=512)
+def _terms_caseless(terms: tuple[str, ...]) -> bool:
+    return all(_caseless(t) for t in terms)
 
 
 def display_text(text: str) -> str:
@@ -83,7 +107,7 @@ def _normalised(text: str) -> tuple[str, list[int] | None]:
     """
     if text.isascii():
         return text.lower(), None
-    whole = unicodedata.normalize("NFKC", text).casefold()
+    whole = nfkc(text).casefold()
     if len(whole) == len(text):  # one character for one (CJK, full-width forms): the
         return whole, None  # usual case; an expansion cancelled by a composition is not
     parts: list[str] = []
@@ -109,27 +133,59 @@ def _normalised(text: str) -> tuple[str, list[int] | None]:
     return "".join(parts), None if identity else back
 
 
-#: (display text, its normalised form, normalised offset -> display offset or None)
-Prepared = tuple[str, str, list[int] | None]
+class Prepared:
+    """A chunk made ready for snippets: display text, its normalised form, the offset map.
+
+    ``back`` maps a normalised offset to a display offset (``None``: the same
+    offset). What only some uses need (whether the text is caseless, its set
+    of characters) is computed on first use and kept.
+    """
+
+    __slots__ = ("_caseless", "_chars", "back", "flat", "norm")
+
+    def __init__(
+        self, flat: str, norm: str, back: list[int] | None, caseless: bool | None = None
+    ) -> None:
+        self.flat, self.norm, self.back = flat, norm, back
+        self._caseless = caseless
+        self._chars: frozenset[str] | None = None
+
+    @property
+    def caseless(self) -> bool:
+        if self._caseless is None:
+            self._caseless = _caseless(self.norm)
+        return self._caseless
+
+    @property
+    def chars(self) -> frozenset[str]:
+        """The characters of the normalised form: a fast first test for many terms."""
+        if self._chars is None:
+            self._chars = frozenset(self.norm)
+        return self._chars
 
 
 def prepare(text: str) -> Prepared:
-    """(display text, its normalised form, the offset map): what :func:`window` needs.
+    """The display text, its normalised form and the offset map: what :func:`window` needs.
 
     The normalised form also serves for the "matched terms" test, so a hit
     normalises its text once.
     """
     flat = display_text(text)
     norm, back = _normalised(flat)
-    return flat, norm, back
+    return Prepared(flat, norm, back)
+
+
+def pattern_for(prepared: Prepared, terms: tuple[str, ...]) -> re.Pattern[str] | None:
+    """The terms' regex for this text: case-sensitive when that matches the same."""
+    return _patterns(terms, not (_terms_caseless(terms) and prepared.caseless))
 
 
 def window(
     prepared: Prepared, terms: Sequence[str], width: int = 240
 ) -> tuple[str, tuple[tuple[int, int], ...]]:
     """A window of the display text around the densest matches, and the match spans."""
-    flat, norm, back = prepared
-    pat = _patterns(tuple(terms))
+    flat, norm, back = prepared.flat, prepared.norm, prepared.back
+    pat = pattern_for(prepared, tuple(terms))
     if pat is None:
         return _cut(flat, 0, width), ()
     spans = [m.span() for m in pat.finditer(norm) if _at_boundaries(norm, *m.span())]

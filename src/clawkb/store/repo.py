@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from clawkb.store import db
@@ -119,6 +120,16 @@ _CHUNK_COLS = (
 )
 
 
+@lru_cache(maxsize=8192)
+def _heading_path(raw: str) -> tuple[str, ...]:
+    """A stored heading path (JSON list); the same few recur across a document's chunks."""
+    return tuple(json.loads(raw))
+
+
+def _metadata(raw: str) -> dict[str, Any]:
+    return {} if raw == "{}" else json.loads(raw)  # most documents have none
+
+
 def _chunk_row(r: Sequence[Any]) -> ChunkRow:
     return ChunkRow(
         id=r[0],
@@ -128,13 +139,13 @@ def _chunk_row(r: Sequence[Any]) -> ChunkRow:
         anchor=r[4],
         ordinal=r[5],
         text=r[6],
-        heading_path=tuple(json.loads(r[7])),
+        heading_path=_heading_path(r[7]),
         line_start=r[8],
         line_end=r[9],
         page=r[10],
         kind=r[11],
         language=r[12],
-        metadata=json.loads(r[13]),
+        metadata=_metadata(r[13]),
         trust=r[14] if len(r) > 14 else None,  # retired rows keep no tier
         domain=r[15] if len(r) > 15 else None,
     )
