@@ -37,6 +37,16 @@ def _queries() -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _portable(d: dict[str, Any]) -> dict[str, Any]:
+    """An anchor without the checkout's location: paths relative to the repository, the
+    anchor id (a hash over the absolute path) replaced by that relative location."""
+    root = str(ROOT) + "/"
+    out = {k: v for k, v in d.items() if k != "anchor"}
+    out["path"] = str(d["path"]).removeprefix(root)
+    out["location"] = str(d["location"]).removeprefix(root)
+    return out
+
+
 def _collect(kb_dir: Path) -> dict[str, Any]:
     with KnowledgeBase.open(kb_dir, create=True) as kb:
         kb.index([str(ROOT / "examples")])
@@ -48,7 +58,7 @@ def _collect(kb_dir: Path) -> dict[str, Any]:
                 "tokens": res.query_tokens,
                 "hits": [
                     {
-                        **anchor_dict(h.anchor),
+                        **_portable(anchor_dict(h.anchor)),
                         "rank": h.rank,
                         "score": round(h.score, 4),
                         "matched_terms": list(h.matched_terms),
@@ -57,7 +67,10 @@ def _collect(kb_dir: Path) -> dict[str, Any]:
                     }
                     for h in res.hits
                 ],
-                "deep": [[h.anchor.id, round(h.score, 4)] for h in deep.hits],
+                "deep": [
+                    [_portable(anchor_dict(h.anchor))["location"], round(h.score, 4)]
+                    for h in deep.hits
+                ],
                 "deep_snippets": sorted({h.snippet + str(h.highlights) for h in deep.hits}),
             }
         return out
