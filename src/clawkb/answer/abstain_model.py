@@ -173,15 +173,14 @@ def spread(
     lexical: Any, question: str, terms: Sequence[Any], texts: Sequence[str]
 ) -> dict[str, float]:
     """``cov2``, ``cov5``, ``rare_hit``, ``rare_idf`` (see the module docstring)."""
-    from clawkb.answer.abstain import retrieval_confidence
+    from clawkb.answer.abstain import passage_coverages
 
     out = {"cov2": 0.0, "cov5": 0.0, "rare_hit": 0.0, "rare_idf": 0.0}
     if not terms or not texts:
         return out
-    confs = [retrieval_confidence(terms, [t], question=question) for t in texts[:SPREAD_DEPTH]]
-    covs = sorted((c.value for c in confs), reverse=True) + [0.0] * SPREAD_DEPTH
-    best = max(confs, key=lambda c: c.value)
-    held = set(best.matched)
+    per = passage_coverages(terms, texts[:SPREAD_DEPTH], question)
+    covs = sorted((c for c, _ in per), reverse=True) + [0.0] * SPREAD_DEPTH
+    held = set(max(per, key=lambda p: p[0])[1])
     rare = sorted(terms, key=lambda t: t.weight, reverse=True)[:RARE_TERMS]
     mass = sum(t.weight for t in rare)
     absent = float(lexical.idf(np.zeros(1, np.int64))[0])
