@@ -11,12 +11,18 @@
 2. For every question, the signals `ask` computes (``features``), once on a
    KB without vectors in use (``mode=lexical``) and once with e5-small vectors
    (hybrid; the KBs of bench/dense_build.py). Cached in bench/.cache/abstain.
-3. Each question is put in the dev or the held-out half by a hash of its
-   text. A logistic model per KB kind is fitted on the dev halves of all
+3. Cleaning: the other same-language set's queries are not all unanswerable
+   (a qbqtc web query can be answered by a cmrc Wikipedia paragraph). Those
+   a stronger judge says the corpus answers — dense cosine and term coverage
+   both at least the 10th percentile of the corpus's own answerable dev questions
+   (``likely_answered``) — are dropped from the cleaned unanswerable set.
+4. Each question is put in the dev or the held-out half by a hash of its
+   text. A logistic model per KB kind is fitted on the cleaned dev halves of all
    corpora pooled (each corpus × class weighted equally; L2), and its
-   threshold minimises, on the dev halves, the worst excess over the targets
+   threshold minimises, on the cleaned dev halves, the worst excess over the targets
    (false-abstain - 5 %, false-answer - 10 %) over all corpora. Writes src/clawkb/answer/abstain_model.json, then reports
-   false-abstain / false-answer per corpus on the held-out halves, beside the
+   false-abstain / false-answer per corpus on the held-out halves (false-answer
+   on the cleaned and on the full unanswerable sets), beside the
    previous single-threshold rule on the same questions, and the trade-off
    curve (bench/results/abstain-model.json).
 """
@@ -39,6 +45,7 @@ import yaml
 
 from calibrate_abstain import OFF_TOPIC, OTHER
 from clawkb.answer.abstain_model import AGREE_RANK, derived, value
+from clawkb.evaluate.beir import load_beir
 from shared_data import add_datasets_flag, datasets_dir
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -46,12 +53,22 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / ".cache"
 OUT = ROOT / "src" / "clawkb" / "answer" / "abstain_model.json"
 SETS = ("cranfield", "agentset-msmarco", "cmrc2018-dev", "qbqtc-dev", "examples")
-_BASE = ["coverage", "matched", "lex_norm", "lang_diff", "cjk"]
-_CJK_X = ["cjk*coverage", "cjk*gap", "cjk*lex_norm"]
+#: Every signal also enters multiplied by the question's CJK share: Chinese bigram
+#: coverage behaves unlike English word coverage (in effect one model per script).
+_LEX = ["coverage", "matched", "lex_norm", "lang_diff", "cov2", "cov5", "rare_hit", "rare_idf"]
+_HYB = [*_LEX, "dconf", "agree"]
 FEATURES = {
-    "lexical": [*_BASE, *_CJK_X],
-    "hybrid": [*_BASE, "dconf", "agree", *_CJK_X, "cjk*dconf"],
+    "lexical": ["cjk", *_LEX, *(f"cjk*{f}" for f in _LEX)],
+    "hybrid": ["cjk", *_HYB, *(f"cjk*{f}" for f in _HYB)],
 }
+#: The feature sets before spread / rare-term features, compared by ``--cv``.
+PREVIOUS = {
+    "lexical": [*_LEX[:4], "cjk", "cjk*coverage", "cjk*gap", "cjk*lex_norm"],
+    "hybrid": [*_LEX[:4], "cjk", "dconf", "agree", "cjk*coverage", "cjk*gap", "cjk*lex_norm",
+               "cjk*dconf"],
+}  # fmt: skip
+#: The judge of ``likely_answered``: percentile of the answerable dev questions' signals.
+JUDGE_PERCENTILE = 10
 MAX_FALSE_ABSTAIN = 0.05
 MAX_FALSE_ANSWER = 0.10
 
@@ -86,7 +103,7 @@ def questions(name: str, data: Path, n: int) -> tuple[list[str], list[str]]:
 
 def collect(name: str, data: Path, n: int) -> dict:
     """Per question and KB kind: the features and the previous rule's confidence."""
-    path = CACHE / "abstain" / f"{name}-{n}.pkl"
+    path = CACHE / "abstain" / f"{name}-{n}-v2.pkl"
     if path.exists():
         return pickle.loads(path.read_bytes())
     from clawkb.answer.abstain import dense_confidence, dense_top, question_terms
@@ -117,7 +134,7 @@ def collect(name: str, data: Path, n: int) -> dict:
                 texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in hits]
                 conf = rc(terms, texts, question=q)
                 cos = dense_top(hits) if kind == "hybrid" else None
-                f = features(kb.lexical, q, hits, terms, conf.value, len(conf.matched), cos)
+                f = features(kb.lexical, q, hits, terms, conf.value, len(conf.matched), cos, texts)
                 old = max(conf.value, dense_confidence(cos)) if cos is not None else conf.value
                 ranks = [
                     {
@@ -180,14 +197,17 @@ def row_features(row: dict, kind: str, agree_rank: int = AGREE_RANK) -> dict[str
     return derived(f, row["q"])
 
 
-def fit_model(kind: str, rows: dict[str, list[dict]], agree_rank: int) -> tuple[np.ndarray, float]:
+def fit_model(
+    kind: str, rows: dict[str, list[dict]], agree_rank: int, dev_only: bool = True
+) -> tuple[np.ndarray, float]:
     """Coefficients on the dev rows (hybrid: only rows whose dense channel ran)."""
     xs, ys, ws = [], [], []
     for rs in rows.values():
         rs = [
             r
             for r in rs
-            if is_dev(r["q"]) and (kind == "lexical" or r[kind]["features"]["cos"] > 0)
+            if (is_dev(r["q"]) or not dev_only)
+            and (kind == "lexical" or r[kind]["features"]["cos"] > 0)
         ]
         x = np.array(
             [[value(row_features(r, kind, agree_rank), c) for c in FEATURES[kind]] for r in rs]
@@ -225,9 +245,39 @@ def excess(split: dict[str, tuple[np.ndarray, np.ndarray]], t: float) -> float:
     return worst
 
 
+def likely_answered(rows: list[dict], cross: set[str]) -> set[str]:
+    """Cross-set "unanswerable" questions that the corpus probably answers.
+
+    The judge: with vectors, the dense channel ran, and both the top dense
+    cosine and the top passages' term coverage reach the
+    :data:`JUDGE_PERCENTILE` th percentile of the corpus's own answerable
+    dev questions — the question looks at least as answered as the weakest
+    tenth of real answerable questions on both signals (the judge never looks at the
+    model or at held-out answerable questions). These are dropped from the
+    cleaned unanswerable set; written and other-corpus questions stay.
+    """
+    pos = [r["hybrid"]["features"] for r in rows if r["y"] == 1 and is_dev(r["q"])]
+    pos = [f for f in pos if f["cos"] > 0]
+    if not pos or not cross:
+        return set()
+    cos_m = float(np.percentile([f["cos"] for f in pos], JUDGE_PERCENTILE))
+    cov_m = float(np.percentile([f["coverage"] for f in pos], JUDGE_PERCENTILE))
+    return {
+        r["q"]
+        for r in rows
+        if r["y"] == 0
+        and r["q"] in cross
+        and r["hybrid"]["features"]["cos"] >= cos_m
+        and r["hybrid"]["features"]["coverage"] >= cov_m
+    }
+
+
 def tables(data: dict[str, dict], agree_rank: int = AGREE_RANK) -> dict:
-    """Fit both models, choose their thresholds on dev, report on the held-out halves."""
-    rows = {n: data[n]["rows"] for n in SETS if n in data}
+    """Fit both models on the cleaned dev halves, choose their thresholds there,
+    report on the held-out halves with the full and the cleaned unanswerable sets."""
+    full = {n: data[n]["rows"] for n in SETS if n in data}
+    dropped = {n: likely_answered(rs, data[n].get("cross", set())) for n, rs in full.items()}
+    rows = {n: [r for r in rs if r["q"] not in dropped[n]] for n, rs in full.items()}
     grid = np.round(np.arange(0.02, 0.99, 0.01), 2)
     models: dict[str, tuple] = {}
     report: dict[str, dict] = {}
@@ -235,7 +285,9 @@ def tables(data: dict[str, dict], agree_rank: int = AGREE_RANK) -> dict:
         coef, b = fit_model(kind, rows, agree_rank)
         models[kind] = (coef, b, 0.5)
 
-        def split(dev: bool, kind: str = kind) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        def split(
+            dev: bool, kind: str = kind, rows: dict = rows
+        ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
             out = {}
             for n, rs in rows.items():
                 rs = [r for r in rs if is_dev(r["q"]) == dev]
@@ -245,6 +297,7 @@ def tables(data: dict[str, dict], agree_rank: int = AGREE_RANK) -> dict:
         dev, held = split(True), split(False)
         t = float(min(grid, key=lambda t: (excess(dev, t), -t)))
         models[kind] = (coef, b, t)
+        held_full = split(False, rows=full)
         old_t = 0.64 if kind == "hybrid" else 0.57
         report[kind] = {
             "model": {
@@ -260,23 +313,70 @@ def tables(data: dict[str, dict], agree_rank: int = AGREE_RANK) -> dict:
             },
             "dev_excess": round(excess(dev, t), 4),
             "held_excess": round(excess(held, t), 4),
+            "held_excess_full": round(excess(held_full, t), 4),
         }
         for n, (p, y) in held.items():
             rs = [r for r in rows[n] if not is_dev(r["q"])]
             old = np.array([r[kind]["old"] for r in rs])
+            pf, yf = held_full[n]
+            oldf = np.array([r[kind]["old"] for r in full[n] if not is_dev(r["q"])])
             report[kind]["held_out"][n] = {
                 "answerable": int((y == 1).sum()),
                 "unanswerable": int((y == 0).sum()),
+                "unanswerable_full": int((yf == 0).sum()),
+                "dropped_dev": sum(1 for q in dropped[n] if is_dev(q)),
                 **rates(p, y, t),
+                "full": rates(pf, yf, t),
                 "previous_rule": rates(old, y, old_t),
+                "previous_rule_full": rates(oldf, yf, old_t),
             }
+    report["dropped"] = {n: sorted(d) for n, d in dropped.items()}
     return report
+
+
+def dev_cv(data: dict[str, dict], agree_rank: int = AGREE_RANK) -> dict[str, list[float]]:
+    """Worst excess over the targets of PREVIOUS vs FEATURES, by 2-fold cross-validation
+    inside the cleaned dev halves (folds by another byte of the question's hash); how
+    the shipped feature sets were chosen without looking at the held-out halves."""
+    full = {n: data[n]["rows"] for n in SETS if n in data}
+    drop = {n: likely_answered(rs, data[n].get("cross", set())) for n, rs in full.items()}
+    dev = {n: [r for r in rs if is_dev(r["q"]) and r["q"] not in drop[n]] for n, rs in full.items()}
+    grid = np.round(np.arange(0.02, 0.99, 0.01), 2)
+    shipped = {k: list(v) for k, v in FEATURES.items()}
+    out: dict[str, list[float]] = {}
+    for label, feats in (("previous", PREVIOUS), ("shipped", shipped)):
+        for kind in ("lexical", "hybrid"):
+            FEATURES.update(feats)
+            res = []
+            for fold in (0, 1):
+                half = {
+                    n: [r for r in rs if (hashlib.sha1(r["q"].encode()).digest()[1] % 2) == fold]
+                    for n, rs in dev.items()
+                }
+                rest = {n: [r for r in rs if r not in half[n]] for n, rs in dev.items()}
+                models = {
+                    k: (*fit_model(k, rest, agree_rank, dev_only=False), 0.5) for k in FEATURES
+                }
+
+                fit_split, test_split = (
+                    {
+                        n: (scores(kind, rs, models, agree_rank), np.array([r["y"] for r in rs]))
+                        for n, rs in part.items()
+                    }
+                    for part in (rest, half)
+                )
+                t = float(min(grid, key=lambda t: (excess(fit_split, t), -t)))
+                res.append(round(excess(test_split, t), 4))
+            out[f"{kind} {label}"] = res
+    FEATURES.update(shipped)
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_datasets_flag(ap)
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--cv", action="store_true", help="only compare feature sets on dev")
     args = ap.parse_args()
     data = datasets_dir(args.datasets)
     collected = {}
@@ -286,13 +386,19 @@ def main() -> None:
             continue
         t0 = time.perf_counter()
         collected[name] = collect(name, data, args.queries)
+        if name in OTHER:
+            collected[name]["cross"] = {q.text for q in load_beir(data / OTHER[name]).queries}
         print(name, f"{time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
+    if args.cv:
+        for k, v in dev_cv(collected).items():
+            print(f"{k}: worst excess per fold {v}, mean {np.mean(v):.4f}")
+        return
     report = tables(collected)
     OUT.write_text(
         json.dumps(
             {
                 "about": "fitted by bench/abstain_model.py; see clawkb/answer/abstain_model.py",
-                "models": {k: v["model"] for k, v in report.items()},
+                "models": {k: v["model"] for k, v in report.items() if k != "dropped"},
             },
             indent=2,
         )
@@ -314,32 +420,57 @@ def markdown(report: dict) -> str:
         "src/clawkb/answer/abstain_model.py, coefficients in abstain_model.json).",
         "Targets: false-abstain <= 5 % on answerable, false-answer <= 10 % on unanswerable",
         "questions. Rates on the held-out half of each corpus (never seen by the fit or the",
-        "threshold choice); `previous` = the single-threshold rule shipped before (coverage,",
-        "threshold 0.57; with vectors max(coverage, mapped cosine), threshold 0.64) on the same",
-        "questions.",
+        "threshold choice). `full` = every unanswerable question; `cleaned` = without the",
+        "other-set questions a stronger judge says the corpus answers (see below);",
+        "`previous` = the single-threshold rule shipped before (coverage, threshold 0.57;",
+        "with vectors max(coverage, mapped cosine), threshold 0.64) on the same questions.",
     ]
     for kind, v in report.items():
+        if kind == "dropped":
+            continue
         title = "KB without vectors" if kind == "lexical" else "KB with e5-small vectors (hybrid)"
         lines += [
             "",
             f"## {title}: threshold {v['model']['threshold']} on P(answerable)",
             "",
-            "| corpus | answerable | unanswerable | false-abstain | false-answer"
-            " | previous false-abstain | previous false-answer |",
-            "|---|---|---|---|---|---|---|",
+            "| corpus | answerable | unanswerable cleaned / full | false-abstain"
+            " | false-answer cleaned | false-answer full | previous false-abstain"
+            " | previous false-answer cleaned / full |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for n, h in v["held_out"].items():
-            p = h["previous_rule"]
+            p, pf = h["previous_rule"], h["previous_rule_full"]
             lines.append(
-                f"| {n} | {h['answerable']} | {h['unanswerable']} | {h['false_abstain']:.1%}"
-                f" | {h['false_answer']:.1%} | {p['false_abstain']:.1%} | {p['false_answer']:.1%} |"
+                f"| {n} | {h['answerable']} | {h['unanswerable']} / {h['unanswerable_full']}"
+                f" | {h['false_abstain']:.1%} | {h['false_answer']:.1%}"
+                f" | {h['full']['false_answer']:.1%} | {p['false_abstain']:.1%}"
+                f" | {p['false_answer']:.1%} / {pf['false_answer']:.1%} |"
             )
-        lines += ["", "Trade-off on the held-out halves (false-abstain / false-answer):", ""]
+        lines += [
+            "",
+            "Trade-off on the held-out halves, cleaned unanswerable sets"
+            " (false-abstain / false-answer):",
+            "",
+        ]
         names = list(v["held_out"])
         lines += ["| threshold | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
         for t, row in v["curve"].items():
             cells = [f"{row[n]['false_abstain']:.0%} / {row[n]['false_answer']:.0%}" for n in names]
             lines.append(f"| {t} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "## Cleaned unanswerable sets",
+        "",
+        "Dropped from the unanswerable side (dev and held-out halves) as probably answered"
+        f" by the corpus (`likely_answered`: dense cosine and coverage both at least the"
+        f" {JUDGE_PERCENTILE}th percentile of the corpus's answerable dev questions):",
+        "",
+    ]
+    for n, qs in report.get("dropped", {}).items():
+        lines.append(f"- {n}: {len(qs)}" + (" — " + "; ".join(qs) if qs else ""))
+    reading = ROOT / "bench" / "results" / "abstain-reading.md"
+    if reading.is_file():
+        lines += ["", reading.read_text("utf-8").rstrip()]
     return "\n".join(lines) + "\n"
 
 

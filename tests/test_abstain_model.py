@@ -105,3 +105,24 @@ def test_kb_with_vectors_uses_the_hybrid_model(tmp_path) -> None:
             assert c.threshold == models[kind].threshold
             assert res.abstained == (q in UNANSWERABLE), (q, c.to_dict())
         assert "hybrid" in used
+
+
+def test_spread_features_see_where_the_rare_terms_are(lexical_kb) -> None:
+    from clawkb.answer.abstain import question_terms
+    from clawkb.answer.abstain_model import spread
+
+    q = "What termination resistor does a CAN bus need?"
+    terms = question_terms(lexical_kb.lexical, q)
+    right = NOTES["can.md"]
+    others = [NOTES[n] for n in ("uart.md", "ddr.md", "boot.md", "zh.md")]
+    one = spread(lexical_kb.lexical, q, terms, [right, *others])
+    # one passage holds every term, the others none: full lead, the rare terms held
+    assert one["cov2"] == pytest.approx(1.0) and one["cov5"] == pytest.approx(1.0)
+    assert one["rare_hit"] == pytest.approx(1.0) and 0 < one["rare_idf"] <= 1.0
+    # the same passage five times: no lead over the 2nd / 5th passage
+    same = spread(lexical_kb.lexical, q, terms, [right] * 5)
+    assert same["cov2"] == 0.0 and same["cov5"] == 0.0 and same["rare_hit"] == 1.0
+    # passages without the question's terms: nothing held
+    none = spread(lexical_kb.lexical, q, terms, others)
+    assert none == {"cov2": 0.0, "cov5": 0.0, "rare_hit": 0.0, "rare_idf": 0.0}
+    assert spread(lexical_kb.lexical, q, [], [right]) == none

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -204,17 +205,14 @@ def retrieval_confidence(
     vectors) the confidence is the larger of the term coverage and
     :func:`dense_confidence`.
     """
-    matches = bundled_glossary().find(question) if question else []
-    if matches:  # a Chinese pair straddling two glossary terms (认证|令牌 → 证令) is no fact
-        seams = _seams(normalize(question or ""), matches)
-        terms = [t for t in terms if t.text not in seams]
+    terms, forms = _glossary_forms(terms, question)
     by_weight = sorted(terms, key=lambda t: t.weight, reverse=True)
     best, best_i, best_present = -1.0, None, frozenset[str]()
     if any(t.weight > 0 for t in terms):
         for i, text in enumerate(texts):
             if i >= TOP_K:
                 break
-            present = _present(terms, tokenize(text), matches)
+            present = _present(terms, tokenize(text), forms)
             cov = coverage(terms, present)
             if cov > best:
                 best, best_i, best_present = cov, i, present
@@ -233,6 +231,7 @@ def retrieval_confidence(
 _SUFFIXES = ("ing", "ed", "es", "s")
 
 
+@lru_cache(maxsize=1 << 16)
 def _stem(token: str) -> str:
     """A crude English stem for coverage only (never for the index): endings off."""
     if not token.isascii() or not token.isalpha() or len(token) < 5:
@@ -243,16 +242,52 @@ def _stem(token: str) -> str:
     return token.rstrip("e")
 
 
-def _present(terms: Sequence[Term], passage: list[str], matches: list[Any]) -> frozenset[str]:
+def passage_coverages(
+    terms: Sequence[Term], texts: Iterable[str], question: str | None = None
+) -> list[tuple[float, list[str]]]:
+    """Per passage: its coverage of the terms and the terms it holds, as
+    :func:`retrieval_confidence` scores one passage (word forms, glossary)."""
+    terms, forms = _glossary_forms(terms, question)
+    out = []
+    for text in texts:
+        present = _present(terms, tokenize(text), forms)
+        out.append((coverage(terms, present), [t.text for t in terms if t.credit(present) > 0]))
+    return out
+
+
+def _glossary_forms(
+    terms: Sequence[Term], question: str | None
+) -> tuple[list[Term], list[tuple[list[str], list[list[str]]]]]:
+    """The terms without Chinese pairs straddling two glossary terms (认证|令牌 → 证令),
+    and per glossary match in the question: its tokens and its translations' tokens."""
+    matches = bundled_glossary().find(question) if question else []
+    if matches:
+        seams = _seams(normalize(question or ""), matches)
+        terms = [t for t in terms if t.text not in seams]
+    forms = [
+        (
+            tokenize(m.term),
+            [
+                [t for t in tokenize(target) if len(t) > 1 or t.isascii()]
+                for target, _ in m.translations
+            ],
+        )
+        for m in matches
+    ]
+    return list(terms), forms
+
+
+def _present(
+    terms: Sequence[Term], passage: list[str], forms: list[tuple[list[str], list[list[str]]]]
+) -> frozenset[str]:
     """The passage's tokens plus the question tokens it holds in another form."""
     have = set(passage)
-    stems = {_stem(t) for t in passage}
+    stems = {_stem(t) for t in have}
     extra = {tok for t in terms for tok in t.tokens if tok not in have and _stem(tok) in stems}
-    for m in matches:
-        for target, _ in m.translations:
-            toks = [t for t in tokenize(target) if len(t) > 1 or t.isascii()]
+    for term_toks, targets in forms:
+        for toks in targets:
             if toks and all(t in have or _stem(t) in stems for t in toks):
-                extra.update(tokenize(m.term))
+                extra.update(term_toks)
                 break
     return frozenset(have | extra)
 

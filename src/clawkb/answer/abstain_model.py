@@ -18,6 +18,13 @@ pipeline already has separate them better together:
   (absolute): the question's language against the corpus's;
 * ``cos`` — top dense cosine (KBs with vectors) and ``dconf``, the same mapped
   onto [0, 1]; ``agree`` — share of the top three hits both channels ranked in their first ten;
+* ``cov2`` / ``cov5`` — the best passage's coverage minus that of the 2nd / 5th
+  best of the top :data:`SPREAD_DEPTH` passages: an answer concentrates the
+  question's terms in one passage, a question whose common words are merely
+  scattered over the corpus covers many passages alike;
+* ``rare_hit`` — share of the IDF mass of the question's :data:`RARE_TERMS`
+  rarest terms that the best passage holds; ``rare_idf`` — IDF of the rarest
+  term it holds over the IDF of a term no chunk has (how specific the match is);
 * ``cjk`` — the question's CJK share: Chinese bigram coverage behaves unlike
   English word coverage, so the model also takes products ``cjk*coverage`` …
   (a feature name ``a*b`` in the model file is the product of the two).
@@ -40,6 +47,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from clawkb.errors import ConfigError
 
 __all__ = [
@@ -60,6 +69,10 @@ MAX_TERMS = 20
 AGREE_RANK = 10
 #: Lexical hits compared by ``gap``.
 GAP_DEPTH = 5
+#: Passages scored for ``cov2`` / ``cov5``.
+SPREAD_DEPTH = 8
+#: Rarest question terms checked by ``rare_hit``.
+RARE_TERMS = 2
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _WORDISH = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[A-Za-z0-9]+")
 
@@ -124,8 +137,10 @@ def features(
     coverage: float,
     n_matched: int,
     cosine: float | None,
+    texts: Sequence[str] = (),
 ) -> dict[str, float]:
-    """The model's inputs for one question (see the module docstring)."""
+    """The model's inputs for one question (see the module docstring); ``texts``:
+    the hits as scored for coverage (title, headings, text)."""
     tokens = list(dict.fromkeys(tok for t in terms for tok in t.tokens))
     mass = sum(t.weight for t in terms)
     lex_norm = gap = 0.0
@@ -149,8 +164,34 @@ def features(
         "lang_diff": round(abs(_cjk_share(question) - _cjk_share(top_text)), 6),
         "cos": round(float(cosine), 6) if cosine is not None else 0.0,
         "agree": round(agree, 6),
+        **spread(lexical, question, terms, texts),
     }
     return derived(base, question)
+
+
+def spread(
+    lexical: Any, question: str, terms: Sequence[Any], texts: Sequence[str]
+) -> dict[str, float]:
+    """``cov2``, ``cov5``, ``rare_hit``, ``rare_idf`` (see the module docstring)."""
+    from clawkb.answer.abstain import passage_coverages
+
+    out = {"cov2": 0.0, "cov5": 0.0, "rare_hit": 0.0, "rare_idf": 0.0}
+    if not terms or not texts:
+        return out
+    per = passage_coverages(terms, texts[:SPREAD_DEPTH], question)
+    covs = sorted((c for c, _ in per), reverse=True) + [0.0] * SPREAD_DEPTH
+    held = set(max(per, key=lambda p: p[0])[1])
+    rare = sorted(terms, key=lambda t: t.weight, reverse=True)[:RARE_TERMS]
+    mass = sum(t.weight for t in rare)
+    absent = float(lexical.idf(np.zeros(1, np.int64))[0])
+    top_idf = max((t.weight for t in terms if t.text in held), default=0.0)
+    out["cov2"] = round(covs[0] - covs[1], 6)
+    out["cov5"] = round(covs[0] - covs[4], 6)
+    out["rare_hit"] = (
+        round(sum(t.weight for t in rare if t.text in held) / mass, 6) if mass else 0.0
+    )
+    out["rare_idf"] = round(min(1.0, top_idf / absent), 6) if absent > 0 else 0.0
+    return out
 
 
 def _both_channels(hit: Any) -> bool:
@@ -195,6 +236,6 @@ def model_confidence(
     from clawkb.answer.abstain import retrieval_confidence
 
     cov = retrieval_confidence(terms, texts, question=question)
-    feats = features(lexical, question, hits, terms, cov.value, len(cov.matched), cosine)
+    feats = features(lexical, question, hits, terms, cov.value, len(cov.matched), cosine, texts)
     p, threshold = probability(feats, vectors=vectors and cosine is not None)
     return replace(cov, value=p, threshold=threshold, method="model", features=feats)
