@@ -88,12 +88,18 @@ def markdown(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _mode_p50(r: dict[str, object], mode: str) -> str:
+    m = (r.get("modes") or {}).get(mode)  # type: ignore[attr-defined]
+    return f" {m['local_p50_ms']} / {m['milvus_p50_ms']} |" if m else " — |"
+
+
 def scale_markdown(rows: list[dict[str, object]]) -> str:
     lines = [
         "| chunks | vectors | local ingest chunks/s | Milvus Lite sync chunks/s |"
         " local p50 / p95 ms | Milvus Lite p50 / p95 ms | found@10 local / Milvus |"
-        " Lite disk MB | store + BM25F MB |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        " Lite disk MB | store + BM25F MB | dense p50 local / Milvus ms |"
+        " hybrid p50 local / Milvus ms |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         local_mb = (int(r["store_bytes"]) + int(r["lexical_index_bytes"])) / 1e6  # type: ignore[call-overload]
@@ -103,6 +109,7 @@ def scale_markdown(rows: list[dict[str, object]]) -> str:
             f" {r['local_p50_ms']} / {r['local_p95_ms']} | {r['milvus_p50_ms']} / {r['milvus_p95_ms']} |"
             f" {r['local_found_at10']} / {r['milvus_found_at10']} |"
             f" {int(r['lite_disk_bytes']) / 1e6:.1f} | {local_mb:.1f} |"  # type: ignore[call-overload]
+            + "".join(_mode_p50(r, m) for m in ("dense", "hybrid"))
         )
     return "\n".join(lines) + "\n"
 
