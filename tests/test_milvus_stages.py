@@ -7,6 +7,7 @@ checked against the local pipeline on the same KB.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,15 @@ def test_trust_tiers_and_domains_come_from_milvus_fields(kb: KnowledgeBase) -> N
         "USART2 baud 115200", mode="lexical", knowledge=KnowledgeOptions(min_trust="official")
     )
     assert strict.hits and all(h.trust == "official" for h in strict.hits)
+
+
+def test_server_side_fusion_stays_available(kb: KnowledgeBase) -> None:
+    s = kb_backend(kb)
+    assert s is not None
+    server = dataclasses.replace(s, fuse="server")
+    res = kb_search(kb, server, "USART2 baud", mode="hybrid", explain=True,
+                    options={"early_return": 0})  # fmt: skip
+    assert any(st["stage"] == "hybrid_search" for st in res.stages)
+    assert res.hits and res.hits[0].explanation["fusion"]["ranker"] == "rrf"
+    client_side = milvus(kb, "USART2 baud", mode="hybrid", early_return=0)
+    assert {h.anchor.id for h in res.hits[:3]} & {h.anchor.id for h in client_side.hits[:3]}
