@@ -45,13 +45,19 @@ from clawkb.text.glossary import bundled_glossary
 WEIGHT_STEPS = 4
 
 
+def _plain(weights: list[float] | None) -> bool:
+    return weights is None or all(w == 1.0 for w in weights)
+
+
 def weighted_words(tokens: list[str], weights: list[float] | None) -> str:
-    """The BM25 query text: surrogate words, each repeated in proportion to its weight."""
+    """The BM25 query text: surrogate words, each repeated in proportion to its weight
+    (scores of a weighted text are :data:`WEIGHT_STEPS` times too large)."""
     if not tokens:
         return ""
     words = encode(tokens)
-    if weights is None or all(w == 1.0 for w in weights):
+    if _plain(weights):
         return " ".join(words)
+    assert weights is not None
     per: dict[str, float] = {}
     for word, w in zip(words, weights, strict=True):
         per[word] = per.get(word, 0.0) + float(w)
@@ -66,6 +72,22 @@ class MilvusTermStats:
 
     def __init__(self, s: MilvusSettings, stats: Any, expr: str) -> None:
         self.s, self.stats, self.expr = s, stats, expr
+        self.seen: dict[str, list[dict[str, Any]]] = {}  # query text -> rows, best first
+        self.seen_k: dict[str, int] = {}  # the k each was asked with
+
+    def lexical(self, tokens: list[str], weights: list[float] | None, k: int) -> list[dict]:
+        """BM25 top-``k`` rows for weighted tokens, scores scaled back to weight 1 (a
+        query already sent, e.g. the lexical channel, is not sent again)."""
+        text = weighted_words(tokens, weights)
+        rows = self.seen.get(text)
+        if rows is not None and (len(rows) >= k or len(rows) < self.seen_k.get(text, 0)):
+            return rows[:k]
+        rows = _channel(self.s, "sparse", text, "BM25", self.expr, k) if text else []
+        if not _plain(weights):
+            for row in rows:
+                row["_score"] /= WEIGHT_STEPS
+        self.seen[text], self.seen_k[text] = rows, k
+        return rows
 
     @property
     def n_docs(self) -> int:
@@ -80,11 +102,9 @@ class MilvusTermStats:
     def search(
         self, tokens: list[str], k: int = 10, term_weights: list[float] | None = None, **_: Any
     ) -> tuple[np.ndarray, np.ndarray, int]:
-        text = weighted_words(tokens, term_weights)
-        rows = _channel(self.s, "sparse", text, "BM25", self.expr, k, ["chunk_id"]) if text else []
-        scale = 1.0 if term_weights is None else float(WEIGHT_STEPS)
+        rows = self.lexical(tokens, term_weights, k)
         ids = np.asarray([int(r.get("chunk_id", 0)) for r in rows], np.int64)
-        return ids, np.asarray([r["_score"] / scale for r in rows]), len(rows)
+        return ids, np.asarray([r["_score"] for r in rows]), len(rows)
 
 
 class _Ids:
@@ -152,11 +172,7 @@ def run(
     channels: dict[str, fusion.Channel] = {}
     if mode in ("lexical", "hybrid"):
         st = time.perf_counter()
-        text = weighted_words(rw.tokens, weights)
-        rows = _channel(s, "sparse", text, "BM25", expr, k) if text else []
-        if weights is not None:
-            for row in rows:
-                row["_score"] /= WEIGHT_STEPS
+        rows = stats.lexical(rw.tokens, weights, k)
         channels["lexical"] = ids.channel(rows)
         stages.append(_stage("lexical", st, f"{len(rows)} candidates"))
     early = mode == "hybrid" and decisive(channels.get("lexical"), rs.early_return)
