@@ -88,12 +88,18 @@ def markdown(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _mode_p50(r: dict[str, object], mode: str) -> str:
+    m = (r.get("modes") or {}).get(mode)  # type: ignore[attr-defined]
+    return f" {m['local_p50_ms']} / {m['milvus_p50_ms']} |" if m else " — |"
+
+
 def scale_markdown(rows: list[dict[str, object]]) -> str:
     lines = [
         "| chunks | vectors | local ingest chunks/s | Milvus Lite sync chunks/s |"
         " local p50 / p95 ms | Milvus Lite p50 / p95 ms | found@10 local / Milvus |"
-        " Lite disk MB | store + BM25F MB |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        " Lite disk MB | store + BM25F MB | dense p50 local / Milvus ms |"
+        " hybrid p50 local / Milvus ms |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         local_mb = (int(r["store_bytes"]) + int(r["lexical_index_bytes"])) / 1e6  # type: ignore[call-overload]
@@ -103,7 +109,56 @@ def scale_markdown(rows: list[dict[str, object]]) -> str:
             f" {r['local_p50_ms']} / {r['local_p95_ms']} | {r['milvus_p50_ms']} / {r['milvus_p95_ms']} |"
             f" {r['local_found_at10']} / {r['milvus_found_at10']} |"
             f" {int(r['lite_disk_bytes']) / 1e6:.1f} | {local_mb:.1f} |"  # type: ignore[call-overload]
+            + "".join(_mode_p50(r, m) for m in ("dense", "hybrid"))
         )
+    return "\n".join(lines) + "\n"
+
+
+def _fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """y = a·x^b fitted in log-log space (least squares): (a, b)."""
+    import math
+
+    lx, ly = [math.log(x) for x in xs], [math.log(max(y, 1e-9)) for y in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    var = sum((x - mx) ** 2 for x in lx)
+    b = sum((x - mx) * (y - my) for x, y in zip(lx, ly, strict=True)) / var if var else 0.0
+    return math.exp(my - b * mx), b
+
+
+def growth_markdown(rows: list[dict[str, object]], targets: tuple[int, ...] = (10**6,)) -> str:
+    """Extrapolation from the measured ladder (runs with vectors, 3+ sizes): a power law
+    per quantity, labelled as such."""
+    ladder = sorted((r for r in rows if r["dense"]), key=lambda r: int(r["chunks"]))  # type: ignore[call-overload]
+    if len(ladder) < 3:
+        return ""
+    n = [float(r["chunks"]) for r in ladder]  # type: ignore[arg-type]
+    series: dict[str, list[float]] = {
+        "local ingest s": [float(r["local_ingest_s"]) for r in ladder],  # type: ignore[arg-type]
+        "Milvus Lite sync s": [float(r["milvus_sync_s"]) for r in ladder],  # type: ignore[arg-type]
+        "Lite disk MB": [int(r["lite_disk_bytes"]) / 1e6 for r in ladder],  # type: ignore[call-overload]
+        "sync RSS growth MB": [
+            max(1.0, int(r["rss_growth_during_sync_bytes"]) / 1e6)  # type: ignore[call-overload]
+            for r in ladder
+        ],
+    }
+    for mode in ("lexical", "dense", "hybrid"):
+        for side in ("local", "milvus"):
+            series[f"{mode} p50 ms {side}"] = [
+                float(r["modes"][mode][f"{side}_p50_ms"])  # type: ignore[index]
+                for r in ladder
+            ]
+    head = "| quantity | fitted growth | " + " | ".join(f"{t:,} (extrapolated)" for t in targets)
+    lines = [
+        "## Fitted growth (extrapolation, not a measurement)\n",
+        f"Power law y = a·N^b fitted to the {len(ladder)} measured sizes above"
+        f" ({', '.join(f'{int(x):,}' for x in n)} chunks, with vectors).\n",
+        head + " |",
+        "|---|---:|" + "---:|" * len(targets),
+    ]
+    for name, ys in series.items():
+        a, b = _fit(n, ys)
+        vals = " | ".join(f"{a * t**b:,.1f}" for t in targets)
+        lines.append(f"| {name} | N^{b:.2f} | {vals} |")
     return "\n".join(lines) + "\n"
 
 
@@ -134,6 +189,9 @@ def write_latest() -> None:
             "## Ingest and query (`python bench/milvus_scale.py --docs N`; synthetic"
             " bilingual corpus, lexical top-10)\n\n" + scale_markdown(json.loads(scale.read_text()))
         )
+        fit = growth_markdown(json.loads(scale.read_text()))
+        if fit:
+            parts.append(fit)
     (RESULTS / "milvus-latest.md").write_text("\n".join(parts))
 
 

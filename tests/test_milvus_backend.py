@@ -106,7 +106,7 @@ def test_milvus_matches_exactly_the_chunks_local_search_matches(
     s = kb_backend(kb)
     assert s is not None
     local = lexical_search(kb, query, limit=200)
-    remote = kb_search(kb, s, query, limit=200, mode="lexical")
+    remote = kb_search(kb, s, query, limit=200, mode="lexical", options={"glossary": False})
     assert local.hits, query
     assert {h.anchor.id for h in remote.hits} == {h.anchor.id for h in local.hits}
     assert remote.query_tokens == local.query_tokens == tokenize(query)

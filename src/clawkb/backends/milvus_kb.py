@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from clawkb.backends.milvus_filters import compile_filters
+from clawkb.backends.milvus_pipeline import run as pipeline_run
 from clawkb.backends.milvus_schema import NO_MODEL, check_properties, open_collection
 from clawkb.backends.milvus_search import search
 from clawkb.backends.settings import MilvusSettings, backend_settings
@@ -81,6 +82,9 @@ def kb_search(
     )
 
     def run(e: str) -> SearchResult:
+        if s.fuse == "client":
+            return pipeline_run(kb, s, rs, query, resolved, vector, expr=e, limit=limit,
+                                explain=explain)  # fmt: skip
         return search(
             s,
             query,

@@ -52,7 +52,7 @@ def build_rows(
     out = []
     for r in rows:
         (cid, anchor, ordinal, text, heading, ls, le, page, kind, lang) = r[:10]
-        path, root, title, parser, board, mtime_ns, meta = r[10:]
+        path, root, title, parser, board, mtime_ns, meta, trust, domain = r[10:19]
         rel = path[len(root) + 1 :] if root and path.startswith(root.rstrip("/") + "/") else path
         row: dict[str, Any] = {
             "anchor": anchor,
@@ -72,6 +72,8 @@ def build_rows(
             "board": _cut(board or "", 256),
             "datasheet": board is not None,
             "namespace": _cut(namespace_of(path), 256),
+            "trust": _cut(trust or "", 64),
+            "domain": _cut(domain or "", 256),
             "mtime": mtime_ns / 1e9,
             "meta": json.loads(meta or "{}"),
             "text": _cut(text),

@@ -47,6 +47,8 @@ def entity_row(e: dict[str, Any]) -> ChunkRow:
         kind=e.get("kind", "text"),
         language=e.get("language") or None,
         metadata={},
+        trust=e.get("trust") or None,
+        domain=e.get("domain") or None,
     )
 
 

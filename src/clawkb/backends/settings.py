@@ -12,6 +12,8 @@ from clawkb.errors import ConfigError
 #: A KB folder holding only this file is a remote-only KB.
 REMOTE_FILE = "remote.yaml"
 INDEX_TYPES = ("HNSW", "IVF_FLAT")
+#: client: each channel's top-N from Milvus, fused by the local pipeline; server: hybrid_search.
+FUSE_SIDES = ("client", "server")
 
 
 @dataclass(frozen=True)
@@ -24,12 +26,13 @@ class MilvusSettings:
     db: str = ""
     index: str = "HNSW"  # dense index: HNSW | IVF_FLAT (cosine)
     dense: bool = True  # send vectors from the KB's embedder with the rows
-    batch: int = 500  # rows per upsert / changes per sync step
+    batch: int = 2000  # rows per upsert / changes per sync step (bench: 2000 beat 500 by 1.4x)
     auto_sync: bool = True  # sync after every index run (else only `clawkb sync`)
     throttle_ms: float = 0.0  # pause between sync batches (spare a busy cluster)
     hnsw_m: int = 16
     hnsw_ef: int = 128
     ivf_nlist: int = 1024
+    fuse: str = "client"  # hybrid fusion: client (the local pipeline's stages) | server
 
     @property
     def is_lite(self) -> bool:
@@ -77,6 +80,8 @@ def milvus_settings(data: Mapping[str, Any], home: Path | None, origin: str) -> 
         raise ConfigError(f"{origin}: bad backend setting ({exc})") from exc
     if s.index not in INDEX_TYPES:
         raise ConfigError(f"{origin}: backend index must be one of {INDEX_TYPES}, got {s.index!r}")
+    if s.fuse not in FUSE_SIDES:
+        raise ConfigError(f"{origin}: backend fuse must be one of {FUSE_SIDES}, got {s.fuse!r}")
     if s.batch < 1:
         raise ConfigError(f"{origin}: backend batch must be >= 1")
     if s.is_lite and home is not None and not Path(s.uri).expanduser().is_absolute():

@@ -10,16 +10,17 @@ import sqlite3
 from collections.abc import Sequence
 
 #: ``(chunk id, anchor, ordinal, text, heading_path json, line_start, line_end, page, kind,
-#: language, path, root, title, parser, board, mtime_ns, metadata json)``
+#: language, path, root, title, parser, board, mtime_ns, metadata json, trust, domain)``
 ExportRow = tuple[
     int, str, int, str, str, int, int, int | None, str, str | None,
-    str, str, str | None, str | None, str | None, int, str | None,
+    str, str, str | None, str | None, str | None, int, str | None, str | None, str | None,
 ]  # fmt: skip
 
 _ROW_SQL = (
     "SELECT c.id, c.anchor, c.ordinal, c.text, c.heading_path, c.line_start, c.line_end,"
     " c.page, c.kind, c.language, d.path, d.root, d.title, d.parser, d.board, d.mtime_ns,"
-    " d.metadata FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})"
+    " d.metadata, COALESCE(d.trust, CASE WHEN d.path LIKE 'memory://%' THEN 'memory' END),"
+    " d.domain FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN ({marks})"
 )
 
 
