@@ -6,6 +6,7 @@ import math
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -233,10 +234,19 @@ def test_blockmax_search_returns_the_exhaustive_top_k(tmp_path: Path, seed: int)
                 assert a[1].tolist() == b[1].tolist(), (trial, q, k)
 
 
+def _as_format3(folder: Path, seg: Any) -> None:
+    """Rewrite a copied segment folder in the unpacked layout (format 3)."""
+    np.save(folder / "docs.npy", np.asarray(seg.docs))
+    np.save(folder / "tfs.npy", np.asarray(seg.tfs))
+    for name in ("packed", "blk_pos", "blk_last"):
+        (folder / f"{name}.npy").unlink(missing_ok=True)
+
+
 def test_segments_without_block_files_still_search(tmp_path: Path) -> None:
-    """A segment without block files (an older layout) gets its bounds computed in
-    memory, equal to the stored ones; inside a published index the same missing
-    files are damage the manifest check reports (and readers rebuild from the store)."""
+    """A format-3 segment without block files (an older layout) gets its bounds
+    and packed postings computed in memory, equal to the stored ones; inside a
+    published index missing block files are damage the manifest check reports
+    (and readers rebuild from the store)."""
     from clawkb.index.segment import Segment
 
     rng = random.Random(9)
@@ -250,11 +260,15 @@ def test_segments_without_block_files_still_search(tmp_path: Path) -> None:
         stored = {n: np.array(a) for n, a in seg.blocks.items()}
         copy = tmp_path / "copy" / seg.folder.name
         shutil.copytree(seg.folder, copy)
+        _as_format3(copy, seg)
         for name in ("blk_maxtf", "blk_minlen", "term_blocks"):
             (copy / f"{name}.npy").unlink()
-        computed = Segment(copy).blocks
+        old_layout = Segment(copy)
+        computed = old_layout.blocks
         for name, arr in stored.items():
             assert np.array_equal(np.asarray(computed[name]), arr), name
+        for name, arr in seg.packed.items():
+            assert np.array_equal(np.asarray(old_layout.packed[name]), np.asarray(arr)), name
         for name in ("blk_maxtf", "blk_minlen", "term_blocks"):
             (seg.folder / f"{name}.npy").unlink()
     old = LexicalIndex(tmp_path / "lex")
@@ -286,10 +300,11 @@ def test_blockmax_skips_the_long_low_idf_lists(tmp_path: Path) -> None:
         hashes = hash_terms(uniq)
         ranges, df, first = seg.lookup(hashes)
         w = (idx.idf(df) * np.asarray(qw)).astype(np.float32)
-        args = (seg.docs, seg.tfs, idx._factor(seg), ranges)
         local, sc, scored = scorer.score_topk_blockmax(
-            *args, first, seg.blocks, w, seg.live, idx._block_params(), idx.params.k1, 10
+            seg.packed, idx._factor(seg), ranges, first, seg.blocks, w, seg.live,
+            idx._block_params(), idx.params.k1, 10,
         )
+        args = (seg.docs, seg.tfs, idx._factor(seg), ranges)
         exp_local, exp_sc, matched = scorer.score_topk(*args, w, seg.live, idx.params.k1, 10)
         assert local.tolist() == exp_local.tolist() and sc.tolist() == exp_sc.tolist()
         counts.append((scored, matched))

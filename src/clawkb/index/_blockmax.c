@@ -33,6 +33,7 @@
 #define WINDOW 16384 /* docs per window (a multiple of 64): measured best of 1k-64k at 100k docs */
 
 #include "_topk.h"
+#include "_packed.h"
 
 typedef struct {
     int64_t s, e, pos;   /* posting range and cursor */
@@ -40,40 +41,65 @@ typedef struct {
     const float *bub;    /* bound of each of its blocks */
     float ub, w;         /* largest block bound; idf x query weight */
     float wub;           /* largest block bound inside the current window */
+    int64_t cb;          /* block decoded into bd/bt (-1: none) */
+    uint32_t bd[BLOCK];  /* its docs */
+    uint8_t bt[3 * BLOCK]; /* its term frequencies, one row per posting */
 } Term;
 
 typedef struct {
-    const uint32_t *docs;
-    const uint8_t *tfs;
+    const uint8_t *packed;   /* bit-packed blocks (_packed.h) */
+    const uint32_t *blk_pos; /* byte offset of each block */
+    const uint32_t *blk_last;/* last doc of each block */
+    const uint8_t *maxtf;    /* per-block max tf per field (also the tf bit widths) */
     const float *factor;
 } Seg;
 
-static inline uint32_t cur_doc(const Seg *g, const Term *t) {
-    return t->pos < t->e ? g->docs[t->pos] : UINT32_MAX;
-}
-
 static inline int64_t block_of(const Term *t, int64_t pos) { return t->b0 + (pos - t->s) / BLOCK; }
 
-/* One past the last posting of block b (a block's last doc is docs[end - 1]). */
+static inline int64_t block_start(const Term *t, int64_t b) { return t->s + (b - t->b0) * BLOCK; }
+
+/* One past the last posting of block b (a block's last doc is blk_last[b]). */
 static inline int64_t block_end(const Term *t, int64_t b) {
-    int64_t end = t->s + (b - t->b0 + 1) * BLOCK;
+    int64_t end = block_start(t, b) + BLOCK;
     return end < t->e ? end : t->e;
 }
 
-/* Move the cursor to the first posting >= d (never backwards). */
+/* Decode block b of term t unless it is the one held already. */
+static inline void ensure_block(const Seg *g, Term *t, int64_t b) {
+    if (t->cb == b) return;
+    int64_t st = block_start(t, b);
+    decode_block(g->packed, g->blk_pos, g->blk_last, g->maxtf, b, b == t->b0,
+                 (int)(block_end(t, b) - st), t->bd, t->bt);
+    t->cb = b;
+}
+
+/* Doc of posting p (decodes its block when needed); p must be in [s, e). */
+static inline uint32_t doc_at(const Seg *g, Term *t, int64_t p) {
+    int64_t b = block_of(t, p);
+    ensure_block(g, t, b);
+    return t->bd[p - block_start(t, b)];
+}
+
+static inline uint32_t cur_doc(const Seg *g, Term *t) {
+    return t->pos < t->e ? doc_at(g, t, t->pos) : UINT32_MAX;
+}
+
+/* Move the cursor to the first posting >= d (never backwards); blocks whose
+   last doc is below d are passed over without decoding them. */
 static void seek(const Seg *g, Term *t, uint32_t d) {
-    if (t->pos >= t->e || g->docs[t->pos] >= d) return;
+    if (t->pos >= t->e) return;
     int64_t b = block_of(t, t->pos), b_end = block_of(t, t->e - 1) + 1;
-    while (b < b_end && g->docs[block_end(t, b) - 1] < d) b++;
+    while (b < b_end && g->blk_last[b] < d) b++;
     if (b == b_end) { t->pos = t->e; return; }
-    int64_t p = t->s + (b - t->b0) * BLOCK;
-    if (p < t->pos) p = t->pos;
-    while (g->docs[p] < d) p++; /* stops inside block b: its last doc is >= d */
+    int64_t st = block_start(t, b), p = st > t->pos ? st : t->pos;
+    ensure_block(g, t, b);
+    while (t->bd[p - st] < d) p++; /* stops inside block b: its last doc is >= d */
     t->pos = p;
 }
 
-static inline float contribution(const Seg *g, const Term *t, uint32_t d, float k1) {
-    const uint8_t *tf = g->tfs + 3 * t->pos;
+/* Term frequencies of the cursor's posting (its block is decoded). */
+static inline float contribution(const Seg *g, Term *t, uint32_t d, float k1) {
+    const uint8_t *tf = t->bt + 3 * (t->pos - block_start(t, t->cb));
     const float *f = g->factor + 3 * (size_t)d;
     float x = tf[0] * f[0] + tf[1] * f[1] + tf[2] * f[2];
     if (x <= 0.0f) return 0.0f;
@@ -89,31 +115,31 @@ static int get_buf(PyObject *o, Py_buffer *b, const char *what) {
 }
 
 static PyObject *topk(PyObject *self, PyObject *args) {
-    PyObject *o_docs, *o_tfs, *o_fac, *o_ranges, *o_blk0, *o_maxtf, *o_minlen, *o_w;
+    PyObject *o_packed, *o_pos, *o_last, *o_fac, *o_ranges, *o_blk0, *o_maxtf, *o_minlen, *o_w;
     PyObject *o_live, *o_par, *o_out_docs, *o_out_scores;
     float k1;
     Py_ssize_t n_docs;
     double theta0;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOfnOOd", &o_docs, &o_tfs, &o_fac, &o_ranges, &o_blk0,
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOfnOOd", &o_packed, &o_pos, &o_last, &o_fac, &o_ranges, &o_blk0,
                           &o_maxtf, &o_minlen, &o_w, &o_live, &o_par, &k1, &n_docs,
                           &o_out_docs, &o_out_scores, &theta0))
         return NULL;
-    Py_buffer b[12];
-    PyObject *objs[12] = {o_docs, o_tfs, o_fac, o_ranges, o_blk0, o_maxtf, o_minlen,
-                          o_w, o_par, o_out_docs, o_out_scores, o_live};
-    const char *names[12] = {"docs", "tfs", "factor", "ranges", "first_blocks",
+    Py_buffer b[14];
+    PyObject *objs[14] = {o_packed, o_pos, o_fac, o_ranges, o_blk0, o_maxtf, o_minlen,
+                          o_w, o_par, o_out_docs, o_out_scores, o_last, o_live};
+    const char *names[14] = {"packed", "blk_pos", "factor", "ranges", "first_blocks",
                              "blk_maxtf", "blk_minlen", "weights", "params", "out_docs",
-                             "out_scores", "live"};
-    int n_bufs = o_live == Py_None ? 11 : 12, got = 0;
+                             "out_scores", "blk_last", "live"};
+    int n_bufs = o_live == Py_None ? 12 : 13, got = 0;
     for (; got < n_bufs; got++)
         if (get_buf(objs[got], &b[got], names[got]) < 0) goto fail_bufs;
 
-    Seg g = {b[0].buf, b[1].buf, b[2].buf};
+    Seg g = {b[0].buf, b[1].buf, b[11].buf, b[5].buf, b[2].buf};
     const int64_t *ranges = b[3].buf, *blk0 = b[4].buf;
     const uint8_t *maxtf = b[5].buf;
     const uint16_t *minlen = b[6].buf;
     const float *wts = b[7].buf, *par = b[8].buf; /* par: weight[3], b[3], avg[3] */
-    const uint8_t *live = o_live == Py_None ? NULL : b[11].buf;
+    const uint8_t *live = o_live == Py_None ? NULL : b[12].buf;
     Py_ssize_t T = b[7].len / (Py_ssize_t)sizeof(float);
     Py_ssize_t k = b[9].len / (Py_ssize_t)sizeof(int64_t);
     int64_t *out_docs = b[9].buf;
@@ -145,6 +171,7 @@ static PyObject *topk(PyObject *self, PyObject *args) {
         tm->b0 = blk0[t];
         tm->w = wts[t];
         tm->bub = bub + used;
+        tm->cb = -1;
         if (tm->e <= tm->s) { tm->e = tm->s; continue; }
         int64_t nb = (tm->e - tm->s + BLOCK - 1) / BLOCK;
         for (int64_t j = 0; j < nb; j++) {
@@ -170,8 +197,8 @@ static PyObject *topk(PyObject *self, PyObject *args) {
     float theta = (float)theta0;
     uint32_t max_doc = 0;
     for (Py_ssize_t t = 0; t < T; t++)
-        if (terms[t].e > terms[t].s && g.docs[terms[t].e - 1] + 1 > max_doc)
-            max_doc = g.docs[terms[t].e - 1] + 1;
+        if (terms[t].e > terms[t].s && g.blk_last[block_of(&terms[t], terms[t].e - 1)] + 1 > max_doc)
+            max_doc = g.blk_last[block_of(&terms[t], terms[t].e - 1)] + 1;
     for (uint32_t lo = 0; lo < max_doc; lo += WINDOW) {
         uint32_t hi = lo + WINDOW;
         Py_ssize_t nt = 0;
@@ -179,10 +206,11 @@ static PyObject *topk(PyObject *self, PyObject *args) {
             Term *tm = &terms[t];
             seek(&g, tm, lo);
             tm->wub = 0.0f;
-            if (tm->pos >= tm->e || g.docs[tm->pos] >= hi) continue;
+            if (cur_doc(&g, tm) >= hi) continue;
             int64_t blk = block_of(tm, tm->pos), b_end = block_of(tm, tm->e - 1) + 1;
             for (; blk < b_end; blk++) {
-                if (g.docs[tm->s + (blk - tm->b0) * BLOCK] >= hi) break;
+                /* a lower bound of the block's first doc: may admit one block too many */
+                if (blk > tm->b0 && g.blk_last[blk - 1] + 1 >= hi) break;
                 if (tm->bub[blk - tm->b0] > tm->wub) tm->wub = tm->bub[blk - tm->b0];
             }
             /* insertion by ascending window bound */
@@ -200,9 +228,9 @@ static PyObject *topk(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = ne; i < nt; i++) {
             Term *tm = &terms[ord[i]];
             for (int64_t p = tm->pos; p < tm->e; p++) {
-                uint32_t d = g.docs[p];
+                uint32_t d = doc_at(&g, tm, p);
                 if (d >= hi) break;
-                const uint8_t *tf = g.tfs + 3 * p;
+                const uint8_t *tf = tm->bt + 3 * (p - block_start(tm, tm->cb));
                 const float *f = g.factor + 3 * (size_t)d;
                 float x = tf[0] * f[0] + tf[1] * f[1] + tf[2] * f[2];
                 if (x <= 0.0f) continue;
@@ -275,7 +303,7 @@ fail_bufs:
 
 static PyMethodDef methods[] = {
     {"topk", topk, METH_VARARGS,
-     "topk(docs, tfs, factor, ranges, first_blocks, blk_maxtf, blk_minlen, weights,"
+     "topk(packed, blk_pos, blk_last, factor, ranges, first_blocks, blk_maxtf, blk_minlen, weights,"
      " live, params, k1, n_docs, out_docs, out_scores, theta0) -> (n_out, n_scored)"},
     {NULL, NULL, 0, NULL},
 };

@@ -52,7 +52,8 @@ from clawkb.index.segment import (
     write_segment,
 )
 
-ENGINE = "clawkb-bm25f-segments/3"  # /2: FNV-1a + splitmix64 hashes; /3: block bounds
+ENGINE = "clawkb-bm25f-segments/4"  # /2: FNV-1a + splitmix64 hashes; /3: block bounds;
+# /4: bit-packed postings (segment format 4)
 MANIFEST_NAME = gens.MANIFEST
 
 
@@ -571,14 +572,12 @@ class LexicalIndex:
                 prune
                 and use_native
                 and blockmax
-                and len(w) > 1
                 and positive
                 and block_params is not None
             ):
                 theta0 = float(best[k - 1]) if len(best) >= k else 0.0
                 local, sc, _ = score_topk_blockmax(
-                    seg.docs,
-                    seg.tfs,
+                    seg.packed,
                     self._factor(seg),
                     ranges,
                     first_blocks,
@@ -724,7 +723,7 @@ class LexicalIndex:
             "docs": self.n_docs,
             "deleted": sum(s.n_docs - s.n_live for s in self.segments),
             "terms": sum(len(s.terms) for s in self.segments),
-            "postings": sum(len(s.docs) for s in self.segments),
+            "postings": sum(s.n_postings for s in self.segments),
             "bytes": size,
             "applied_seq": self.manifest.applied_seq,
             "generation": self.manifest.generation,

@@ -146,8 +146,7 @@ def score_topk_pruned(
 
 
 def score_topk_blockmax(
-    docs: np.ndarray,
-    tfs: np.ndarray,
+    packed: dict[str, np.ndarray],
     factor: np.ndarray,
     ranges: np.ndarray,
     first_blocks: np.ndarray,
@@ -161,7 +160,9 @@ def score_topk_blockmax(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Exact top-k like :func:`score_topk` by block-max MaxScore (``_blockmax.c``).
 
-    ``first_blocks`` holds each term's first block number, ``blocks`` the
+    ``packed`` holds the segment's bit-packed postings (:mod:`clawkb.index.packing`;
+    only blocks that cannot be skipped are decoded), ``first_blocks`` each
+    term's first block number, ``blocks`` the
     segment's block arrays, ``params`` float32 ``[weight x3, b x3, avg len x3]``
     and ``theta0`` a score k docs elsewhere already reach (docs below it are
     skipped). Weights must be positive. Returns (local doc numbers, scores,
@@ -172,8 +173,9 @@ def score_topk_blockmax(
     out_docs = np.empty(max(k, 0), np.int64)
     out_scores = np.empty(max(k, 0), np.float32)
     n, scored = _blockmax.topk(
-        docs,
-        tfs,
+        packed["packed"],
+        packed["blk_pos"],
+        packed["blk_last"],
         factor,
         np.ascontiguousarray(ranges, np.int64),
         np.ascontiguousarray(first_blocks, np.int64),

@@ -6,14 +6,20 @@ A segment is a folder of ``.npy`` arrays, memory-mapped when opened:
 ``lens``       uint32 [N, 3]  token count per field (title, body, code)
 ``terms``      uint64 [T]     sorted 64-bit term hashes
 ``offsets``    int64 [T + 1]  postings of term i are ``offsets[i]:offsets[i+1]``
-``docs``       uint32 [P]     local doc numbers, ascending within a term
-``tfs``        uint8 [P, 3]   per-field term frequency, saturated at 255
-
 ``blk_*``, ``term_blocks``             per-block score bounds (:mod:`clawkb.index.blocks`)
 
-Format 3 added the block arrays (the index's engine string changed with it,
-so older indexes are rebuilt from the store); a segment lacking them anyway
-gets them computed in memory when first needed. Deletions never rewrite a segment: a separate ``live.npy`` mask (uint8 [N]) is
+and the postings themselves, local doc numbers ascending within a term with
+per-field term frequencies (saturated at 255), in one of two layouts:
+
+``packed``, ``blk_pos``, ``blk_last``  format 4: blocks of 128 postings, doc gaps
+                                       and frequencies bit-packed
+                                       (:mod:`clawkb.index.packing`)
+``docs``, ``tfs``                      format 3: uint32 [P] and uint8 [P, 3]
+
+Format 4 is written whenever the native packer is built (format 3 without a
+compiler); both are read. Format 3 added the block arrays (the index's engine
+string changed with it, so older indexes are rebuilt from the store); a
+segment lacking them anyway gets them computed in memory when first needed. Deletions never rewrite a segment: a separate ``live.npy`` mask (uint8 [N]) is
 replaced atomically. Segments are merged (dropping deleted docs) by
 :func:`merge_segments`. Terms are stored as hashes so that a lookup is one
 binary search in a memory-mapped array, with no vocabulary to load.
@@ -32,14 +38,16 @@ from pathlib import Path
 
 import numpy as np
 
+from clawkb.index import packing
 from clawkb.index.blocks import BLOCK_ARRAYS, block_arrays
 
 #: Version of the files a segment folder holds (meta.json "format").
-SEGMENT_FORMAT = 3
+SEGMENT_FORMAT = 4 if packing.NATIVE else 3
 N_FIELDS = 3
 FIELDS = ("title", "body", "code")
 _FLUSH = 1 << 18
-_ARRAYS = ("chunk_ids", "lens", "terms", "offsets", "docs", "tfs")
+_ARRAYS = ("chunk_ids", "lens", "terms", "offsets")
+_RAW = ("docs", "tfs")
 
 
 _MASK = (1 << 64) - 1
@@ -101,21 +109,26 @@ def write_segment(
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     arrays: dict[str, np.ndarray] = dict(
-        chunk_ids=chunk_ids.astype(np.int64),
-        lens=lens.astype(np.uint32),
-        terms=terms.astype(np.uint64),
-        offsets=offsets.astype(np.int64),
-        docs=docs.astype(np.uint32),
-        tfs=tfs.astype(np.uint8),
+        chunk_ids=chunk_ids.astype(np.int64, copy=False),
+        lens=lens.astype(np.uint32, copy=False),
+        terms=terms.astype(np.uint64, copy=False),
+        offsets=offsets.astype(np.int64, copy=False),
     )
-    arrays.update(block_arrays(arrays["offsets"], arrays["docs"], arrays["tfs"], arrays["lens"]))
+    docs = np.ascontiguousarray(docs, np.uint32)
+    tfs = np.ascontiguousarray(tfs, np.uint8)
+    arrays.update(block_arrays(arrays["offsets"], docs, tfs, arrays["lens"]))
+    if SEGMENT_FORMAT >= 4:
+        arrays.update(packing.pack(arrays["offsets"], docs, tfs, arrays["blk_maxtf"]))
+    else:
+        arrays.update(docs=docs, tfs=tfs)
+    del docs, tfs
     for name, arr in arrays.items():
         _save(tmp, name, np.ascontiguousarray(arr))
     meta = {
         "format": SEGMENT_FORMAT,
         "n_docs": len(chunk_ids),
         "n_terms": len(terms),
-        "n_postings": len(docs),
+        "n_postings": int(arrays["offsets"][-1]) if len(arrays["offsets"]) else 0,
     }
     (tmp / "meta.json").write_text(json.dumps(meta))
     os.replace(tmp, folder)
@@ -292,8 +305,12 @@ class Segment:
         self.lens: np.ndarray = arrs["lens"]
         self.terms: np.ndarray = arrs["terms"]
         self.offsets: np.ndarray = arrs["offsets"]
-        self.docs: np.ndarray = arrs["docs"]
-        self.tfs: np.ndarray = arrs["tfs"]
+        self._raw: tuple[np.ndarray, np.ndarray] | None = None
+        self._packed: dict[str, np.ndarray] | None = None
+        if (folder / "packed.npy").exists():
+            self._packed = {n: _open_array(folder / f"{n}.npy") for n in packing.PACKED_ARRAYS}
+        else:
+            self._raw = (_open_array(folder / "docs.npy"), _open_array(folder / "tfs.npy"))
         live_path = folder / "live.npy"
         self.live: np.ndarray = (
             np.load(live_path) if live_path.exists() else np.ones(len(self.chunk_ids), np.uint8)
@@ -309,8 +326,44 @@ class Segment:
     def blocks(self) -> dict[str, np.ndarray]:
         """Block bounds (``blocks.BLOCK_ARRAYS``); computed once for older segments."""
         if self._blocks is None:
-            self._blocks = block_arrays(self.offsets, self.docs, self.tfs, self.lens)
+            docs, tfs = self.raw
+            self._blocks = block_arrays(self.offsets, docs, tfs, self.lens)
         return self._blocks
+
+    @property
+    def packed(self) -> dict[str, np.ndarray]:
+        """Bit-packed postings (``packing.PACKED_ARRAYS``); packed in memory for format 3."""
+        if self._packed is None:
+            docs, tfs = self.raw
+            self._packed = packing.pack(self.offsets, docs, tfs, self.blocks["blk_maxtf"])
+        return self._packed
+
+    @property
+    def raw(self) -> tuple[np.ndarray, np.ndarray]:
+        """(docs uint32 [P], tfs uint8 [P, 3]); unpacked once for format 4 (merges, explain)."""
+        if self._raw is None:
+            p = self.packed
+            self._raw = packing.unpack(
+                self.offsets, p["packed"], p["blk_pos"], p["blk_last"], self.blocks["blk_maxtf"]
+            )
+        return self._raw
+
+    @property
+    def docs(self) -> np.ndarray:
+        return self.raw[0]
+
+    @property
+    def tfs(self) -> np.ndarray:
+        return self.raw[1]
+
+    @property
+    def n_postings(self) -> int:
+        return int(self.offsets[-1]) if len(self.offsets) else 0
+
+    def drop_unpacked(self) -> None:
+        """Forget postings unpacked for a merge or an exhaustive scan (format 4 only)."""
+        if self._packed is not None and (self.folder / "packed.npy").exists():
+            self._raw = None
 
     @property
     def n_docs(self) -> int:
@@ -429,6 +482,7 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
         tfs[dest] = s.tfs[ok] if not ok.all() else s.tfs
         fill += tcounts
         del remap, post_term, new_doc, ok, dest, tcounts
+        s.drop_unpacked()
     nonempty = counts > 0
     if not nonempty.all():
         terms = terms[nonempty]

@@ -1,0 +1,169 @@
+/*
+ * Pack and unpack a segment's postings (format 4, layout in _packed.h).
+ *
+ * pack(offsets int64[T+1], docs uint32[P], tfs uint8[P,3], blk_maxtf uint8[B,3])
+ *     -> (packed bytes, blk_pos uint32[B] bytes, blk_last uint32[B] bytes)
+ * unpack(offsets, packed, blk_pos, blk_last, blk_maxtf, docs_out, tfs_out)
+ *     fills docs_out uint32[P] and tfs_out uint8[P,3]
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_packed.h"
+
+static int get_buf(PyObject *o, Py_buffer *b, const char *what, int writable) {
+    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(o, b, flags) < 0) {
+        PyErr_Format(PyExc_TypeError, "%s must be a contiguous%s buffer", what,
+                     writable ? " writable" : "");
+        return -1;
+    }
+    return 0;
+}
+
+/* Append n values of w bits to the stream at `*bit` (buffer zeroed beforehand). */
+static void put_bits(uint8_t *base, uint64_t *bit, int w, int n, const uint32_t *vals) {
+    uint64_t pos = *bit;
+    for (int i = 0; i < n; i++, pos += (uint64_t)w) {
+        uint64_t v = (uint64_t)vals[i] << (pos & 7);
+        uint8_t *p = base + (pos >> 3);
+        uint64_t cur;
+        memcpy(&cur, p, 8);
+        cur |= v;
+        memcpy(p, &cur, 8);
+    }
+    *bit = pos;
+}
+
+static PyObject *pack(PyObject *self, PyObject *args) {
+    PyObject *o_off, *o_docs, *o_tfs, *o_maxtf;
+    if (!PyArg_ParseTuple(args, "OOOO", &o_off, &o_docs, &o_tfs, &o_maxtf)) return NULL;
+    Py_buffer b[4];
+    PyObject *objs[4] = {o_off, o_docs, o_tfs, o_maxtf};
+    const char *names[4] = {"offsets", "docs", "tfs", "blk_maxtf"};
+    int got = 0;
+    for (; got < 4; got++)
+        if (get_buf(objs[got], &b[got], names[got], 0) < 0) goto fail;
+    const int64_t *off = b[0].buf;
+    const uint32_t *docs = b[1].buf;
+    const uint8_t *tfs = b[2].buf, *maxtf = b[3].buf;
+    Py_ssize_t T = b[0].len / 8 - 1, B = b[3].len / 3;
+    /* worst case: 1 byte + 128 x (32 + 3 x 8) bits per block, plus the tail */
+    size_t cap = (size_t)B * (1 + PBLOCK * 7) + 16;
+    uint8_t *out = calloc(cap, 1);
+    uint32_t *pos = malloc(sizeof(uint32_t) * (B ? B : 1));
+    uint32_t *last = malloc(sizeof(uint32_t) * (B ? B : 1));
+    if (!out || !pos || !last) {
+        free(out); free(pos); free(last);
+        PyErr_NoMemory();
+        goto fail;
+    }
+    size_t used = 0;
+    int64_t blk = 0;
+    uint32_t vals[PBLOCK];
+    int overflow = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t t = 0; t < T && !overflow; t++) {
+        uint32_t prev = 0;
+        for (int64_t s = off[t]; s < off[t + 1]; s += PBLOCK, blk++) {
+            int n = (int)((off[t + 1] - s) < PBLOCK ? (off[t + 1] - s) : PBLOCK);
+            uint32_t maxgap = 0;
+            for (int i = 0; i < n; i++) {
+                vals[i] = docs[s + i] - prev;
+                prev = docs[s + i];
+                if (vals[i] > maxgap) maxgap = vals[i];
+            }
+            if (used > 0xFFFFFFFFull - (1 + PBLOCK * 7)) { overflow = 1; break; }
+            pos[blk] = (uint32_t)used;
+            last[blk] = prev;
+            uint8_t *p = out + used;
+            int wd = bit_width(maxgap);
+            p[0] = (uint8_t)wd;
+            uint64_t bit = 8;
+            put_bits(p, &bit, wd, n, vals);
+            for (int f = 0; f < 3; f++) {
+                int w = bit_width(maxtf[3 * blk + f]);
+                if (!w) continue;
+                for (int i = 0; i < n; i++) vals[i] = tfs[3 * (s + i) + f];
+                put_bits(p, &bit, w, n, vals);
+            }
+            used += (size_t)((bit + 7) >> 3);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    if (overflow || blk != B) {
+        free(out); free(pos); free(last);
+        PyErr_SetString(PyExc_ValueError,
+                        overflow ? "segment postings exceed 4 GiB packed"
+                                 : "blk_maxtf does not match the offsets");
+        return NULL;
+    }
+    PyObject *r = Py_BuildValue("(y#y#y#)", (const char *)out, (Py_ssize_t)(used + 8),
+                                (const char *)pos, (Py_ssize_t)(sizeof(uint32_t) * B),
+                                (const char *)last, (Py_ssize_t)(sizeof(uint32_t) * B));
+    free(out); free(pos); free(last);
+    return r;
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return NULL;
+}
+
+static PyObject *unpack(PyObject *self, PyObject *args) {
+    PyObject *o[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6]))
+        return NULL;
+    const char *names[7] = {"offsets", "packed", "blk_pos", "blk_last", "blk_maxtf",
+                            "docs_out", "tfs_out"};
+    Py_buffer b[7];
+    int got = 0;
+    for (; got < 7; got++)
+        if (get_buf(o[got], &b[got], names[got], got >= 5) < 0) goto fail;
+    const int64_t *off = b[0].buf;
+    const uint8_t *packed = b[1].buf, *maxtf = b[4].buf;
+    const uint32_t *pos = b[2].buf, *last = b[3].buf;
+    uint32_t *docs = b[5].buf;
+    uint8_t *tfs = b[6].buf;
+    Py_ssize_t T = b[0].len / 8 - 1, B = b[2].len / 4;
+    int64_t P = T >= 0 ? off[T] : 0;
+    if ((int64_t)(b[5].len / 4) < P || (int64_t)(b[6].len / 3) < P) {
+        PyErr_SetString(PyExc_ValueError, "output buffers are too small");
+        goto fail;
+    }
+    int64_t blk = 0;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t t = 0; t < T && !bad; t++) {
+        for (int64_t s = off[t]; s < off[t + 1]; s += PBLOCK, blk++) {
+            if (blk >= B) { bad = 1; break; }
+            int n = (int)((off[t + 1] - s) < PBLOCK ? (off[t + 1] - s) : PBLOCK);
+            decode_block(packed, pos, last, maxtf, blk, s == off[t], n, docs + s, tfs + 3 * s);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "packed postings have fewer blocks than offsets need");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"pack", pack, METH_VARARGS,
+     "pack(offsets, docs, tfs, blk_maxtf) -> (packed, blk_pos, blk_last) as bytes"},
+    {"unpack", unpack, METH_VARARGS,
+     "unpack(offsets, packed, blk_pos, blk_last, blk_maxtf, docs_out, tfs_out)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_postings",
+                                    "Bit-packed postings blocks of clawkb segments.", -1, methods};
+
+PyMODINIT_FUNC PyInit__postings(void) { return PyModule_Create(&module); }
