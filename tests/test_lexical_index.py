@@ -301,8 +301,16 @@ def test_blockmax_skips_the_long_low_idf_lists(tmp_path: Path) -> None:
         ranges, df, first = seg.lookup(hashes)
         w = (idx.idf(df) * np.asarray(qw)).astype(np.float32)
         local, sc, scored = scorer.score_topk_blockmax(
-            seg.packed, idx._factor(seg), ranges, first, seg.blocks, w, seg.live,
-            idx._block_params(), idx.params.k1, 10,
+            seg.packed,
+            idx._factor(seg),
+            ranges,
+            first,
+            seg.blocks,
+            w,
+            seg.live,
+            idx._block_params(),
+            idx.params.k1,
+            10,
         )
         args = (seg.docs, seg.tfs, idx._factor(seg), ranges)
         exp_local, exp_sc, matched = scorer.score_topk(*args, w, seg.live, idx.params.k1, 10)

@@ -44,6 +44,40 @@ static inline void unpack_bits(const uint8_t *base, uint64_t *bit, int w, int n,
     *bit = pos;
 }
 
+/* Where block b's frequencies are: bit offset (from the block's first byte)
+   and width of field f's values; returns the doc gap width. */
+static inline int block_layout(const uint8_t *packed, const uint32_t *blk_pos,
+                               const uint8_t *maxtf, int64_t b, int n, uint32_t tf_bit[3],
+                               uint8_t tf_w[3]) {
+    int wd = packed[blk_pos[b]];
+    uint32_t bit = 8 + (uint32_t)n * (uint32_t)wd;
+    for (int f = 0; f < 3; f++) {
+        tf_w[f] = (uint8_t)bit_width(maxtf[3 * b + f]);
+        tf_bit[f] = bit;
+        bit += (uint32_t)n * tf_w[f];
+    }
+    return wd;
+}
+
+/* Only the docs of block b (n postings). */
+static inline void decode_docs(const uint8_t *packed, const uint32_t *blk_pos,
+                               const uint32_t *blk_last, int64_t b, int first_of_term, int n,
+                               uint32_t *docs) {
+    const uint8_t *p = packed + blk_pos[b];
+    uint64_t bit = 8;
+    unpack_bits(p, &bit, p[0], n, docs);
+    uint32_t prev = first_of_term ? 0 : blk_last[b - 1];
+    for (int i = 0; i < n; i++) {
+        prev += docs[i];
+        docs[i] = prev;
+    }
+}
+
+/* One value of w bits (w <= 8 for frequencies) at bit `bit` of `base`. */
+static inline uint32_t read_bits(const uint8_t *base, uint64_t bit, int w) {
+    return (uint32_t)((load64(base + (bit >> 3)) >> (bit & 7)) & ((1ull << w) - 1));
+}
+
 /* Decode block b (n postings) into docs[n] and tfs[3 n] (row per posting). */
 static inline void decode_block(const uint8_t *packed, const uint32_t *blk_pos,
                                 const uint32_t *blk_last, const uint8_t *maxtf, int64_t b,

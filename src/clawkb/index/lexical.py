@@ -40,6 +40,7 @@ from clawkb.index.scorer import (
     score_topk,
     score_topk_blockmax,
     score_topk_pruned,
+    search_segments,
 )
 from clawkb.index.segment import (
     FIELDS,
@@ -149,6 +150,8 @@ class LexicalIndex:
             self._remove_orphans()
         self._stats_cache: tuple[int, np.ndarray] | None = None
         self._factors: dict[str, np.ndarray] = {}
+        self._native_args: list[tuple[Any, ...]] | None = None
+        self._native_key: tuple[Segment, ...] = ()
         # (segment, term hash) -> largest BM25F pseudo-frequency x seen: bounds
         # for pruning; valid until lengths/weights change (_invalidate).
         self._max_x: dict[tuple[str, int], float] = {}
@@ -477,6 +480,7 @@ class LexicalIndex:
 
     def _invalidate(self) -> None:
         self._stats_cache = None
+        self._native_args = None
         self._factors.clear()
         self._max_x.clear()
 
@@ -547,6 +551,18 @@ class LexicalIndex:
             return np.empty(0, np.int64), np.empty(0, np.float32), 0
         hashes = hash_terms(uniq)
         use_blocks = BLOCKMAX_AVAILABLE and prune and use_native
+        if use_blocks:
+            found = search_segments(
+                self._native_segments(allowed),
+                hashes,
+                np.asarray(weights, np.float64),
+                self._block_params(),
+                self.params.k1,
+                self.n_docs,
+                k,
+            )
+            if found is not None:
+                return found[0], found[1], -1
         per_seg = [seg.lookup(hashes, blocks=use_blocks) for seg in self.segments]
         df = np.sum([p[1] for p in per_seg], axis=0)
         w = (self.idf(df) * np.asarray(weights)).astype(np.float32)
@@ -568,13 +584,7 @@ class LexicalIndex:
                 live = mask & live
             n_post = int((ranges[1::2] - ranges[0::2]).sum())
             blockmax = BLOCKMAX_AVAILABLE and n_post >= self.BLOCKMAX_MIN_POSTINGS
-            if (
-                prune
-                and use_native
-                and blockmax
-                and positive
-                and block_params is not None
-            ):
+            if prune and use_native and blockmax and positive and block_params is not None:
                 theta0 = float(best[k - 1]) if len(best) >= k else 0.0
                 local, sc, _ = score_topk_blockmax(
                     seg.packed,
@@ -617,6 +627,32 @@ class LexicalIndex:
             order = np.lexsort((ids, -scores))[:k]
             ids, scores = ids[order], scores[order]
         return ids, scores, matched
+
+    def _native_segments(self, allowed: np.ndarray | None) -> list[tuple[Any, ...]]:
+        """Per-segment arrays for :func:`search_segments`, biggest segment first."""
+        key = tuple(self.segments)
+        if self._native_args is None or self._native_key != key:
+            self._native_key = key
+            args = []
+            for seg in sorted(self.segments, key=lambda s: -s.n_docs):
+                b, p = seg.blocks, seg.packed
+                args.append(
+                    (
+                        seg,
+                        (seg.terms, seg.offsets, b["term_blocks"], p["packed"], p["blk_pos"]),
+                        (p["blk_last"], b["blk_maxtf"], b["blk_minlen"], self._factor(seg)),
+                    )
+                )
+            self._native_args = args
+        out = []
+        for seg, head, tail in self._native_args:
+            live = seg.live
+            if allowed is not None:
+                mask = np.zeros(seg.n_docs, np.uint8)
+                mask[seg.locate(allowed)] = 1
+                live = mask & live
+            out.append((*head, *tail, live, seg.chunk_ids))
+        return out
 
     def _block_params(self) -> np.ndarray:
         """float32 [field weights, field b, average field lengths] for block bounds."""

@@ -7,6 +7,8 @@ Both implementations compute exactly the same function (a test checks it):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 try:  # pragma: no cover - which branch runs depends on the build
@@ -191,3 +193,40 @@ def score_topk_blockmax(
         float(theta0),
     )
     return out_docs[:n], out_scores[:n], int(scored)
+
+
+def search_segments(
+    segs: list[tuple[Any, ...]],
+    hashes: np.ndarray,
+    qweights: np.ndarray,
+    params: np.ndarray,
+    k1: float,
+    n_live: int,
+    k: int,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """A whole query in one native call (``_blockmax.search``): term lookup in
+    every segment, idf, and block-max top-k over all segments with one heap.
+
+    ``segs`` are ``(terms, offsets, term_blocks, packed, blk_pos, blk_last,
+    blk_maxtf, blk_minlen, factor, live or None, chunk_ids)`` tuples, biggest
+    segment first. Returns (chunk ids, scores) sorted by descending score, ties
+    by ascending chunk id, or None when a term's weight is not positive (the
+    general path handles that case).
+    """
+    if _blockmax is None:
+        raise RuntimeError("the block-max kernel is not built")
+    out_ids = np.empty(max(k, 0), np.int64)
+    out_scores = np.empty(max(k, 0), np.float32)
+    n = _blockmax.search(
+        segs,
+        np.ascontiguousarray(hashes, np.uint64),
+        np.ascontiguousarray(qweights, np.float64),
+        params,
+        float(k1),
+        int(n_live),
+        out_ids,
+        out_scores,
+    )
+    if n < 0:
+        return None
+    return out_ids[:n], out_scores[:n]
