@@ -143,13 +143,21 @@ def test_orphan_segments_of_a_crashed_writer_are_removed(tmp_path: Path) -> None
     assert not (tmp_path / "lex" / "seg-999999.tmp").exists()
 
 
-def test_native_and_python_inversion_build_identical_segments() -> None:
+@pytest.mark.parametrize("flush", [None, 50])
+def test_native_and_python_inversion_build_identical_segments(
+    flush: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Native inversion (C counting sort, several flushed parts when ``flush`` is
+    small) builds the same arrays as the Python reference, saturated tfs included."""
     from clawkb.index import segment
 
     if segment._native is None:
         pytest.fail("the native kernel was not built")
+    if flush is not None:
+        monkeypatch.setattr(segment, "_FLUSH", flush)
     docs = _docs(700, seed=21)
     docs.append(DocFields(9999, ["走线", "阻抗"], ["Ω", "é", "x" * 70], []))
+    docs.append(DocFields(10000, [], ["many"] * 300, ["many"] * 2))
     a = segment.build_arrays(iter(docs), use_native=True)
     b = segment.build_arrays(iter(docs), use_native=False)
     for x, y in zip(a, b, strict=True):

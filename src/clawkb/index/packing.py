@@ -68,6 +68,26 @@ def unpack(
     return docs, tfs
 
 
+def assemble(
+    rank: np.ndarray, doc: np.ndarray, field: np.ndarray, tf: np.ndarray, n_terms: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inverted entries (term rank, doc, field, tf; docs ascending) to segment
+    postings: (offsets int64 [T+1], docs uint32 [P], tfs uint8 [P, 3]). Native only."""
+    assert _postings is not None, "assemble needs the native module"
+    off, docs, tfs = _postings.assemble(
+        np.ascontiguousarray(rank, np.uint32),
+        np.ascontiguousarray(doc, np.uint32),
+        np.ascontiguousarray(field, np.uint8),
+        np.ascontiguousarray(tf, np.uint8),
+        int(n_terms),
+    )
+    return (
+        np.frombuffer(off, np.int64),
+        np.frombuffer(docs, np.uint32),
+        np.frombuffer(tfs, np.uint8).reshape(-1, 3),
+    )
+
+
 def _blocks(offsets: np.ndarray):  # type: ignore[no-untyped-def]
     """(block number, first posting, count, first block of its term?) in order."""
     b = 0
