@@ -220,7 +220,108 @@ done:
     return result;
 }
 
+
+#define MERGE_ITEMS 7
+
+/* merge(inputs) -> (terms uint64[T], offsets int64[T+1], docs uint32[P], tfs uint8[P*3]) bytes
+ *
+ * Each input is (terms, offsets, packed, blk_pos, blk_last, blk_maxtf, remap int32[n_docs]);
+ * remap gives a doc's number in the output (-1: dropped). Terms are merged in
+ * hash order; a term's postings are appended input by input (the caller orders
+ * inputs so that remapped docs ascend), decoding one block at a time; a term
+ * left without postings is dropped. Memory: the output plus one block. */
+static PyObject *merge(PyObject *self, PyObject *arg) {
+    if (!PyList_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "merge expects a list");
+        return NULL;
+    }
+    Py_ssize_t S = PyList_GET_SIZE(arg);
+    Py_buffer *b = calloc((size_t)(S ? S : 1) * MERGE_ITEMS, sizeof(Py_buffer));
+    Py_ssize_t *cur = calloc(S ? S : 1, sizeof(Py_ssize_t));
+    int64_t *blkno = calloc(S ? S : 1, sizeof(int64_t));
+    int got = 0;
+    PyObject *result = NULL;
+    uint64_t *oterms = NULL;
+    int64_t *ooff = NULL;
+    uint32_t *odocs = NULL;
+    uint8_t *otfs = NULL;
+    if (!b || !cur || !blkno) { PyErr_NoMemory(); goto done; }
+    int64_t maxP = 0, maxT = 0;
+    for (Py_ssize_t i = 0; i < S; i++) {
+        PyObject *tup = PyList_GET_ITEM(arg, i);
+        if (!PyTuple_Check(tup) || PyTuple_GET_SIZE(tup) != MERGE_ITEMS) {
+            PyErr_SetString(PyExc_TypeError, "each merge input must be a tuple of 7 arrays");
+            goto done;
+        }
+        for (int j = 0; j < MERGE_ITEMS; j++) {
+            if (get_buf(PyTuple_GET_ITEM(tup, j), &b[i * MERGE_ITEMS + j], "merge input", 0) < 0)
+                goto done;
+            got = (int)(i * MERGE_ITEMS + j + 1);
+        }
+        Py_ssize_t T = b[i * MERGE_ITEMS].len / 8;
+        maxT += T;
+        maxP += ((const int64_t *)b[i * MERGE_ITEMS + 1].buf)[T];
+    }
+    oterms = malloc(sizeof(uint64_t) * (size_t)(maxT ? maxT : 1));
+    ooff = malloc(sizeof(int64_t) * (size_t)(maxT + 1));
+    odocs = malloc(sizeof(uint32_t) * (size_t)(maxP ? maxP : 1));
+    otfs = malloc((size_t)(maxP ? maxP : 1) * 3);
+    if (!oterms || !ooff || !odocs || !otfs) { PyErr_NoMemory(); goto done; }
+    int64_t T_out = 0, P = 0;
+    uint32_t bd[PBLOCK];
+    uint8_t bt[3 * PBLOCK];
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        uint64_t h = 0;
+        int any = 0;
+        for (Py_ssize_t i = 0; i < S; i++) {
+            if (cur[i] >= b[i * MERGE_ITEMS].len / 8) continue;
+            uint64_t hi = ((const uint64_t *)b[i * MERGE_ITEMS].buf)[cur[i]];
+            if (!any || hi < h) { h = hi; any = 1; }
+        }
+        if (!any) break;
+        int64_t start = P;
+        for (Py_ssize_t i = 0; i < S; i++) {
+            Py_buffer *bi = &b[i * MERGE_ITEMS];
+            Py_ssize_t t = cur[i];
+            if (t >= bi[0].len / 8 || ((const uint64_t *)bi[0].buf)[t] != h) continue;
+            const int64_t *off = bi[1].buf;
+            const int32_t *remap = bi[6].buf;
+            for (int64_t st = off[t]; st < off[t + 1]; st += PBLOCK, blkno[i]++) {
+                int n = (int)((off[t + 1] - st) < PBLOCK ? (off[t + 1] - st) : PBLOCK);
+                decode_block(bi[2].buf, bi[3].buf, bi[4].buf, bi[5].buf, blkno[i], st == off[t], n,
+                             bd, bt);
+                for (int q = 0; q < n; q++) {
+                    int32_t nd = remap[bd[q]];
+                    if (nd < 0) continue;
+                    odocs[P] = (uint32_t)nd;
+                    memcpy(otfs + 3 * P, bt + 3 * q, 3);
+                    P++;
+                }
+            }
+            cur[i]++;
+        }
+        if (P > start) {
+            oterms[T_out] = h;
+            ooff[T_out] = start;
+            T_out++;
+        }
+    }
+    ooff[T_out] = P;
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("(y#y#y#y#)", (const char *)oterms, (Py_ssize_t)(8 * T_out),
+                           (const char *)ooff, (Py_ssize_t)(8 * (T_out + 1)), (const char *)odocs,
+                           (Py_ssize_t)(4 * P), (const char *)otfs, (Py_ssize_t)(3 * P));
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    free(b); free(cur); free(blkno); free(oterms); free(ooff); free(odocs); free(otfs);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"merge", merge, METH_O,
+     "merge([(terms, offsets, packed, blk_pos, blk_last, blk_maxtf, remap), ...])"
+     " -> (terms, offsets, docs, tfs) as bytes"},
     {"assemble", assemble, METH_VARARGS,
      "assemble(rank, doc, field, tf, n_terms) -> (offsets, docs, tfs) as bytes"},
     {"pack", pack, METH_VARARGS,

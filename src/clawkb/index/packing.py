@@ -88,6 +88,25 @@ def assemble(
     )
 
 
+def merge(inputs: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    """Merged (terms, offsets, docs, tfs [P, 3]) of packed segments, streamed in C.
+
+    ``inputs``: ``(terms, offsets, packed, blk_pos, blk_last, blk_maxtf, remap)``
+    per segment, ``remap`` int32 [n_docs] the output doc number (-1: dropped).
+    Native only.
+    """
+    assert _postings is not None, "merge needs the native module"
+    terms, off, docs, tfs = _postings.merge(
+        [tuple(np.ascontiguousarray(a) for a in x) for x in inputs]
+    )
+    return (
+        np.frombuffer(terms, np.uint64),
+        np.frombuffer(off, np.int64),
+        np.frombuffer(docs, np.uint32),
+        np.frombuffer(tfs, np.uint8).reshape(-1, 3),
+    )
+
+
 def _blocks(offsets: np.ndarray):  # type: ignore[no-untyped-def]
     """(block number, first posting, count, first block of its term?) in order."""
     b = 0

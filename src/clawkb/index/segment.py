@@ -498,6 +498,21 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
     keep = [np.flatnonzero(s.live) for s in segments]
     chunk_ids = np.concatenate([s.chunk_ids[k] for s, k in zip(segments, keep, strict=True)])
     lens = np.concatenate([s.lens[k] for s, k in zip(segments, keep, strict=True)])
+    if packing.NATIVE:
+        inputs = []
+        base = 0
+        for s, k in zip(segments, keep, strict=True):
+            remap = np.full(s.n_docs, -1, np.int32)
+            remap[k] = np.arange(base, base + len(k), dtype=np.int32)
+            base += len(k)
+            p = s.packed
+            inputs.append(
+                (s.terms, s.offsets, p["packed"], p["blk_pos"], p["blk_last"])
+                + (s.blocks["blk_maxtf"], remap)
+            )
+        # streamed term by term in C: memory is the output, not the inputs
+        write_segment(folder, chunk_ids, lens, *packing.merge(inputs))
+        return
     terms = np.unique(np.concatenate([np.asarray(s.terms) for s in segments]))
     counts = np.zeros(len(terms), np.int64)
     for s in segments:
