@@ -505,10 +505,9 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
             remap = np.full(s.n_docs, -1, np.int32)
             remap[k] = np.arange(base, base + len(k), dtype=np.int32)
             base += len(k)
-            p = s.packed
+            p, maxtf = s.packed, s.blocks["blk_maxtf"]
             inputs.append(
-                (s.terms, s.offsets, p["packed"], p["blk_pos"], p["blk_last"])
-                + (s.blocks["blk_maxtf"], remap)
+                (s.terms, s.offsets, p["packed"], p["blk_pos"], p["blk_last"], maxtf, remap)
             )
         # streamed term by term in C: memory is the output, not the inputs
         write_segment(folder, chunk_ids, lens, *packing.merge(inputs))
