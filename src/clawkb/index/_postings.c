@@ -230,11 +230,18 @@ done:
  * hash order; a term's postings are appended input by input (the caller orders
  * inputs so that remapped docs ascend), decoding one block at a time; a term
  * left without postings is dropped. Memory: the output plus one block. */
-static PyObject *merge(PyObject *self, PyObject *arg) {
-    if (!PyList_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "merge expects a list");
+static PyObject *merge(PyObject *self, PyObject *args) {
+    PyObject *arg, *o_out[4];
+    if (!PyArg_ParseTuple(args, "O!OOOO", &PyList_Type, &arg, &o_out[0], &o_out[1], &o_out[2],
+                          &o_out[3]))
         return NULL;
-    }
+    Py_buffer ob[4];
+    int ogot = 0;
+    for (; ogot < 4; ogot++)
+        if (get_buf(o_out[ogot], &ob[ogot], "merge output", 1) < 0) {
+            for (int i = 0; i < ogot; i++) PyBuffer_Release(&ob[i]);
+            return NULL;
+        }
     Py_ssize_t S = PyList_GET_SIZE(arg);
     Py_buffer *b = calloc((size_t)(S ? S : 1) * MERGE_ITEMS, sizeof(Py_buffer));
     Py_ssize_t *cur = calloc(S ? S : 1, sizeof(Py_ssize_t));
@@ -262,11 +269,15 @@ static PyObject *merge(PyObject *self, PyObject *arg) {
         maxT += T;
         maxP += ((const int64_t *)b[i * MERGE_ITEMS + 1].buf)[T];
     }
-    oterms = malloc(sizeof(uint64_t) * (size_t)(maxT ? maxT : 1));
-    ooff = malloc(sizeof(int64_t) * (size_t)(maxT + 1));
-    odocs = malloc(sizeof(uint32_t) * (size_t)(maxP ? maxP : 1));
-    otfs = malloc((size_t)(maxP ? maxP : 1) * 3);
-    if (!oterms || !ooff || !odocs || !otfs) { PyErr_NoMemory(); goto done; }
+    if (ob[0].len < 8 * maxT || ob[1].len < 8 * (maxT + 1) || ob[2].len < 4 * maxP ||
+        ob[3].len < 3 * maxP) {
+        PyErr_SetString(PyExc_ValueError, "merge: output buffers are too small");
+        goto done;
+    }
+    oterms = ob[0].buf;
+    ooff = ob[1].buf;
+    odocs = ob[2].buf;
+    otfs = ob[3].buf;
     int64_t T_out = 0, P = 0;
     uint32_t bd[PBLOCK];
     uint8_t bt[3 * PBLOCK];
@@ -309,19 +320,18 @@ static PyObject *merge(PyObject *self, PyObject *arg) {
     }
     ooff[T_out] = P;
     Py_END_ALLOW_THREADS
-    result = Py_BuildValue("(y#y#y#y#)", (const char *)oterms, (Py_ssize_t)(8 * T_out),
-                           (const char *)ooff, (Py_ssize_t)(8 * (T_out + 1)), (const char *)odocs,
-                           (Py_ssize_t)(4 * P), (const char *)otfs, (Py_ssize_t)(3 * P));
+    result = Py_BuildValue("(LL)", (long long)T_out, (long long)P);
 done:
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
-    free(b); free(cur); free(blkno); free(oterms); free(ooff); free(odocs); free(otfs);
+    for (int i = 0; i < ogot; i++) PyBuffer_Release(&ob[i]);
+    free(b); free(cur); free(blkno);
     return result;
 }
 
 static PyMethodDef methods[] = {
-    {"merge", merge, METH_O,
-     "merge([(terms, offsets, packed, blk_pos, blk_last, blk_maxtf, remap), ...])"
-     " -> (terms, offsets, docs, tfs) as bytes"},
+    {"merge", merge, METH_VARARGS,
+     "merge([(terms, offsets, packed, blk_pos, blk_last, blk_maxtf, remap), ...], terms_out,"
+     " offsets_out, docs_out, tfs_out) -> (n_terms, n_postings)"},
     {"assemble", assemble, METH_VARARGS,
      "assemble(rank, doc, field, tf, n_terms) -> (offsets, docs, tfs) as bytes"},
     {"pack", pack, METH_VARARGS,

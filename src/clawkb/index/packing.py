@@ -96,15 +96,15 @@ def merge(inputs: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
     Native only.
     """
     assert _postings is not None, "merge needs the native module"
-    terms, off, docs, tfs = _postings.merge(
-        [tuple(np.ascontiguousarray(a) for a in x) for x in inputs]
-    )
-    return (
-        np.frombuffer(terms, np.uint64),
-        np.frombuffer(off, np.int64),
-        np.frombuffer(docs, np.uint32),
-        np.frombuffer(tfs, np.uint8).reshape(-1, 3),
-    )
+    inputs = [tuple(np.ascontiguousarray(a) for a in x) for x in inputs]
+    max_t = sum(len(x[0]) for x in inputs)
+    max_p = sum(int(x[1][-1]) for x in inputs)
+    terms = np.empty(max_t, np.uint64)
+    off = np.empty(max_t + 1, np.int64)
+    docs = np.empty(max_p, np.uint32)
+    tfs = np.empty((max_p, 3), np.uint8)
+    n_terms, n_post = _postings.merge(inputs, terms, off, docs, tfs)
+    return terms[:n_terms], off[: n_terms + 1], docs[:n_post], tfs[:n_post]
 
 
 def _blocks(offsets: np.ndarray):  # type: ignore[no-untyped-def]
