@@ -326,3 +326,20 @@ def test_blockmax_skips_the_long_low_idf_lists(tmp_path: Path) -> None:
         counts.append((scored, matched))
     assert all(m == 4000 for _, m in counts)
     assert sum(s for s, _ in counts) < 0.1 * sum(m for _, m in counts), counts
+
+
+def test_explain_reads_one_terms_blocks_and_matches_the_search_score(tmp_path: Path) -> None:
+    """Explain decodes only the query terms' blocks of a packed segment (nothing
+    else is unpacked) and its per-term total equals the ranked score, for a doc
+    in a term's third block."""
+    docs = [DocFields(i + 1, [], ["common"] * (1 + i % 3) + [f"u{i}"], []) for i in range(400)]
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(docs, [], 1)
+    ids, scores, _ = idx.search(["common", "u300"], k=1)
+    assert ids.tolist() == [301]
+    seg = idx.segments[0]
+    seg.drop_unpacked()
+    info = idx.explain(["common", "u300"], 301)
+    assert {t["term"] for t in info["terms"]} == {"common", "u300"}
+    assert info["total"] == pytest.approx(float(scores[0]), rel=1e-5)
+    assert seg._raw is None or not (seg.folder / "packed.npy").exists()

@@ -726,14 +726,15 @@ class LexicalIndex:
             d = int(local[0])
             fac = self._factor(seg)[d]
             out["lens"] = {f: int(seg.lens[d, i]) for i, f in enumerate(FIELDS)}
-            ranges, _ = seg.term_ranges(hashes)
+            ranges, _, first = seg.lookup(hashes)
             total = 0.0
             for j, term in enumerate(uniq):
                 s, e = int(ranges[2 * j]), int(ranges[2 * j + 1])
-                pos = s + int(np.searchsorted(seg.docs[s:e], d))
-                if pos >= e or int(seg.docs[pos]) != d:
+                docs, tfs = seg.term_postings(s, e, int(first[j]))
+                pos = int(np.searchsorted(docs, d))
+                if pos >= len(docs) or int(docs[pos]) != d:
                     continue
-                tf = tuple(int(x) for x in seg.tfs[pos])
+                tf = tuple(int(x) for x in tfs[pos])
                 x = float(sum(tf[i] * float(fac[i]) for i in range(N_FIELDS)))
                 contrib = float(weights[j] * idf[j] * x * (k1 + 1) / (x + k1))
                 total += contrib

@@ -397,6 +397,22 @@ class Segment:
             )
         return self._raw
 
+    def term_postings(self, s: int, e: int, first_block: int) -> tuple[np.ndarray, np.ndarray]:
+        """(docs, tfs) of one term's postings ``s:e`` (first block ``first_block``),
+        decoding only its blocks."""
+        if self._raw is not None or e <= s:
+            docs, tfs = self.raw if e > s else (np.empty(0, np.uint32), np.empty((0, 3), np.uint8))
+            return docs[s:e], tfs[s:e]
+        p, nb = self.packed, -(-(e - s) // packing.BLOCK)
+        blk = slice(first_block, first_block + nb)
+        return packing.unpack(
+            np.array([0, e - s], np.int64),
+            p["packed"],
+            np.ascontiguousarray(p["blk_pos"][blk]),
+            np.ascontiguousarray(p["blk_last"][blk]),
+            np.ascontiguousarray(self.blocks["blk_maxtf"][blk]),
+        )
+
     @property
     def docs(self) -> np.ndarray:
         return self.raw[0]
