@@ -297,14 +297,30 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
         memset(bits, 0, sizeof(uint64_t) * (WINDOW / 64));
         for (Py_ssize_t i = ne; i < nt; i++) {
             Term *tm = &terms[ord[i]];
-            for (int64_t p = tm->pos; p < tm->e; p++) {
-                uint32_t d = doc_at(g, tm, p);
-                if (d >= hi) break;
-                float x = pseudo_tf(g, tm, p, d);
-                if (x <= 0.0f) continue;
-                uint32_t r = d - lo;
-                if (!(bits[r >> 6] & (1ULL << (r & 63)))) { bits[r >> 6] |= 1ULL << (r & 63); acc[r] = 0.0f; }
-                acc[r] += tm->w * x * kp1 / (x + k1);
+            /* block by block: the gap and frequency layout is looked up once a block */
+            int64_t p = tm->pos;
+            while (p < tm->e) {
+                int64_t b = block_of(tm, p);
+                ensure_block(g, tm, b);
+                int64_t st = block_start(tm, b), be = block_end(tm, b);
+                const uint8_t *bp = tm->bp;
+                uint32_t tb0 = tm->tf_bit[0], tb1 = tm->tf_bit[1], tb2 = tm->tf_bit[2];
+                int w0 = tm->tf_w[0], w1 = tm->tf_w[1], w2 = tm->tf_w[2];
+                int stop = 0;
+                for (; p < be; p++) {
+                    uint32_t i = (uint32_t)(p - st), d = tm->bd[i];
+                    if (d >= hi) { stop = 1; break; }
+                    const float *f = g->factor + 3 * (size_t)d;
+                    float x = 0.0f;
+                    if (w0) x += (float)read_bits(bp, tb0 + (uint64_t)i * w0, w0) * f[0];
+                    if (w1) x += (float)read_bits(bp, tb1 + (uint64_t)i * w1, w1) * f[1];
+                    if (w2) x += (float)read_bits(bp, tb2 + (uint64_t)i * w2, w2) * f[2];
+                    if (x <= 0.0f) continue;
+                    uint32_t r = d - lo;
+                    if (!(bits[r >> 6] & (1ULL << (r & 63)))) { bits[r >> 6] |= 1ULL << (r & 63); acc[r] = 0.0f; }
+                    acc[r] += tm->w * x * kp1 / (x + k1);
+                }
+                if (stop) break;
             }
         }
         /* candidates in doc order */
