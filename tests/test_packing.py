@@ -95,5 +95,12 @@ def test_native_merge_writes_the_same_segment_as_the_numpy_merge(
     a, b = Segment(tmp_path / "native"), Segment(tmp_path / "numpy")
     for name in ("chunk_ids", "lens", "terms", "offsets", "docs", "tfs"):
         assert np.array_equal(np.asarray(getattr(a, name)), np.asarray(getattr(b, name))), name
+    # packed as it merges: the same files, byte for byte, as packing the merged arrays
+    names = sorted(f.name for f in (tmp_path / "numpy").iterdir())
+    assert names == sorted(f.name for f in (tmp_path / "native").iterdir())
+    for name in names:
+        assert (tmp_path / "native" / name).read_bytes() == (
+            tmp_path / "numpy" / name
+        ).read_bytes(), name
     gone = hash_terms(["only_in_a_deleted_doc"])[0]
     assert gone in set(segs[1].terms.tolist()) and gone not in set(a.terms.tolist())

@@ -328,7 +328,195 @@ done:
     return result;
 }
 
+
+typedef struct { uint8_t *p; size_t len, cap; } Buf;
+
+/* Room for `more` bytes (left unzeroed: untouched pages stay unmapped). */
+static int buf_reserve(Buf *b, size_t more) {
+    if (b->len + more <= b->cap) return 0;
+    size_t nc = b->cap ? b->cap : 1 << 16;
+    while (nc < b->len + more) nc *= 2;
+    uint8_t *np = realloc(b->p, nc);
+    if (!np) return -1;
+    b->p = np;
+    b->cap = nc;
+    return 0;
+}
+
+static int buf_put(Buf *b, const void *src, size_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+/* One block of n postings (absolute docs, previous doc `prev`) at p; returns its bytes. */
+static size_t encode_block(uint8_t *p, const uint32_t *docs, const uint8_t *tfs, int n,
+                           uint32_t prev, const uint8_t *mt) {
+    uint32_t vals[PBLOCK], maxgap = 0;
+    for (int i = 0; i < n; i++) {
+        vals[i] = docs[i] - prev;
+        prev = docs[i];
+        if (vals[i] > maxgap) maxgap = vals[i];
+    }
+    int wd = bit_width(maxgap);
+    p[0] = (uint8_t)wd;
+    uint64_t bit = 8;
+    put_bits(p, &bit, wd, n, vals);
+    for (int f = 0; f < 3; f++) {
+        int w = bit_width(mt[f]);
+        if (!w) continue;
+        for (int i = 0; i < n; i++) vals[i] = tfs[3 * i + f];
+        put_bits(p, &bit, w, n, vals);
+    }
+    return (size_t)((bit + 7) >> 3);
+}
+
+/* merge_packed(inputs, lens) -> (terms, offsets, term_blocks, packed, blk_pos, blk_last,
+ *                                blk_maxtf, blk_minlen) as bytes
+ *
+ * Like merge(), but writes the output segment's packed postings and block
+ * bounds directly, one term at a time: raw postings are never held for more
+ * than one term. `lens` uint32 [N, 3] are the output docs' field lengths. */
+static PyObject *merge_packed(PyObject *self, PyObject *args) {
+    PyObject *arg, *o_lens;
+    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &arg, &o_lens)) return NULL;
+    Py_buffer lb;
+    if (get_buf(o_lens, &lb, "lens", 0) < 0) return NULL;
+    const uint32_t *lens = lb.buf;
+    Py_ssize_t S = PyList_GET_SIZE(arg);
+    Py_buffer *b = calloc((size_t)(S ? S : 1) * MERGE_ITEMS, sizeof(Py_buffer));
+    Py_ssize_t *cur = calloc(S ? S : 1, sizeof(Py_ssize_t));
+    int64_t *blkno = calloc(S ? S : 1, sizeof(int64_t));
+    Buf terms = {0}, offs = {0}, tblk = {0}, packed = {0}, bpos = {0}, blast = {0}, bmax = {0},
+        bmin = {0};
+    uint32_t *tdocs = NULL;
+    uint8_t *ttfs = NULL;
+    size_t tcap = 0;
+    int got = 0, oom = 0;
+    PyObject *result = NULL;
+    if (!b || !cur || !blkno) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < S; i++) {
+        PyObject *tup = PyList_GET_ITEM(arg, i);
+        if (!PyTuple_Check(tup) || PyTuple_GET_SIZE(tup) != MERGE_ITEMS) {
+            PyErr_SetString(PyExc_TypeError, "each merge input must be a tuple of 7 arrays");
+            goto done;
+        }
+        for (int j = 0; j < MERGE_ITEMS; j++) {
+            if (get_buf(PyTuple_GET_ITEM(tup, j), &b[i * MERGE_ITEMS + j], "merge input", 0) < 0)
+                goto done;
+            got = (int)(i * MERGE_ITEMS + j + 1);
+        }
+    }
+    Py_ssize_t n_lens = lb.len / 12;
+    int64_t P = 0, nblk = 0;
+    uint32_t bd[PBLOCK];
+    uint8_t bt[3 * PBLOCK];
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        uint64_t h = 0;
+        int any = 0;
+        for (Py_ssize_t i = 0; i < S; i++) {
+            if (cur[i] >= b[i * MERGE_ITEMS].len / 8) continue;
+            uint64_t hi = ((const uint64_t *)b[i * MERGE_ITEMS].buf)[cur[i]];
+            if (!any || hi < h) { h = hi; any = 1; }
+        }
+        if (!any) break;
+        size_t tn = 0; /* this term's postings, gathered */
+        for (Py_ssize_t i = 0; i < S && !oom; i++) {
+            Py_buffer *bi = &b[i * MERGE_ITEMS];
+            Py_ssize_t t = cur[i];
+            if (t >= bi[0].len / 8 || ((const uint64_t *)bi[0].buf)[t] != h) continue;
+            const int64_t *off = bi[1].buf;
+            const int32_t *remap = bi[6].buf;
+            size_t need = tn + (size_t)(off[t + 1] - off[t]);
+            if (need > tcap) {
+                size_t nc = tcap ? tcap : 4096;
+                while (nc < need) nc *= 2;
+                uint32_t *d2 = realloc(tdocs, nc * sizeof(uint32_t));
+                if (d2) tdocs = d2;
+                uint8_t *t2 = d2 ? realloc(ttfs, nc * 3) : NULL;
+                if (t2) ttfs = t2;
+                if (!d2 || !t2) { oom = 1; break; }
+                tcap = nc;
+            }
+            for (int64_t st = off[t]; st < off[t + 1]; st += PBLOCK, blkno[i]++) {
+                int n = (int)((off[t + 1] - st) < PBLOCK ? (off[t + 1] - st) : PBLOCK);
+                decode_block(bi[2].buf, bi[3].buf, bi[4].buf, bi[5].buf, blkno[i], st == off[t], n,
+                             bd, bt);
+                for (int q = 0; q < n; q++) {
+                    int32_t nd = remap[bd[q]];
+                    if (nd < 0) continue;
+                    tdocs[tn] = (uint32_t)nd;
+                    memcpy(ttfs + 3 * tn, bt + 3 * q, 3);
+                    tn++;
+                }
+            }
+            cur[i]++;
+        }
+        if (oom) break;
+        if (!tn) continue;
+        uint32_t nb32 = (uint32_t)nblk;
+        if (buf_put(&terms, &h, 8) < 0 || buf_put(&offs, &P, 8) < 0 ||
+            buf_put(&tblk, &nb32, 4) < 0) { oom = 1; break; }
+        uint32_t prev = 0;
+        for (size_t s0 = 0; s0 < tn; s0 += PBLOCK) {
+            int n = (int)(tn - s0 < PBLOCK ? tn - s0 : PBLOCK);
+            uint8_t mt[3] = {0, 0, 0};
+            uint16_t ml[3] = {0xFFFF, 0xFFFF, 0xFFFF};
+            for (int q = 0; q < n; q++) {
+                uint32_t d = tdocs[s0 + q];
+                for (int f = 0; f < 3; f++) {
+                    uint8_t v = ttfs[3 * (s0 + q) + f];
+                    if (v > mt[f]) mt[f] = v;
+                    uint32_t L = (Py_ssize_t)d < n_lens ? lens[3 * (size_t)d + f] : 0;
+                    if (L < ml[f]) ml[f] = (uint16_t)L;
+                }
+            }
+            if (packed.len > 0xFFFFFFFFull - (1 + PBLOCK * 7) ||
+                buf_reserve(&packed, 1 + PBLOCK * 7 + 16) < 0) { oom = 1; break; }
+            memset(packed.p + packed.len, 0, 1 + PBLOCK * 7 + 16); /* put_bits ORs */
+            uint32_t at = (uint32_t)packed.len, lastd = tdocs[s0 + n - 1];
+            packed.len += encode_block(packed.p + packed.len, tdocs + s0, ttfs + 3 * s0, n, prev, mt);
+            prev = lastd;
+            if (buf_put(&bpos, &at, 4) < 0 || buf_put(&blast, &lastd, 4) < 0 ||
+                buf_put(&bmax, mt, 3) < 0 || buf_put(&bmin, ml, 6) < 0) { oom = 1; break; }
+            nblk++;
+        }
+        if (oom) break;
+        P += (int64_t)tn;
+    }
+    if (!oom) {
+        uint32_t nb32 = (uint32_t)nblk;
+        uint64_t zero = 0;
+        if (buf_put(&offs, &P, 8) < 0 || buf_put(&tblk, &nb32, 4) < 0 ||
+            buf_put(&packed, &zero, 8) < 0) oom = 1;
+    }
+    Py_END_ALLOW_THREADS
+    if (oom) {
+        PyErr_SetString(PyExc_MemoryError, "merge: out of memory (or packed postings over 4 GiB)");
+        goto done;
+    }
+    result = Py_BuildValue("(y#y#y#y#y#y#y#y#)", terms.p ? (char *)terms.p : "", (Py_ssize_t)terms.len,
+                           (char *)offs.p, (Py_ssize_t)offs.len, (char *)tblk.p, (Py_ssize_t)tblk.len,
+                           (char *)packed.p, (Py_ssize_t)packed.len,
+                           bpos.p ? (char *)bpos.p : "", (Py_ssize_t)bpos.len,
+                           blast.p ? (char *)blast.p : "", (Py_ssize_t)blast.len,
+                           bmax.p ? (char *)bmax.p : "", (Py_ssize_t)bmax.len,
+                           bmin.p ? (char *)bmin.p : "", (Py_ssize_t)bmin.len);
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    PyBuffer_Release(&lb);
+    free(b); free(cur); free(blkno); free(tdocs); free(ttfs);
+    free(terms.p); free(offs.p); free(tblk.p); free(packed.p); free(bpos.p); free(blast.p);
+    free(bmax.p); free(bmin.p);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"merge_packed", merge_packed, METH_VARARGS,
+     "merge_packed(inputs, lens) -> (terms, offsets, term_blocks, packed, blk_pos, blk_last,"
+     " blk_maxtf, blk_minlen) as bytes"},
     {"merge", merge, METH_VARARGS,
      "merge([(terms, offsets, packed, blk_pos, blk_last, blk_maxtf, remap), ...], terms_out,"
      " offsets_out, docs_out, tfs_out) -> (n_terms, n_postings)"},

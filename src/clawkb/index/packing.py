@@ -107,6 +107,28 @@ def merge(inputs: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
     return terms[:n_terms], off[: n_terms + 1], docs[:n_post], tfs[:n_post]
 
 
+def merge_packed(inputs: list[tuple[np.ndarray, ...]], lens: np.ndarray) -> dict[str, np.ndarray]:
+    """Like :func:`merge`, but returns the merged segment's packed postings and
+    block arrays (``terms``, ``offsets``, ``term_blocks``, ``packed``, ``blk_pos``,
+    ``blk_last``, ``blk_maxtf``, ``blk_minlen``) without ever holding its raw
+    postings: ``lens`` uint32 [N, 3] are the output docs' field lengths. Native only.
+    """
+    assert _postings is not None, "merge_packed needs the native module"
+    inputs = [tuple(np.ascontiguousarray(a) for a in x) for x in inputs]
+    out = _postings.merge_packed(inputs, np.ascontiguousarray(lens, np.uint32))
+    terms, off, tblk, data, pos, last, maxtf, minlen = out
+    return {
+        "terms": np.frombuffer(terms, np.uint64),
+        "offsets": np.frombuffer(off, np.int64),
+        "term_blocks": np.frombuffer(tblk, np.uint32),
+        "packed": np.frombuffer(data, np.uint8),
+        "blk_pos": np.frombuffer(pos, np.uint32),
+        "blk_last": np.frombuffer(last, np.uint32),
+        "blk_maxtf": np.frombuffer(maxtf, np.uint8).reshape(-1, 3),
+        "blk_minlen": np.frombuffer(minlen, np.uint16).reshape(-1, 3),
+    }
+
+
 def _blocks(offsets: np.ndarray):  # type: ignore[no-untyped-def]
     """(block number, first posting, count, first block of its term?) in order."""
     b = 0

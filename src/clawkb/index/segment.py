@@ -104,10 +104,6 @@ def write_segment(
     tfs: np.ndarray,
 ) -> None:
     """Write arrays into ``folder`` via a temporary sibling and an atomic rename."""
-    tmp = folder.with_name(folder.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
     arrays: dict[str, np.ndarray] = dict(
         chunk_ids=chunk_ids.astype(np.int64, copy=False),
         lens=lens.astype(np.uint32, copy=False),
@@ -122,12 +118,21 @@ def write_segment(
     else:
         arrays.update(docs=docs, tfs=tfs)
     del docs, tfs
+    _write_folder(folder, arrays)
+
+
+def _write_folder(folder: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Save a segment's arrays and meta.json into ``folder`` via a temporary sibling."""
+    tmp = folder.with_name(folder.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
     for name, arr in arrays.items():
         _save(tmp, name, np.ascontiguousarray(arr))
     meta = {
-        "format": SEGMENT_FORMAT,
-        "n_docs": len(chunk_ids),
-        "n_terms": len(terms),
+        "format": 4 if "packed" in arrays else 3,
+        "n_docs": len(arrays["chunk_ids"]),
+        "n_terms": len(arrays["terms"]),
         "n_postings": int(arrays["offsets"][-1]) if len(arrays["offsets"]) else 0,
     }
     (tmp / "meta.json").write_text(json.dumps(meta))
@@ -525,8 +530,11 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
             inputs.append(
                 (s.terms, s.offsets, p["packed"], p["blk_pos"], p["blk_last"], maxtf, remap)
             )
-        # streamed term by term in C: memory is the output, not the inputs
-        write_segment(folder, chunk_ids, lens, *packing.merge(inputs))
+        # streamed term by term in C, packed as it goes: raw postings are
+        # held for one term at a time, never for the whole output
+        arrays = {"chunk_ids": chunk_ids.astype(np.int64), "lens": lens.astype(np.uint32)}
+        arrays.update(packing.merge_packed(inputs, arrays["lens"]))
+        _write_folder(folder, arrays)
         return
     terms = np.unique(np.concatenate([np.asarray(s.terms) for s in segments]))
     counts = np.zeros(len(terms), np.int64)
