@@ -551,7 +551,9 @@ class LexicalIndex:
             return np.empty(0, np.int64), np.empty(0, np.float32), 0
         hashes = hash_terms(uniq)
         use_blocks = BLOCKMAX_AVAILABLE and prune and use_native
-        if use_blocks:
+        # One term: the exhaustive scan of its list counts the matches (the
+        # CLI reports them) at no extra cost; more terms: one native call.
+        if use_blocks and len(uniq) > 1:
             found = search_segments(
                 self._native_segments(allowed),
                 hashes,
@@ -563,7 +565,7 @@ class LexicalIndex:
             )
             if found is not None:
                 return found[0], found[1], -1
-        per_seg = [seg.lookup(hashes, blocks=use_blocks) for seg in self.segments]
+        per_seg = [seg.lookup(hashes, blocks=True) for seg in self.segments]
         df = np.sum([p[1] for p in per_seg], axis=0)
         w = (self.idf(df) * np.asarray(weights)).astype(np.float32)
         ids_out, sc_out = [], []
@@ -584,7 +586,14 @@ class LexicalIndex:
                 live = mask & live
             n_post = int((ranges[1::2] - ranges[0::2]).sum())
             blockmax = BLOCKMAX_AVAILABLE and n_post >= self.BLOCKMAX_MIN_POSTINGS
-            if prune and use_native and blockmax and positive and block_params is not None:
+            if (
+                prune
+                and use_native
+                and blockmax
+                and len(w) > 1
+                and positive
+                and block_params is not None
+            ):
                 theta0 = float(best[k - 1]) if len(best) >= k else 0.0
                 local, sc, _ = score_topk_blockmax(
                     seg.packed,
@@ -600,15 +609,22 @@ class LexicalIndex:
                     theta0,
                 )
                 m = -1
-            elif prune and use_native and len(w) > 1 and n_post >= self.PRUNE_MIN_POSTINGS:
+            elif (
+                prune
+                and use_native
+                and len(w) > 1
+                and n_post >= self.PRUNE_MIN_POSTINGS
+                and seg.has_raw
+            ):
                 theta0 = float(best[k - 1]) if len(best) >= k else 0.0
                 local, sc, m = self._score_pruned(seg, hashes, ranges, w, live, k, theta0)
             else:
+                docs, tfs, local_ranges = seg.query_postings(ranges, first_blocks)
                 local, sc, m = score_topk(
-                    seg.docs,
-                    seg.tfs,
+                    docs,
+                    tfs,
                     self._factor(seg),
-                    ranges,
+                    local_ranges,
                     w,
                     live,
                     self.params.k1,

@@ -419,6 +419,32 @@ class Segment:
         )
 
     @property
+    def has_raw(self) -> bool:
+        """True when raw postings are at hand (format 3, or unpacked already)."""
+        return self._raw is not None
+
+    def query_postings(
+        self, ranges: np.ndarray, first_blocks: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(docs, tfs, ranges) covering the given term ranges: the segment's raw
+        arrays when at hand, else only these terms' blocks unpacked and laid end
+        to end (ranges renumbered), so an exhaustive scan never unpacks a segment."""
+        if self._raw is not None:
+            return self._raw[0], self._raw[1], ranges
+        parts = [
+            self.term_postings(int(ranges[2 * j]), int(ranges[2 * j + 1]), int(first_blocks[j]))
+            for j in range(len(ranges) // 2)
+        ]
+        sizes = np.array([len(d) for d, _ in parts], np.int64)
+        ends = np.cumsum(sizes)
+        local = np.empty(len(ranges), np.int64)
+        local[0::2] = ends - sizes
+        local[1::2] = ends
+        docs = np.concatenate([d for d, _ in parts]) if parts else np.empty(0, np.uint32)
+        tfs = np.concatenate([t for _, t in parts]) if parts else np.empty((0, 3), np.uint8)
+        return docs, tfs, local
+
+    @property
     def docs(self) -> np.ndarray:
         return self.raw[0]
 
