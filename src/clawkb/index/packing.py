@@ -17,6 +17,8 @@ written in format 3 and packed segments are still readable, slowly).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 try:  # pragma: no cover - which branch runs depends on the build
@@ -129,7 +131,7 @@ def merge_packed(inputs: list[tuple[np.ndarray, ...]], lens: np.ndarray) -> dict
     }
 
 
-def _blocks(offsets: np.ndarray):  # type: ignore[no-untyped-def]
+def _blocks(offsets: np.ndarray) -> Iterator[tuple[int, int, int, bool]]:
     """(block number, first posting, count, first block of its term?) in order."""
     b = 0
     for t in range(len(offsets) - 1):

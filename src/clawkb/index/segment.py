@@ -546,7 +546,7 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
     chunk_ids = np.concatenate([s.chunk_ids[k] for s, k in zip(segments, keep, strict=True)])
     lens = np.concatenate([s.lens[k] for s, k in zip(segments, keep, strict=True)])
     if packing.NATIVE:
-        inputs = []
+        inputs: list[tuple[np.ndarray, ...]] = []
         base = 0
         for s, k in zip(segments, keep, strict=True):
             remap = np.full(s.n_docs, -1, np.int32)
@@ -558,7 +558,10 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
             )
         # streamed term by term in C, packed as it goes: raw postings are
         # held for one term at a time, never for the whole output
-        arrays = {"chunk_ids": chunk_ids.astype(np.int64), "lens": lens.astype(np.uint32)}
+        arrays: dict[str, np.ndarray] = {
+            "chunk_ids": chunk_ids.astype(np.int64),
+            "lens": lens.astype(np.uint32),
+        }
         arrays.update(packing.merge_packed(inputs, arrays["lens"]))
         _write_folder(folder, arrays)
         return
