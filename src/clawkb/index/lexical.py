@@ -258,6 +258,8 @@ class LexicalIndex:
             self.lease.release()
             self.lease = None
         self.segments = []
+        self._native_args, self._native_key = None, ()
+        self._factors.clear()
 
     def hold_current(self) -> None:
         """A writer turning reader: lease the generation it just published."""
