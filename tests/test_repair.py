@@ -26,7 +26,14 @@ from clawkb.store.locking import FileLock
 from safety_helpers import make_corpus, unique, write_doc
 
 CLAWKB = str(Path(sys.executable).parent / "clawkb")
-SEGMENT_FILES = ["chunk_ids.npy", "lens.npy", "terms.npy", "offsets.npy", "packed.npy", "blk_pos.npy"]
+SEGMENT_FILES = [
+    "chunk_ids.npy",
+    "lens.npy",
+    "terms.npy",
+    "offsets.npy",
+    "packed.npy",
+    "blk_pos.npy",
+]
 
 
 @pytest.fixture(scope="module")
