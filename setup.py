@@ -32,7 +32,13 @@ setup(
         Extension(
             "clawkb.index._blockmax",
             sources=["src/clawkb/index/_blockmax.c"],
-            depends=["src/clawkb/index/_topk.h"],
+            depends=["src/clawkb/index/_topk.h", "src/clawkb/index/_packed.h"],
+            extra_compile_args=["-O3"],
+        ),
+        Extension(
+            "clawkb.index._postings",
+            sources=["src/clawkb/index/_postings.c"],
+            depends=["src/clawkb/index/_packed.h"],
             extra_compile_args=["-O3"],
         ),
         Extension(

@@ -191,6 +191,8 @@ def run(engine_name: str, folder: Path, k: int) -> dict[str, Any]:
         result["full_search"]["self_hit_at_k"] = self_hits(full_raw, timed_queries)
         log(f"{engine_name}: full search p50 {full['p50_ms']:.3f} ms")
     result["index_bytes"] = engine.index_bytes()
+    if isinstance(engine, peers.ClawkbEngine):
+        result["lexical_index_bytes"] = engine.lexical_index_bytes()
     saved = tempfile.mkdtemp(prefix="bench-saved-")
     try:
         result["cold_start"] = cold_start(engine_name, engine.save(saved), qtexts, k)

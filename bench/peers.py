@@ -302,6 +302,10 @@ class ClawkbEngine(Engine):
     def index_bytes(self) -> int | None:
         return dir_size(self._dir)
 
+    def lexical_index_bytes(self) -> int:
+        """The lexical index alone (what the peers' figure covers), without the store."""
+        return dir_size(Path(self._dir) / "index" / "lexical")
+
     def close(self) -> None:
         self.kb.close()
         shutil.rmtree(self._dir, ignore_errors=True)

@@ -13,11 +13,14 @@ RATIO_METRICS: list[tuple[str, str]] = [
     ("peak RSS", "rss_peak_mb"),
     ("RSS over baseline", "rss_delta_mb"),
     ("index on disk", "index_bytes"),
+    ("lexical index on disk", "lexical_index_bytes"),
     ("cold start (fresh process)", "cold_start.wall_s"),
 ]
 
 
 def get(d: dict[str, Any], dotted: str) -> Any:
+    if dotted == "lexical_index_bytes" and dotted not in d:
+        dotted = "index_bytes"  # a peer's index is all it writes
     for part in dotted.split("."):
         if not isinstance(d, dict) or part not in d:
             return None
@@ -45,16 +48,18 @@ def _hits(r: dict[str, Any]) -> str:
 
 def engine_table(rows: list[dict[str, Any]]) -> list[str]:
     out = [
-        "| engine | index s | docs/s | p50 ms | p95 ms | mean ms | q/s | peak RSS MB "
-        "| RSS over baseline MB | index MB | cold start s | self-hit@10 all / en / mixed / zh |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| engine | index s | docs/s | p50 ms | p95 ms | mean ms | q/s | CPU ms/query "
+        "| peak RSS MB | RSS over baseline MB | index MB | lexical index MB | cold start s "
+        "| self-hit@10 all / en / mixed / zh |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['engine']} | failed: {r['error'][:120]} |" + " |" * 10)
+            out.append(f"| {r['engine']} | failed: {r['error'][:120]} |" + " |" * 12)
             continue
         q = r["query"]
         size = r.get("index_bytes")
+        lex_size = get(r, "lexical_index_bytes")
         cells = [
             r["engine"],
             fmt(r["build_s"]),
@@ -63,9 +68,11 @@ def engine_table(rows: list[dict[str, Any]]) -> list[str]:
             fmt(q["p95_ms"]),
             fmt(q["mean_ms"]),
             fmt(q["qps"]),
+            fmt(q.get("cpu_ms")),
             fmt(r["rss_peak_mb"]),
             fmt(r["rss_delta_mb"]),
             fmt(size / 2**20 if size else None),
+            fmt(lex_size / 2**20 if lex_size else None),
             fmt(get(r, "cold_start.wall_s")),
             _hits(r),
         ]
@@ -73,7 +80,7 @@ def engine_table(rows: list[dict[str, Any]]) -> list[str]:
         full = r.get("full_search")
         if full:
             cells = ["clawkb `kb.search` (full)", "", "", fmt(full["p50_ms"]), fmt(full["p95_ms"])]
-            cells += [fmt(full["mean_ms"]), fmt(full["qps"]), "", "", "", ""]
+            cells += [fmt(full["mean_ms"]), fmt(full["qps"]), "", "", "", "", "", ""]
             h = full.get("self_hit_at_k", {})
             cells.append(" / ".join(f"{h.get(x, 0):.2f}" for x in ("all", "en", "mixed", "zh")))
             out.append("| " + " | ".join(cells) + " |")

@@ -6,6 +6,7 @@ import math
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -142,13 +143,21 @@ def test_orphan_segments_of_a_crashed_writer_are_removed(tmp_path: Path) -> None
     assert not (tmp_path / "lex" / "seg-999999.tmp").exists()
 
 
-def test_native_and_python_inversion_build_identical_segments() -> None:
+@pytest.mark.parametrize("flush", [None, 50])
+def test_native_and_python_inversion_build_identical_segments(
+    flush: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Native inversion (C counting sort, several flushed parts when ``flush`` is
+    small) builds the same arrays as the Python reference, saturated tfs included."""
     from clawkb.index import segment
 
     if segment._native is None:
         pytest.fail("the native kernel was not built")
+    if flush is not None:
+        monkeypatch.setattr(segment, "_FLUSH", flush)
     docs = _docs(700, seed=21)
     docs.append(DocFields(9999, ["走线", "阻抗"], ["Ω", "é", "x" * 70], []))
+    docs.append(DocFields(10000, [], ["many"] * 300, ["many"] * 2))
     a = segment.build_arrays(iter(docs), use_native=True)
     b = segment.build_arrays(iter(docs), use_native=False)
     for x, y in zip(a, b, strict=True):
@@ -233,10 +242,19 @@ def test_blockmax_search_returns_the_exhaustive_top_k(tmp_path: Path, seed: int)
                 assert a[1].tolist() == b[1].tolist(), (trial, q, k)
 
 
+def _as_format3(folder: Path, seg: Any) -> None:
+    """Rewrite a copied segment folder in the unpacked layout (format 3)."""
+    np.save(folder / "docs.npy", np.asarray(seg.docs))
+    np.save(folder / "tfs.npy", np.asarray(seg.tfs))
+    for name in ("packed", "blk_pos", "blk_last"):
+        (folder / f"{name}.npy").unlink(missing_ok=True)
+
+
 def test_segments_without_block_files_still_search(tmp_path: Path) -> None:
-    """A segment without block files (an older layout) gets its bounds computed in
-    memory, equal to the stored ones; inside a published index the same missing
-    files are damage the manifest check reports (and readers rebuild from the store)."""
+    """A format-3 segment without block files (an older layout) gets its bounds
+    and packed postings computed in memory, equal to the stored ones; inside a
+    published index missing block files are damage the manifest check reports
+    (and readers rebuild from the store)."""
     from clawkb.index.segment import Segment
 
     rng = random.Random(9)
@@ -250,11 +268,15 @@ def test_segments_without_block_files_still_search(tmp_path: Path) -> None:
         stored = {n: np.array(a) for n, a in seg.blocks.items()}
         copy = tmp_path / "copy" / seg.folder.name
         shutil.copytree(seg.folder, copy)
+        _as_format3(copy, seg)
         for name in ("blk_maxtf", "blk_minlen", "term_blocks"):
             (copy / f"{name}.npy").unlink()
-        computed = Segment(copy).blocks
+        old_layout = Segment(copy)
+        computed = old_layout.blocks
         for name, arr in stored.items():
             assert np.array_equal(np.asarray(computed[name]), arr), name
+        for name, arr in seg.packed.items():
+            assert np.array_equal(np.asarray(old_layout.packed[name]), np.asarray(arr)), name
         for name in ("blk_maxtf", "blk_minlen", "term_blocks"):
             (seg.folder / f"{name}.npy").unlink()
     old = LexicalIndex(tmp_path / "lex")
@@ -286,12 +308,38 @@ def test_blockmax_skips_the_long_low_idf_lists(tmp_path: Path) -> None:
         hashes = hash_terms(uniq)
         ranges, df, first = seg.lookup(hashes)
         w = (idx.idf(df) * np.asarray(qw)).astype(np.float32)
-        args = (seg.docs, seg.tfs, idx._factor(seg), ranges)
         local, sc, scored = scorer.score_topk_blockmax(
-            *args, first, seg.blocks, w, seg.live, idx._block_params(), idx.params.k1, 10
+            seg.packed,
+            idx._factor(seg),
+            ranges,
+            first,
+            seg.blocks,
+            w,
+            seg.live,
+            idx._block_params(),
+            idx.params.k1,
+            10,
         )
+        args = (seg.docs, seg.tfs, idx._factor(seg), ranges)
         exp_local, exp_sc, matched = scorer.score_topk(*args, w, seg.live, idx.params.k1, 10)
         assert local.tolist() == exp_local.tolist() and sc.tolist() == exp_sc.tolist()
         counts.append((scored, matched))
     assert all(m == 4000 for _, m in counts)
     assert sum(s for s, _ in counts) < 0.1 * sum(m for _, m in counts), counts
+
+
+def test_explain_reads_one_terms_blocks_and_matches_the_search_score(tmp_path: Path) -> None:
+    """Explain decodes only the query terms' blocks of a packed segment (nothing
+    else is unpacked) and its per-term total equals the ranked score, for a doc
+    in a term's third block."""
+    docs = [DocFields(i + 1, [], ["common"] * (1 + i % 3) + [f"u{i}"], []) for i in range(400)]
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(docs, [], 1)
+    ids, scores, _ = idx.search(["common", "u300"], k=1)
+    assert ids.tolist() == [301]
+    seg = idx.segments[0]
+    seg.drop_unpacked()
+    info = idx.explain(["common", "u300"], 301)
+    assert {t["term"] for t in info["terms"]} == {"common", "u300"}
+    assert info["total"] == pytest.approx(float(scores[0]), rel=1e-5)
+    assert seg._raw is None or not (seg.folder / "packed.npy").exists()

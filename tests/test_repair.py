@@ -26,7 +26,14 @@ from clawkb.store.locking import FileLock
 from safety_helpers import make_corpus, unique, write_doc
 
 CLAWKB = str(Path(sys.executable).parent / "clawkb")
-SEGMENT_FILES = ["chunk_ids.npy", "lens.npy", "terms.npy", "offsets.npy", "docs.npy", "tfs.npy"]
+SEGMENT_FILES = [
+    "chunk_ids.npy",
+    "lens.npy",
+    "terms.npy",
+    "offsets.npy",
+    "packed.npy",
+    "blk_pos.npy",
+]
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +127,7 @@ def test_a_damaged_manifest_is_repaired(template: Path, tmp_path: Path, how: str
 
 def test_doctor_repair_from_the_cli(template: Path, tmp_path: Path) -> None:
     home = _copy(template, tmp_path)
-    _damage(next(p for p in _index_files(home) if p.name == "docs.npy"), "random")
+    _damage(next(p for p in _index_files(home) if p.name == "packed.npy"), "random")
     found = subprocess.run(
         [CLAWKB, "--kb", str(home), "doctor"], capture_output=True, text=True, check=False
     )

@@ -27,12 +27,15 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #define BLOCK 128
 #define SLACK 1.0005f
+#define WARM_DOCS 128 /* longest list whose docs are scored first (warm-up) */
 #define WINDOW 16384 /* docs per window (a multiple of 64): measured best of 1k-64k at 100k docs */
 
 #include "_topk.h"
+#include "_packed.h"
 
 typedef struct {
     int64_t s, e, pos;   /* posting range and cursor */
@@ -40,42 +43,79 @@ typedef struct {
     const float *bub;    /* bound of each of its blocks */
     float ub, w;         /* largest block bound; idf x query weight */
     float wub;           /* largest block bound inside the current window */
+    int64_t cb;          /* block whose docs are in bd (-1: none) */
+    const uint8_t *bp;   /* its packed bytes: frequencies are read from there */
+    uint32_t tf_bit[3];  /* bit offset of each field's frequencies in the block */
+    uint8_t tf_w[3];     /* and their bit width (0: the field is absent) */
+    uint32_t bd[BLOCK];  /* its docs */
 } Term;
 
 typedef struct {
-    const uint32_t *docs;
-    const uint8_t *tfs;
+    const uint8_t *packed;   /* bit-packed blocks (_packed.h) */
+    const uint32_t *blk_pos; /* byte offset of each block */
+    const uint32_t *blk_last;/* last doc of each block */
+    const uint8_t *maxtf;    /* per-block max tf per field (also the tf bit widths) */
     const float *factor;
 } Seg;
 
-static inline uint32_t cur_doc(const Seg *g, const Term *t) {
-    return t->pos < t->e ? g->docs[t->pos] : UINT32_MAX;
-}
-
 static inline int64_t block_of(const Term *t, int64_t pos) { return t->b0 + (pos - t->s) / BLOCK; }
 
-/* One past the last posting of block b (a block's last doc is docs[end - 1]). */
+static inline int64_t block_start(const Term *t, int64_t b) { return t->s + (b - t->b0) * BLOCK; }
+
+/* One past the last posting of block b (a block's last doc is blk_last[b]). */
 static inline int64_t block_end(const Term *t, int64_t b) {
-    int64_t end = t->s + (b - t->b0 + 1) * BLOCK;
+    int64_t end = block_start(t, b) + BLOCK;
     return end < t->e ? end : t->e;
 }
 
-/* Move the cursor to the first posting >= d (never backwards). */
+/* Decode block b of term t unless it is the one held already. */
+static inline void ensure_block(const Seg *g, Term *t, int64_t b) {
+    if (t->cb == b) return;
+    int n = (int)(block_end(t, b) - block_start(t, b));
+    decode_docs(g->packed, g->blk_pos, g->blk_last, b, b == t->b0, n, t->bd);
+    block_layout(g->packed, g->blk_pos, g->maxtf, b, n, t->tf_bit, t->tf_w);
+    t->bp = g->packed + g->blk_pos[b];
+    t->cb = b;
+}
+
+/* BM25F pseudo-frequency of posting p (its block is decoded) for doc d. */
+static inline float pseudo_tf(const Seg *g, const Term *t, int64_t p, uint32_t d) {
+    uint32_t i = (uint32_t)(p - block_start(t, t->cb));
+    const float *f = g->factor + 3 * (size_t)d;
+    float x = 0.0f;
+    for (int k = 0; k < 3; k++)
+        if (t->tf_w[k])
+            x += (float)read_bits(t->bp, t->tf_bit[k] + (uint64_t)i * t->tf_w[k], t->tf_w[k]) * f[k];
+    return x;
+}
+
+/* Doc of posting p (decodes its block when needed); p must be in [s, e). */
+static inline uint32_t doc_at(const Seg *g, Term *t, int64_t p) {
+    int64_t b = block_of(t, p);
+    ensure_block(g, t, b);
+    return t->bd[p - block_start(t, b)];
+}
+
+static inline uint32_t cur_doc(const Seg *g, Term *t) {
+    return t->pos < t->e ? doc_at(g, t, t->pos) : UINT32_MAX;
+}
+
+/* Move the cursor to the first posting >= d (never backwards); blocks whose
+   last doc is below d are passed over without decoding them. */
 static void seek(const Seg *g, Term *t, uint32_t d) {
-    if (t->pos >= t->e || g->docs[t->pos] >= d) return;
+    if (t->pos >= t->e) return;
     int64_t b = block_of(t, t->pos), b_end = block_of(t, t->e - 1) + 1;
-    while (b < b_end && g->docs[block_end(t, b) - 1] < d) b++;
+    while (b < b_end && g->blk_last[b] < d) b++;
     if (b == b_end) { t->pos = t->e; return; }
-    int64_t p = t->s + (b - t->b0) * BLOCK;
-    if (p < t->pos) p = t->pos;
-    while (g->docs[p] < d) p++; /* stops inside block b: its last doc is >= d */
+    int64_t st = block_start(t, b), p = st > t->pos ? st : t->pos;
+    ensure_block(g, t, b);
+    while (t->bd[p - st] < d) p++; /* stops inside block b: its last doc is >= d */
     t->pos = p;
 }
 
-static inline float contribution(const Seg *g, const Term *t, uint32_t d, float k1) {
-    const uint8_t *tf = g->tfs + 3 * t->pos;
-    const float *f = g->factor + 3 * (size_t)d;
-    float x = tf[0] * f[0] + tf[1] * f[1] + tf[2] * f[2];
+/* Term frequencies of the cursor's posting (its block is decoded). */
+static inline float contribution(const Seg *g, Term *t, uint32_t d, float k1) {
+    float x = pseudo_tf(g, t, t->pos, d);
     if (x <= 0.0f) return 0.0f;
     return t->w * x * (k1 + 1.0f) / (x + k1);
 }
@@ -88,71 +128,94 @@ static int get_buf(PyObject *o, Py_buffer *b, const char *what) {
     return 0;
 }
 
-static PyObject *topk(PyObject *self, PyObject *args) {
-    PyObject *o_docs, *o_tfs, *o_fac, *o_ranges, *o_blk0, *o_maxtf, *o_minlen, *o_w;
-    PyObject *o_live, *o_par, *o_out_docs, *o_out_scores;
-    float k1;
-    Py_ssize_t n_docs;
-    double theta0;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOfnOOd", &o_docs, &o_tfs, &o_fac, &o_ranges, &o_blk0,
-                          &o_maxtf, &o_minlen, &o_w, &o_live, &o_par, &k1, &n_docs,
-                          &o_out_docs, &o_out_scores, &theta0))
-        return NULL;
-    Py_buffer b[12];
-    PyObject *objs[12] = {o_docs, o_tfs, o_fac, o_ranges, o_blk0, o_maxtf, o_minlen,
-                          o_w, o_par, o_out_docs, o_out_scores, o_live};
-    const char *names[12] = {"docs", "tfs", "factor", "ranges", "first_blocks",
-                             "blk_maxtf", "blk_minlen", "weights", "params", "out_docs",
-                             "out_scores", "live"};
-    int n_bufs = o_live == Py_None ? 11 : 12, got = 0;
-    for (; got < n_bufs; got++)
-        if (get_buf(objs[got], &b[got], names[got]) < 0) goto fail_bufs;
-
-    Seg g = {b[0].buf, b[1].buf, b[2].buf};
-    const int64_t *ranges = b[3].buf, *blk0 = b[4].buf;
-    const uint8_t *maxtf = b[5].buf;
-    const uint16_t *minlen = b[6].buf;
-    const float *wts = b[7].buf, *par = b[8].buf; /* par: weight[3], b[3], avg[3] */
-    const uint8_t *live = o_live == Py_None ? NULL : b[11].buf;
-    Py_ssize_t T = b[7].len / (Py_ssize_t)sizeof(float);
-    Py_ssize_t k = b[9].len / (Py_ssize_t)sizeof(int64_t);
-    int64_t *out_docs = b[9].buf;
-    float *out_scores = b[10].buf;
-
-    Term *terms = calloc(T ? T : 1, sizeof(Term));
-    Py_ssize_t *ord = calloc(T ? T : 1, sizeof(Py_ssize_t));
-    float *prefix = calloc(T + 1, sizeof(float));
-    Entry *heap = calloc(k ? k : 1, sizeof(Entry));
-    float *acc = malloc(WINDOW * sizeof(float));
-    uint64_t *bits = malloc(WINDOW / 8);
-    int64_t total_blocks = 0;
+/* Exact score of doc d: contributions summed in the caller's term order, like
+   the exhaustive kernel (bit-identical). Cursors must not be past d. */
+static float exact_score(const Seg *g, Term *terms, Py_ssize_t T, uint32_t d, float k1) {
+    float score = 0.0f;
     for (Py_ssize_t t = 0; t < T; t++) {
-        int64_t n = ranges[2 * t + 1] - ranges[2 * t];
+        Term *tm = &terms[t];
+        seek(g, tm, d);
+        if (cur_doc(g, tm) == d) score += contribution(g, tm, d, k1);
+    }
+    return score;
+}
+
+static void heap_offer(Entry *heap, Py_ssize_t *hp, Py_ssize_t k, Entry en) {
+    Py_ssize_t h = *hp;
+    if (h < k) {
+        Py_ssize_t i = h++;
+        heap[i] = en;
+        while (i > 0 && entry_less(heap[i], heap[(i - 1) / 2])) {
+            Entry tmp = heap[i]; heap[i] = heap[(i - 1) / 2]; heap[(i - 1) / 2] = tmp;
+            i = (i - 1) / 2;
+        }
+        *hp = h;
+    } else if (k > 0 && entry_less(heap[0], en)) {
+        heap[0] = en;
+        sift_down(heap, h, 0);
+    }
+}
+
+typedef struct {
+    Seg g;
+    const uint16_t *minlen;
+    const uint8_t *live;  /* NULL: every doc live */
+    const int64_t *ids;   /* heap key of each doc (chunk ids); NULL: doc numbers */
+    Py_ssize_t n_docs;
+} SegCtx;
+
+typedef struct {
+    Py_ssize_t *ord;
+    float *prefix, *acc;
+    uint64_t *bits;
+} Work;
+
+static void work_free(Work *w) { free(w->ord); free(w->prefix); free(w->acc); free(w->bits); }
+
+static int work_alloc(Work *w, Py_ssize_t T) {
+    w->ord = calloc(T ? T : 1, sizeof(Py_ssize_t));
+    w->prefix = calloc(T + 1, sizeof(float));
+    w->acc = malloc(WINDOW * sizeof(float));
+    w->bits = malloc(WINDOW / 8);
+    if (w->ord && w->prefix && w->acc && w->bits) return 0;
+    work_free(w);
+    return -1;
+}
+
+/* Score one segment into the top-k heap (h entries of k) shared across
+ * segments; terms[t].s, e, b0 and w are set by the caller. theta is the
+ * k-th best score so far (docs below it are skipped) and is raised as the
+ * heap fills. Returns the number of docs scored in full, -1 on no memory. */
+static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, const float *par,
+                                float k1, Entry *heap, Py_ssize_t *hp, Py_ssize_t k,
+                                float *thetap, Work *wk) {
+    const Seg *g = &c->g;
+    Py_ssize_t *ord = wk->ord;
+    float *prefix = wk->prefix, *acc = wk->acc;
+    uint64_t *bits = wk->bits;
+    /* block bounds with the current parameters */
+    float kp1 = k1 + 1.0f;
+    int64_t used = 0, total_blocks = 0;
+    for (Py_ssize_t t = 0; t < T; t++) {
+        int64_t n = terms[t].e - terms[t].s;
         if (n > 0) total_blocks += (n + BLOCK - 1) / BLOCK;
     }
     float *bub = malloc((total_blocks ? total_blocks : 1) * sizeof(float));
-    if (!terms || !ord || !prefix || !heap || !bub || !acc || !bits) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    /* block bounds with the current parameters */
-    float kp1 = k1 + 1.0f;
-    int64_t used = 0;
+    if (!bub) return -1;
     for (Py_ssize_t t = 0; t < T; t++) {
         Term *tm = &terms[t];
-        tm->s = tm->pos = ranges[2 * t];
-        tm->e = ranges[2 * t + 1];
-        tm->b0 = blk0[t];
-        tm->w = wts[t];
+        tm->pos = tm->s;
+        tm->ub = 0.0f;
         tm->bub = bub + used;
+        tm->cb = -1;
         if (tm->e <= tm->s) { tm->e = tm->s; continue; }
         int64_t nb = (tm->e - tm->s + BLOCK - 1) / BLOCK;
         for (int64_t j = 0; j < nb; j++) {
             int64_t blk = tm->b0 + j;
             float x = 0.0f;
             for (int f = 0; f < 3; f++) {
-                float denom = (1.0f - par[3 + f]) + par[3 + f] * (float)minlen[3 * blk + f] / par[6 + f];
-                if (denom > 0.0f) x += (float)maxtf[3 * blk + f] * (par[f] / denom);
+                float denom = (1.0f - par[3 + f]) + par[3 + f] * (float)c->minlen[3 * blk + f] / par[6 + f];
+                if (denom > 0.0f) x += (float)g->maxtf[3 * blk + f] * (par[f] / denom);
             }
             float u = x > 0.0f ? tm->w * x * kp1 / (x + k1) * SLACK : 0.0f;
             bub[used + j] = u;
@@ -166,23 +229,58 @@ static PyObject *topk(PyObject *self, PyObject *args) {
      * time into acc (a pruning estimate); each candidate then gets the
      * non-essential terms while it can still reach theta, and survivors are
      * scored exactly, summing contributions in the caller's term order. */
-    Py_ssize_t h = 0, scored = 0;
-    float theta = (float)theta0;
+    Py_ssize_t h = *hp, scored = 0;
+    float theta = *thetap;
+    /* Warm-up while the heap is not full: score the docs of the term with the
+     * highest bound among the short lists first (a rare query term: its docs
+     * are likely winners), so theta starts high and long low-idf lists are
+     * skipped from the first window on. Those docs are marked seen and not
+     * scored again. */
+    uint64_t *seen = NULL;
+    Py_ssize_t pivot = -1;
+    if (h < k && T > 1) {
+        for (Py_ssize_t t = 0; t < T; t++) {
+            int64_t n = terms[t].e - terms[t].s;
+            if (n > 0 && n <= WARM_DOCS && (pivot < 0 || terms[t].ub > terms[pivot].ub)) pivot = t;
+        }
+    }
+    if (pivot >= 0) {
+        seen = calloc((size_t)(c->n_docs + 63) / 64 + 1, sizeof(uint64_t));
+        if (!seen) { free(bub); return -1; }
+        Term *pv = &terms[pivot];
+        int64_t pe = pv->e;
+        for (int64_t p = pv->s; p < pe; p++) {
+            uint32_t d = doc_at(g, pv, p);
+            if ((Py_ssize_t)d >= c->n_docs || (c->live && !c->live[d])) continue;
+            float score = exact_score(g, terms, T, d, k1); /* moves pv's cursor to p */
+            scored++;
+            seen[d >> 6] |= 1ULL << (d & 63);
+            if (score <= 0.0f) continue;
+            Entry en = {score, c->ids ? c->ids[d] : (int64_t)d};
+            heap_offer(heap, &h, k, en);
+            if (h == k && k > 0 && heap[0].score > theta) theta = heap[0].score;
+        }
+        for (Py_ssize_t t = 0; t < T; t++) {
+            terms[t].pos = terms[t].s;
+            terms[t].cb = -1;
+        }
+    }
     uint32_t max_doc = 0;
     for (Py_ssize_t t = 0; t < T; t++)
-        if (terms[t].e > terms[t].s && g.docs[terms[t].e - 1] + 1 > max_doc)
-            max_doc = g.docs[terms[t].e - 1] + 1;
+        if (terms[t].e > terms[t].s && g->blk_last[block_of(&terms[t], terms[t].e - 1)] + 1 > max_doc)
+            max_doc = g->blk_last[block_of(&terms[t], terms[t].e - 1)] + 1;
     for (uint32_t lo = 0; lo < max_doc; lo += WINDOW) {
         uint32_t hi = lo + WINDOW;
         Py_ssize_t nt = 0;
         for (Py_ssize_t t = 0; t < T; t++) {
             Term *tm = &terms[t];
-            seek(&g, tm, lo);
+            seek(g, tm, lo);
             tm->wub = 0.0f;
-            if (tm->pos >= tm->e || g.docs[tm->pos] >= hi) continue;
+            if (cur_doc(g, tm) >= hi) continue;
             int64_t blk = block_of(tm, tm->pos), b_end = block_of(tm, tm->e - 1) + 1;
             for (; blk < b_end; blk++) {
-                if (g.docs[tm->s + (blk - tm->b0) * BLOCK] >= hi) break;
+                /* a lower bound of the block's first doc: may admit one block too many */
+                if (blk > tm->b0 && g->blk_last[blk - 1] + 1 >= hi) break;
                 if (tm->bub[blk - tm->b0] > tm->wub) tm->wub = tm->bub[blk - tm->b0];
             }
             /* insertion by ascending window bound */
@@ -199,16 +297,30 @@ static PyObject *topk(PyObject *self, PyObject *args) {
         memset(bits, 0, sizeof(uint64_t) * (WINDOW / 64));
         for (Py_ssize_t i = ne; i < nt; i++) {
             Term *tm = &terms[ord[i]];
-            for (int64_t p = tm->pos; p < tm->e; p++) {
-                uint32_t d = g.docs[p];
-                if (d >= hi) break;
-                const uint8_t *tf = g.tfs + 3 * p;
-                const float *f = g.factor + 3 * (size_t)d;
-                float x = tf[0] * f[0] + tf[1] * f[1] + tf[2] * f[2];
-                if (x <= 0.0f) continue;
-                uint32_t r = d - lo;
-                if (!(bits[r >> 6] & (1ULL << (r & 63)))) { bits[r >> 6] |= 1ULL << (r & 63); acc[r] = 0.0f; }
-                acc[r] += tm->w * x * kp1 / (x + k1);
+            /* block by block: the gap and frequency layout is looked up once a block */
+            int64_t p = tm->pos;
+            while (p < tm->e) {
+                int64_t b = block_of(tm, p);
+                ensure_block(g, tm, b);
+                int64_t st = block_start(tm, b), be = block_end(tm, b);
+                const uint8_t *bp = tm->bp;
+                uint32_t tb0 = tm->tf_bit[0], tb1 = tm->tf_bit[1], tb2 = tm->tf_bit[2];
+                int w0 = tm->tf_w[0], w1 = tm->tf_w[1], w2 = tm->tf_w[2];
+                int stop = 0;
+                for (; p < be; p++) {
+                    uint32_t i = (uint32_t)(p - st), d = tm->bd[i];
+                    if (d >= hi) { stop = 1; break; }
+                    const float *f = g->factor + 3 * (size_t)d;
+                    float x = 0.0f;
+                    if (w0) x += (float)read_bits(bp, tb0 + (uint64_t)i * w0, w0) * f[0];
+                    if (w1) x += (float)read_bits(bp, tb1 + (uint64_t)i * w1, w1) * f[1];
+                    if (w2) x += (float)read_bits(bp, tb2 + (uint64_t)i * w2, w2) * f[2];
+                    if (x <= 0.0f) continue;
+                    uint32_t r = d - lo;
+                    if (!(bits[r >> 6] & (1ULL << (r & 63)))) { bits[r >> 6] |= 1ULL << (r & 63); acc[r] = 0.0f; }
+                    acc[r] += tm->w * x * kp1 / (x + k1);
+                }
+                if (stop) break;
             }
         }
         /* candidates in doc order */
@@ -218,44 +330,37 @@ static PyObject *topk(PyObject *self, PyObject *args) {
                 uint32_t r = word * 64 + (uint32_t)__builtin_ctzll(m);
                 m &= m - 1;
                 uint32_t d = lo + r;
-                if ((Py_ssize_t)d >= n_docs || (live && !live[d])) continue;
+                if ((Py_ssize_t)d >= c->n_docs || (c->live && !c->live[d])) continue;
+                if (seen && (seen[d >> 6] >> (d & 63) & 1)) continue;
                 float partial = acc[r];
                 int pruned = 0;
                 for (Py_ssize_t i = ne - 1; i >= 0; i--) {
                     Term *tm = &terms[ord[i]];
                     if ((partial + prefix[i + 1]) * SLACK < theta) { pruned = 1; break; }
-                    seek(&g, tm, d);
-                    if (cur_doc(&g, tm) != d) continue;
-                    partial += contribution(&g, tm, d, k1);
+                    seek(g, tm, d);
+                    if (cur_doc(g, tm) != d) continue;
+                    partial += contribution(g, tm, d, k1);
                 }
                 if (pruned || partial * SLACK < theta) continue;
-                /* exact score in the caller's term order */
-                float score = 0.0f;
-                for (Py_ssize_t t = 0; t < T; t++) {
-                    Term *tm = &terms[t];
-                    seek(&g, tm, d); /* candidates ascend: cursors only move forward */
-                    if (cur_doc(&g, tm) == d) score += contribution(&g, tm, d, k1);
-                }
+                /* candidates ascend: cursors only move forward */
+                float score = exact_score(g, terms, T, d, k1);
                 scored++;
                 if (score <= 0.0f) continue;
-                Entry en = {score, d};
-                if (h < k) {
-                    Py_ssize_t i = h++;
-                    heap[i] = en;
-                    while (i > 0 && entry_less(heap[i], heap[(i - 1) / 2])) {
-                        Entry tmp = heap[i]; heap[i] = heap[(i - 1) / 2]; heap[(i - 1) / 2] = tmp;
-                        i = (i - 1) / 2;
-                    }
-                } else if (k > 0 && entry_less(heap[0], en)) {
-                    heap[0] = en;
-                    sift_down(heap, h, 0);
-                }
+                Entry en = {score, c->ids ? c->ids[d] : (int64_t)d};
+                heap_offer(heap, &h, k, en);
                 if (h == k && k > 0 && heap[0].score > theta) theta = heap[0].score;
             }
         }
     }
-    /* heap -> descending score, ascending doc on ties */
-    Py_ssize_t n_out = h;
+    free(bub);
+    free(seen);
+    *hp = h;
+    *thetap = theta;
+    return scored;
+}
+
+/* heap -> descending score, ascending key on ties */
+static void drain(Entry *heap, Py_ssize_t h, int64_t *out_docs, float *out_scores) {
     while (h > 0) {
         Entry top = heap[0];
         heap[0] = heap[--h];
@@ -263,20 +368,195 @@ static PyObject *topk(PyObject *self, PyObject *args) {
         out_docs[h] = top.doc;
         out_scores[h] = top.score;
     }
-    free(terms); free(ord); free(prefix); free(heap); free(bub); free(acc); free(bits);
+}
+
+static PyObject *topk(PyObject *self, PyObject *args) {
+    PyObject *o_packed, *o_pos, *o_last, *o_fac, *o_ranges, *o_blk0, *o_maxtf, *o_minlen, *o_w;
+    PyObject *o_live, *o_par, *o_out_docs, *o_out_scores;
+    float k1;
+    Py_ssize_t n_docs;
+    double theta0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOfnOOd", &o_packed, &o_pos, &o_last, &o_fac, &o_ranges,
+                          &o_blk0, &o_maxtf, &o_minlen, &o_w, &o_live, &o_par, &k1, &n_docs,
+                          &o_out_docs, &o_out_scores, &theta0))
+        return NULL;
+    Py_buffer b[13];
+    PyObject *objs[13] = {o_packed, o_pos, o_fac, o_ranges, o_blk0, o_maxtf, o_minlen,
+                          o_w, o_par, o_out_docs, o_out_scores, o_last, o_live};
+    const char *names[13] = {"packed", "blk_pos", "factor", "ranges", "first_blocks",
+                             "blk_maxtf", "blk_minlen", "weights", "params", "out_docs",
+                             "out_scores", "blk_last", "live"};
+    int n_bufs = o_live == Py_None ? 12 : 13, got = 0;
+    PyObject *result = NULL;
+    for (; got < n_bufs; got++)
+        if (get_buf(objs[got], &b[got], names[got]) < 0) goto done;
+    SegCtx c = {{b[0].buf, b[1].buf, b[11].buf, b[5].buf, b[2].buf}, b[6].buf,
+                o_live == Py_None ? NULL : b[12].buf, NULL, n_docs};
+    const int64_t *ranges = b[3].buf, *blk0 = b[4].buf;
+    const float *wts = b[7].buf, *par = b[8].buf; /* par: weight[3], b[3], avg[3] */
+    Py_ssize_t T = b[7].len / (Py_ssize_t)sizeof(float);
+    Py_ssize_t k = b[9].len / (Py_ssize_t)sizeof(int64_t);
+    Term *terms = calloc(T ? T : 1, sizeof(Term));
+    Entry *heap = calloc(k ? k : 1, sizeof(Entry));
+    Work wk;
+    if (!terms || !heap || work_alloc(&wk, T) < 0) {
+        free(terms); free(heap);
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t t = 0; t < T; t++) {
+        terms[t].s = ranges[2 * t];
+        terms[t].e = ranges[2 * t + 1];
+        terms[t].b0 = blk0[t];
+        terms[t].w = wts[t];
+    }
+    Py_ssize_t h = 0;
+    float theta = (float)theta0;
+    Py_ssize_t scored = score_segment(&c, terms, T, par, k1, heap, &h, k, &theta, &wk);
+    if (scored < 0) {
+        PyErr_NoMemory();
+    } else {
+        drain(heap, h, b[9].buf, b[10].buf);
+        result = Py_BuildValue("(nn)", h, scored);
+    }
+    free(terms); free(heap); work_free(&wk);
+done:
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
-    return Py_BuildValue("(nn)", n_out, scored);
-fail:
-    free(terms); free(ord); free(prefix); free(heap); free(bub); free(acc); free(bits);
-fail_bufs:
-    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
-    return NULL;
+    return result;
+}
+
+#define SEG_ITEMS 11
+
+/* search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores) -> n or -1
+ *
+ * The whole query in one call: every segment's term lookup (binary search of
+ * the sorted term hashes), document frequencies summed over segments, idf
+ * weights (computed in double and rounded to float like the Python path),
+ * then block-max scoring of each segment in the given order into one top-k
+ * heap keyed by (score, chunk id), so the bar carries from segment to
+ * segment. Each item of `segs` is (terms, offsets, term_blocks, packed,
+ * blk_pos, blk_last, blk_maxtf, blk_minlen, factor, live or None, chunk_ids).
+ * Returns -1 without scoring when a weight is not positive (the caller then
+ * takes the general path). */
+static PyObject *search(PyObject *self, PyObject *args) {
+    PyObject *o_segs, *o_hash, *o_qw, *o_par, *o_out_ids, *o_out_scores;
+    float k1;
+    Py_ssize_t n_live;
+    if (!PyArg_ParseTuple(args, "O!OOOfnOO", &PyList_Type, &o_segs, &o_hash, &o_qw, &o_par, &k1,
+                          &n_live, &o_out_ids, &o_out_scores))
+        return NULL;
+    Py_ssize_t S = PyList_GET_SIZE(o_segs);
+    Py_buffer top[5];
+    PyObject *tobjs[5] = {o_hash, o_qw, o_par, o_out_ids, o_out_scores};
+    const char *tnames[5] = {"hashes", "qweights", "params", "out_ids", "out_scores"};
+    int tgot = 0, sgot = 0;
+    PyObject *result = NULL;
+    Py_buffer *sb = calloc((size_t)(S ? S : 1) * SEG_ITEMS, sizeof(Py_buffer));
+    char *has = calloc((size_t)(S ? S : 1) * SEG_ITEMS, 1);
+    SegCtx *ctx = calloc(S ? S : 1, sizeof(SegCtx));
+    Term *terms = NULL, *spans = NULL;
+    Entry *heap = NULL;
+    float *w = NULL;
+    Work wk = {0};
+    if (!sb || !has || !ctx) { PyErr_NoMemory(); goto done; }
+    for (; tgot < 5; tgot++)
+        if (get_buf(tobjs[tgot], &top[tgot], tnames[tgot]) < 0) goto done;
+    const uint64_t *hashes = top[0].buf;
+    const double *qw = top[1].buf;
+    const float *par = top[2].buf;
+    Py_ssize_t Q = top[0].len / 8, k = top[3].len / 8;
+    if (top[1].len / 8 != Q) { PyErr_SetString(PyExc_ValueError, "qweights length"); goto done; }
+    for (Py_ssize_t i = 0; i < S; i++) {
+        PyObject *tup = PyList_GET_ITEM(o_segs, i);
+        if (!PyTuple_Check(tup) || PyTuple_GET_SIZE(tup) != SEG_ITEMS) {
+            PyErr_SetString(PyExc_TypeError, "each segment must be a tuple of 11 arrays");
+            goto done;
+        }
+        for (int j = 0; j < SEG_ITEMS; j++) {
+            PyObject *o = PyTuple_GET_ITEM(tup, j);
+            if (j == 9 && o == Py_None) continue;
+            if (get_buf(o, &sb[i * SEG_ITEMS + j], "segment array") < 0) goto done;
+            has[i * SEG_ITEMS + j] = 1;
+            sgot++;
+        }
+        Py_buffer *b = &sb[i * SEG_ITEMS];
+        ctx[i].g.packed = b[3].buf;
+        ctx[i].g.blk_pos = b[4].buf;
+        ctx[i].g.blk_last = b[5].buf;
+        ctx[i].g.maxtf = b[6].buf;
+        ctx[i].g.factor = b[8].buf;
+        ctx[i].minlen = b[7].buf;
+        ctx[i].live = has[i * SEG_ITEMS + 9] ? b[9].buf : NULL;
+        ctx[i].ids = b[10].buf;
+        ctx[i].n_docs = b[10].len / 8;
+    }
+    terms = calloc(Q ? Q : 1, sizeof(Term));
+    spans = calloc((size_t)(S ? S : 1) * (Q ? Q : 1), sizeof(Term));
+    heap = calloc(k ? k : 1, sizeof(Entry));
+    w = calloc(Q ? Q : 1, sizeof(float));
+    if (!terms || !spans || !heap || !w || work_alloc(&wk, Q) < 0) { PyErr_NoMemory(); goto done; }
+    /* term lookup per segment; spans[i * Q + q] holds s, e, b0 */
+    for (Py_ssize_t i = 0; i < S; i++) {
+        Py_buffer *b = &sb[i * SEG_ITEMS];
+        const uint64_t *th = b[0].buf;
+        const int64_t *off = b[1].buf;
+        const uint32_t *tb = b[2].buf;
+        Py_ssize_t nt = b[0].len / 8;
+        for (Py_ssize_t q = 0; q < Q; q++) {
+            Py_ssize_t lo = 0, hi = nt;
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (th[mid] < hashes[q]) lo = mid + 1; else hi = mid;
+            }
+            Term *sp = &spans[i * Q + q];
+            if (lo < nt && th[lo] == hashes[q]) {
+                sp->s = off[lo];
+                sp->e = off[lo + 1];
+                sp->b0 = tb[lo];
+            }
+        }
+    }
+    for (Py_ssize_t q = 0; q < Q; q++) {
+        int64_t df = 0;
+        for (Py_ssize_t i = 0; i < S; i++) df += spans[i * Q + q].e - spans[i * Q + q].s;
+        double idf = log1p(((double)(n_live - df) + 0.5) / ((double)df + 0.5));
+        w[q] = (float)(idf * qw[q]);
+        if (!(w[q] > 0.0f)) { result = PyLong_FromLong(-1); goto done; }
+    }
+    Py_ssize_t h = 0;
+    float theta = 0.0f;
+    for (Py_ssize_t i = 0; i < S; i++) {
+        int64_t n_post = 0;
+        for (Py_ssize_t q = 0; q < Q; q++) {
+            terms[q] = spans[i * Q + q];
+            terms[q].w = w[q];
+            n_post += terms[q].e - terms[q].s;
+        }
+        if (!n_post) continue;
+        if (score_segment(&ctx[i], terms, Q, par, k1, heap, &h, k, &theta, &wk) < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    Py_ssize_t n_out = h;
+    drain(heap, h, top[3].buf, top[4].buf);
+    result = PyLong_FromSsize_t(n_out);
+done:
+    for (Py_ssize_t i = 0; i < S * SEG_ITEMS; i++)
+        if (has && has[i]) PyBuffer_Release(&sb[i]);
+    for (int i = 0; i < tgot; i++) PyBuffer_Release(&top[i]);
+    free(sb); free(has); free(ctx); free(terms); free(spans); free(heap); free(w);
+    work_free(&wk);
+    (void)sgot;
+    return result;
 }
 
 static PyMethodDef methods[] = {
     {"topk", topk, METH_VARARGS,
-     "topk(docs, tfs, factor, ranges, first_blocks, blk_maxtf, blk_minlen, weights,"
+     "topk(packed, blk_pos, blk_last, factor, ranges, first_blocks, blk_maxtf, blk_minlen, weights,"
      " live, params, k1, n_docs, out_docs, out_scores, theta0) -> (n_out, n_scored)"},
+    {"search", search, METH_VARARGS,
+     "search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores) -> n (-1: fall back)"},
     {NULL, NULL, 0, NULL},
 };
 

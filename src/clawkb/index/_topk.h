@@ -3,7 +3,7 @@
 #ifndef CLAWKB_TOPK_H
 #define CLAWKB_TOPK_H
 
-typedef struct { float score; uint32_t doc; } Entry;
+typedef struct { float score; int64_t doc; } Entry; /* doc: a doc number or chunk id */
 
 static inline int entry_less(Entry a, Entry b) {
     /* lower score first; on ties the larger doc number is "smaller" so the

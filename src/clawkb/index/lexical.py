@@ -40,6 +40,7 @@ from clawkb.index.scorer import (
     score_topk,
     score_topk_blockmax,
     score_topk_pruned,
+    search_segments,
 )
 from clawkb.index.segment import (
     FIELDS,
@@ -52,7 +53,8 @@ from clawkb.index.segment import (
     write_segment,
 )
 
-ENGINE = "clawkb-bm25f-segments/3"  # /2: FNV-1a + splitmix64 hashes; /3: block bounds
+ENGINE = "clawkb-bm25f-segments/4"  # /2: FNV-1a + splitmix64 hashes; /3: block bounds;
+# /4: bit-packed postings (segment format 4)
 MANIFEST_NAME = gens.MANIFEST
 
 
@@ -148,6 +150,8 @@ class LexicalIndex:
             self._remove_orphans()
         self._stats_cache: tuple[int, np.ndarray] | None = None
         self._factors: dict[str, np.ndarray] = {}
+        self._native_args: list[tuple[Any, ...]] | None = None
+        self._native_key: tuple[Segment, ...] = ()
         # (segment, term hash) -> largest BM25F pseudo-frequency x seen: bounds
         # for pruning; valid until lengths/weights change (_invalidate).
         self._max_x: dict[tuple[str, int], float] = {}
@@ -254,6 +258,8 @@ class LexicalIndex:
             self.lease.release()
             self.lease = None
         self.segments = []
+        self._native_args, self._native_key = None, ()
+        self._factors.clear()
 
     def hold_current(self) -> None:
         """A writer turning reader: lease the generation it just published."""
@@ -476,6 +482,7 @@ class LexicalIndex:
 
     def _invalidate(self) -> None:
         self._stats_cache = None
+        self._native_args = None
         self._factors.clear()
         self._max_x.clear()
 
@@ -546,7 +553,21 @@ class LexicalIndex:
             return np.empty(0, np.int64), np.empty(0, np.float32), 0
         hashes = hash_terms(uniq)
         use_blocks = BLOCKMAX_AVAILABLE and prune and use_native
-        per_seg = [seg.lookup(hashes, blocks=use_blocks) for seg in self.segments]
+        # One term: the exhaustive scan of its list counts the matches (the
+        # CLI reports them) at no extra cost; more terms: one native call.
+        if use_blocks and len(uniq) > 1:
+            found = search_segments(
+                self._native_segments(allowed),
+                hashes,
+                np.asarray(weights, np.float64),
+                self._block_params(),
+                self.params.k1,
+                self.n_docs,
+                k,
+            )
+            if found is not None:
+                return found[0], found[1], -1
+        per_seg = [seg.lookup(hashes, blocks=True) for seg in self.segments]
         df = np.sum([p[1] for p in per_seg], axis=0)
         w = (self.idf(df) * np.asarray(weights)).astype(np.float32)
         ids_out, sc_out = [], []
@@ -577,8 +598,7 @@ class LexicalIndex:
             ):
                 theta0 = float(best[k - 1]) if len(best) >= k else 0.0
                 local, sc, _ = score_topk_blockmax(
-                    seg.docs,
-                    seg.tfs,
+                    seg.packed,
                     self._factor(seg),
                     ranges,
                     first_blocks,
@@ -591,15 +611,22 @@ class LexicalIndex:
                     theta0,
                 )
                 m = -1
-            elif prune and use_native and len(w) > 1 and n_post >= self.PRUNE_MIN_POSTINGS:
+            elif (
+                prune
+                and use_native
+                and len(w) > 1
+                and n_post >= self.PRUNE_MIN_POSTINGS
+                and seg.has_raw
+            ):
                 theta0 = float(best[k - 1]) if len(best) >= k else 0.0
                 local, sc, m = self._score_pruned(seg, hashes, ranges, w, live, k, theta0)
             else:
+                docs, tfs, local_ranges = seg.query_postings(ranges, first_blocks)
                 local, sc, m = score_topk(
-                    seg.docs,
-                    seg.tfs,
+                    docs,
+                    tfs,
                     self._factor(seg),
-                    ranges,
+                    local_ranges,
                     w,
                     live,
                     self.params.k1,
@@ -618,6 +645,32 @@ class LexicalIndex:
             order = np.lexsort((ids, -scores))[:k]
             ids, scores = ids[order], scores[order]
         return ids, scores, matched
+
+    def _native_segments(self, allowed: np.ndarray | None) -> list[tuple[Any, ...]]:
+        """Per-segment arrays for :func:`search_segments`, biggest segment first."""
+        key = tuple(self.segments)
+        if self._native_args is None or self._native_key != key:
+            self._native_key = key
+            args = []
+            for seg in sorted(self.segments, key=lambda s: -s.n_docs):
+                b, p = seg.blocks, seg.packed
+                args.append(
+                    (
+                        seg,
+                        (seg.terms, seg.offsets, b["term_blocks"], p["packed"], p["blk_pos"]),
+                        (p["blk_last"], b["blk_maxtf"], b["blk_minlen"], self._factor(seg)),
+                    )
+                )
+            self._native_args = args
+        out = []
+        for seg, head, tail in self._native_args:
+            live = seg.live
+            if allowed is not None:
+                mask = np.zeros(seg.n_docs, np.uint8)
+                mask[seg.locate(allowed)] = 1
+                live = mask & live
+            out.append((*head, *tail, live, seg.chunk_ids))
+        return out
 
     def _block_params(self) -> np.ndarray:
         """float32 [field weights, field b, average field lengths] for block bounds."""
@@ -691,14 +744,15 @@ class LexicalIndex:
             d = int(local[0])
             fac = self._factor(seg)[d]
             out["lens"] = {f: int(seg.lens[d, i]) for i, f in enumerate(FIELDS)}
-            ranges, _ = seg.term_ranges(hashes)
+            ranges, _, first = seg.lookup(hashes)
             total = 0.0
             for j, term in enumerate(uniq):
                 s, e = int(ranges[2 * j]), int(ranges[2 * j + 1])
-                pos = s + int(np.searchsorted(seg.docs[s:e], d))
-                if pos >= e or int(seg.docs[pos]) != d:
+                docs, tfs = seg.term_postings(s, e, int(first[j]))
+                pos = int(np.searchsorted(docs, d))
+                if pos >= len(docs) or int(docs[pos]) != d:
                     continue
-                tf = tuple(int(x) for x in seg.tfs[pos])
+                tf = tuple(int(x) for x in tfs[pos])
                 x = float(sum(tf[i] * float(fac[i]) for i in range(N_FIELDS)))
                 contrib = float(weights[j] * idf[j] * x * (k1 + 1) / (x + k1))
                 total += contrib
@@ -724,7 +778,7 @@ class LexicalIndex:
             "docs": self.n_docs,
             "deleted": sum(s.n_docs - s.n_live for s in self.segments),
             "terms": sum(len(s.terms) for s in self.segments),
-            "postings": sum(len(s.docs) for s in self.segments),
+            "postings": sum(s.n_postings for s in self.segments),
             "bytes": size,
             "applied_seq": self.manifest.applied_seq,
             "generation": self.manifest.generation,

@@ -7,6 +7,8 @@ Both implementations compute exactly the same function (a test checks it):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 try:  # pragma: no cover - which branch runs depends on the build
@@ -146,8 +148,7 @@ def score_topk_pruned(
 
 
 def score_topk_blockmax(
-    docs: np.ndarray,
-    tfs: np.ndarray,
+    packed: dict[str, np.ndarray],
     factor: np.ndarray,
     ranges: np.ndarray,
     first_blocks: np.ndarray,
@@ -161,7 +162,9 @@ def score_topk_blockmax(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Exact top-k like :func:`score_topk` by block-max MaxScore (``_blockmax.c``).
 
-    ``first_blocks`` holds each term's first block number, ``blocks`` the
+    ``packed`` holds the segment's bit-packed postings (:mod:`clawkb.index.packing`;
+    only blocks that cannot be skipped are decoded), ``first_blocks`` each
+    term's first block number, ``blocks`` the
     segment's block arrays, ``params`` float32 ``[weight x3, b x3, avg len x3]``
     and ``theta0`` a score k docs elsewhere already reach (docs below it are
     skipped). Weights must be positive. Returns (local doc numbers, scores,
@@ -172,8 +175,9 @@ def score_topk_blockmax(
     out_docs = np.empty(max(k, 0), np.int64)
     out_scores = np.empty(max(k, 0), np.float32)
     n, scored = _blockmax.topk(
-        docs,
-        tfs,
+        packed["packed"],
+        packed["blk_pos"],
+        packed["blk_last"],
         factor,
         np.ascontiguousarray(ranges, np.int64),
         np.ascontiguousarray(first_blocks, np.int64),
@@ -189,3 +193,40 @@ def score_topk_blockmax(
         float(theta0),
     )
     return out_docs[:n], out_scores[:n], int(scored)
+
+
+def search_segments(
+    segs: list[tuple[Any, ...]],
+    hashes: np.ndarray,
+    qweights: np.ndarray,
+    params: np.ndarray,
+    k1: float,
+    n_live: int,
+    k: int,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """A whole query in one native call (``_blockmax.search``): term lookup in
+    every segment, idf, and block-max top-k over all segments with one heap.
+
+    ``segs`` are ``(terms, offsets, term_blocks, packed, blk_pos, blk_last,
+    blk_maxtf, blk_minlen, factor, live or None, chunk_ids)`` tuples, biggest
+    segment first. Returns (chunk ids, scores) sorted by descending score, ties
+    by ascending chunk id, or None when a term's weight is not positive (the
+    general path handles that case).
+    """
+    if _blockmax is None:
+        raise RuntimeError("the block-max kernel is not built")
+    out_ids = np.empty(max(k, 0), np.int64)
+    out_scores = np.empty(max(k, 0), np.float32)
+    n = _blockmax.search(
+        segs,
+        np.ascontiguousarray(hashes, np.uint64),
+        np.ascontiguousarray(qweights, np.float64),
+        params,
+        float(k1),
+        int(n_live),
+        out_ids,
+        out_scores,
+    )
+    if n < 0:
+        return None
+    return out_ids[:n], out_scores[:n]

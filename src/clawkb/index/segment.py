@@ -6,14 +6,20 @@ A segment is a folder of ``.npy`` arrays, memory-mapped when opened:
 ``lens``       uint32 [N, 3]  token count per field (title, body, code)
 ``terms``      uint64 [T]     sorted 64-bit term hashes
 ``offsets``    int64 [T + 1]  postings of term i are ``offsets[i]:offsets[i+1]``
-``docs``       uint32 [P]     local doc numbers, ascending within a term
-``tfs``        uint8 [P, 3]   per-field term frequency, saturated at 255
-
 ``blk_*``, ``term_blocks``             per-block score bounds (:mod:`clawkb.index.blocks`)
 
-Format 3 added the block arrays (the index's engine string changed with it,
-so older indexes are rebuilt from the store); a segment lacking them anyway
-gets them computed in memory when first needed. Deletions never rewrite a segment: a separate ``live.npy`` mask (uint8 [N]) is
+and the postings themselves, local doc numbers ascending within a term with
+per-field term frequencies (saturated at 255), in one of two layouts:
+
+``packed``, ``blk_pos``, ``blk_last``  format 4: blocks of 128 postings, doc gaps
+                                       and frequencies bit-packed
+                                       (:mod:`clawkb.index.packing`)
+``docs``, ``tfs``                      format 3: uint32 [P] and uint8 [P, 3]
+
+Format 4 is written whenever the native packer is built (format 3 without a
+compiler); both are read. Format 3 added the block arrays (the index's engine
+string changed with it, so older indexes are rebuilt from the store); a
+segment lacking them anyway gets them computed in memory when first needed. Deletions never rewrite a segment: a separate ``live.npy`` mask (uint8 [N]) is
 replaced atomically. Segments are merged (dropping deleted docs) by
 :func:`merge_segments`. Terms are stored as hashes so that a lookup is one
 binary search in a memory-mapped array, with no vocabulary to load.
@@ -32,14 +38,16 @@ from pathlib import Path
 
 import numpy as np
 
+from clawkb.index import packing
 from clawkb.index.blocks import BLOCK_ARRAYS, block_arrays
 
 #: Version of the files a segment folder holds (meta.json "format").
-SEGMENT_FORMAT = 3
+SEGMENT_FORMAT = 4 if packing.NATIVE else 3
 N_FIELDS = 3
 FIELDS = ("title", "body", "code")
 _FLUSH = 1 << 18
-_ARRAYS = ("chunk_ids", "lens", "terms", "offsets", "docs", "tfs")
+_ARRAYS = ("chunk_ids", "lens", "terms", "offsets")
+_RAW = ("docs", "tfs")
 
 
 _MASK = (1 << 64) - 1
@@ -96,26 +104,36 @@ def write_segment(
     tfs: np.ndarray,
 ) -> None:
     """Write arrays into ``folder`` via a temporary sibling and an atomic rename."""
+    arrays: dict[str, np.ndarray] = dict(
+        chunk_ids=chunk_ids.astype(np.int64, copy=False),
+        lens=lens.astype(np.uint32, copy=False),
+        terms=terms.astype(np.uint64, copy=False),
+        offsets=offsets.astype(np.int64, copy=False),
+    )
+    docs = np.ascontiguousarray(docs, np.uint32)
+    tfs = np.ascontiguousarray(tfs, np.uint8)
+    arrays.update(block_arrays(arrays["offsets"], docs, tfs, arrays["lens"]))
+    if SEGMENT_FORMAT >= 4:
+        arrays.update(packing.pack(arrays["offsets"], docs, tfs, arrays["blk_maxtf"]))
+    else:
+        arrays.update(docs=docs, tfs=tfs)
+    del docs, tfs
+    _write_folder(folder, arrays)
+
+
+def _write_folder(folder: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Save a segment's arrays and meta.json into ``folder`` via a temporary sibling."""
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    arrays: dict[str, np.ndarray] = dict(
-        chunk_ids=chunk_ids.astype(np.int64),
-        lens=lens.astype(np.uint32),
-        terms=terms.astype(np.uint64),
-        offsets=offsets.astype(np.int64),
-        docs=docs.astype(np.uint32),
-        tfs=tfs.astype(np.uint8),
-    )
-    arrays.update(block_arrays(arrays["offsets"], arrays["docs"], arrays["tfs"], arrays["lens"]))
     for name, arr in arrays.items():
         _save(tmp, name, np.ascontiguousarray(arr))
     meta = {
-        "format": SEGMENT_FORMAT,
-        "n_docs": len(chunk_ids),
-        "n_terms": len(terms),
-        "n_postings": len(docs),
+        "format": 4 if "packed" in arrays else 3,
+        "n_docs": len(arrays["chunk_ids"]),
+        "n_terms": len(arrays["terms"]),
+        "n_postings": int(arrays["offsets"][-1]) if len(arrays["offsets"]) else 0,
     }
     (tmp / "meta.json").write_text(json.dumps(meta))
     os.replace(tmp, folder)
@@ -138,14 +156,18 @@ def build_arrays(batch: Iterable[DocFields], *, use_native: bool = True) -> tupl
             len_list.append((len(doc.title), len(doc.body), len(doc.code)))
             yield doc
 
-    if use_native and _native is not None:
+    if use_native and _native is not None and packing.NATIVE:
+        inverted = _invert_native(docs())
+    elif use_native and _native is not None:
         postings = _postings_native(docs())
+        inverted = None if postings is None else _assemble(len(ids_list), *postings)
     else:
         postings = _postings_python(docs())
+        inverted = None if postings is None else _assemble(len(ids_list), *postings)
     n = len(ids_list)
     chunk_ids = np.array(ids_list, np.int64)
     lens = np.array(len_list, np.uint32).reshape(n, N_FIELDS)
-    if postings is None:
+    if inverted is None:
         return (
             chunk_ids,
             lens,
@@ -154,10 +176,55 @@ def build_arrays(batch: Iterable[DocFields], *, use_native: bool = True) -> tupl
             np.empty(0, np.uint32),
             np.empty((0, N_FIELDS), np.uint8),
         )
-    return (chunk_ids, lens, *_assemble(n, *postings))
+    return (chunk_ids, lens, *inverted)
 
 
 _Postings = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _invert_native(docs: Iterator[DocFields]) -> tuple[np.ndarray, ...] | None:
+    """(sorted hashes, offsets, docs, tfs), inverted in C with ~10 bytes per
+    (term, doc, field) entry plus a 4-byte sort index as the only temporaries."""
+    parts: list[tuple[np.ndarray, ...]] = []
+    rows: list[tuple[int, int, list[str]]] = []
+    pending = 0
+
+    def flush() -> None:
+        h, t, d, f, c = _native.invert(rows)
+        tf = np.frombuffer(c, np.uint32)
+        parts.append(
+            (
+                np.frombuffer(h, np.uint64),
+                np.frombuffer(t, np.uint32),
+                np.frombuffer(d, np.uint32),
+                np.frombuffer(f, np.uint8),
+                np.minimum(tf, 255).astype(np.uint8),
+            )
+        )
+
+    for d, doc in enumerate(docs):
+        for f, toks in enumerate((doc.title, doc.body, doc.code)):
+            if toks:
+                rows.append((d, f, toks))
+                pending += len(toks)
+        if pending >= _FLUSH * 4:
+            flush()
+            rows, pending = [], 0
+    if rows:
+        flush()
+    rows = []
+    if not parts:
+        return None
+    hashes = np.unique(np.concatenate([p[0] for p in parts]))
+    # each part's term numbers -> ranks in the sorted hashes (vocabulary-sized maps)
+    rank = np.concatenate([np.searchsorted(hashes, p[0]).astype(np.uint32)[p[1]] for p in parts])
+    doc_of = np.concatenate([p[2] for p in parts])
+    field_of = np.concatenate([p[3] for p in parts])
+    tf_of = np.concatenate([p[4] for p in parts])
+    parts.clear()
+    off, dd, tt = packing.assemble(rank, doc_of, field_of, tf_of, len(hashes))
+    del rank, doc_of, field_of, tf_of
+    return hashes, off, dd, tt
 
 
 def _postings_native(docs: Iterator[DocFields]) -> _Postings | None:
@@ -292,8 +359,12 @@ class Segment:
         self.lens: np.ndarray = arrs["lens"]
         self.terms: np.ndarray = arrs["terms"]
         self.offsets: np.ndarray = arrs["offsets"]
-        self.docs: np.ndarray = arrs["docs"]
-        self.tfs: np.ndarray = arrs["tfs"]
+        self._raw: tuple[np.ndarray, np.ndarray] | None = None
+        self._packed: dict[str, np.ndarray] | None = None
+        if (folder / "packed.npy").exists():
+            self._packed = {n: _open_array(folder / f"{n}.npy") for n in packing.PACKED_ARRAYS}
+        else:
+            self._raw = (_open_array(folder / "docs.npy"), _open_array(folder / "tfs.npy"))
         live_path = folder / "live.npy"
         self.live: np.ndarray = (
             np.load(live_path) if live_path.exists() else np.ones(len(self.chunk_ids), np.uint8)
@@ -309,8 +380,86 @@ class Segment:
     def blocks(self) -> dict[str, np.ndarray]:
         """Block bounds (``blocks.BLOCK_ARRAYS``); computed once for older segments."""
         if self._blocks is None:
-            self._blocks = block_arrays(self.offsets, self.docs, self.tfs, self.lens)
+            docs, tfs = self.raw
+            self._blocks = block_arrays(self.offsets, docs, tfs, self.lens)
         return self._blocks
+
+    @property
+    def packed(self) -> dict[str, np.ndarray]:
+        """Bit-packed postings (``packing.PACKED_ARRAYS``); packed in memory for format 3."""
+        if self._packed is None:
+            docs, tfs = self.raw
+            self._packed = packing.pack(self.offsets, docs, tfs, self.blocks["blk_maxtf"])
+        return self._packed
+
+    @property
+    def raw(self) -> tuple[np.ndarray, np.ndarray]:
+        """(docs uint32 [P], tfs uint8 [P, 3]); unpacked once for format 4 (merges, explain)."""
+        if self._raw is None:
+            p = self.packed
+            self._raw = packing.unpack(
+                self.offsets, p["packed"], p["blk_pos"], p["blk_last"], self.blocks["blk_maxtf"]
+            )
+        return self._raw
+
+    def term_postings(self, s: int, e: int, first_block: int) -> tuple[np.ndarray, np.ndarray]:
+        """(docs, tfs) of one term's postings ``s:e`` (first block ``first_block``),
+        decoding only its blocks."""
+        if self._raw is not None or e <= s:
+            docs, tfs = self.raw if e > s else (np.empty(0, np.uint32), np.empty((0, 3), np.uint8))
+            return docs[s:e], tfs[s:e]
+        p, nb = self.packed, -(-(e - s) // packing.BLOCK)
+        blk = slice(first_block, first_block + nb)
+        return packing.unpack(
+            np.array([0, e - s], np.int64),
+            p["packed"],
+            np.ascontiguousarray(p["blk_pos"][blk]),
+            np.ascontiguousarray(p["blk_last"][blk]),
+            np.ascontiguousarray(self.blocks["blk_maxtf"][blk]),
+        )
+
+    @property
+    def has_raw(self) -> bool:
+        """True when raw postings are at hand (format 3, or unpacked already)."""
+        return self._raw is not None
+
+    def query_postings(
+        self, ranges: np.ndarray, first_blocks: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(docs, tfs, ranges) covering the given term ranges: the segment's raw
+        arrays when at hand, else only these terms' blocks unpacked and laid end
+        to end (ranges renumbered), so an exhaustive scan never unpacks a segment."""
+        if self._raw is not None:
+            return self._raw[0], self._raw[1], ranges
+        parts = [
+            self.term_postings(int(ranges[2 * j]), int(ranges[2 * j + 1]), int(first_blocks[j]))
+            for j in range(len(ranges) // 2)
+        ]
+        sizes = np.array([len(d) for d, _ in parts], np.int64)
+        ends = np.cumsum(sizes)
+        local = np.empty(len(ranges), np.int64)
+        local[0::2] = ends - sizes
+        local[1::2] = ends
+        docs = np.concatenate([d for d, _ in parts]) if parts else np.empty(0, np.uint32)
+        tfs = np.concatenate([t for _, t in parts]) if parts else np.empty((0, 3), np.uint8)
+        return docs, tfs, local
+
+    @property
+    def docs(self) -> np.ndarray:
+        return self.raw[0]
+
+    @property
+    def tfs(self) -> np.ndarray:
+        return self.raw[1]
+
+    @property
+    def n_postings(self) -> int:
+        return int(self.offsets[-1]) if len(self.offsets) else 0
+
+    def drop_unpacked(self) -> None:
+        """Forget postings unpacked for a merge or an exhaustive scan (format 4 only)."""
+        if self._packed is not None and (self.folder / "packed.npy").exists():
+            self._raw = None
 
     @property
     def n_docs(self) -> int:
@@ -396,6 +545,26 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
     keep = [np.flatnonzero(s.live) for s in segments]
     chunk_ids = np.concatenate([s.chunk_ids[k] for s, k in zip(segments, keep, strict=True)])
     lens = np.concatenate([s.lens[k] for s, k in zip(segments, keep, strict=True)])
+    if packing.NATIVE:
+        inputs: list[tuple[np.ndarray, ...]] = []
+        base = 0
+        for s, k in zip(segments, keep, strict=True):
+            remap = np.full(s.n_docs, -1, np.int32)
+            remap[k] = np.arange(base, base + len(k), dtype=np.int32)
+            base += len(k)
+            p, maxtf = s.packed, s.blocks["blk_maxtf"]
+            inputs.append(
+                (s.terms, s.offsets, p["packed"], p["blk_pos"], p["blk_last"], maxtf, remap)
+            )
+        # streamed term by term in C, packed as it goes: raw postings are
+        # held for one term at a time, never for the whole output
+        arrays: dict[str, np.ndarray] = {
+            "chunk_ids": chunk_ids.astype(np.int64),
+            "lens": lens.astype(np.uint32),
+        }
+        arrays.update(packing.merge_packed(inputs, arrays["lens"]))
+        _write_folder(folder, arrays)
+        return
     terms = np.unique(np.concatenate([np.asarray(s.terms) for s in segments]))
     counts = np.zeros(len(terms), np.int64)
     for s in segments:
@@ -429,6 +598,7 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
         tfs[dest] = s.tfs[ok] if not ok.all() else s.tfs
         fill += tcounts
         del remap, post_term, new_doc, ok, dest, tcounts
+        s.drop_unpacked()
     nonempty = counts > 0
     if not nonempty.all():
         terms = terms[nonempty]

@@ -1,0 +1,103 @@
+"""In-process A/B of the lexical index: CPU time per query of each search path.
+
+    .venv/bin/python bench/lexical_ab.py --kb /tmp/kb100k --corpus bench/.cache/synth-...-100000-...
+
+Builds a knowledge base from ``docs.txt`` of ``--corpus`` into ``--kb`` when
+it has none (or its index was written by another engine version), tokenizes
+the queries once, then times ``LexicalIndex.search`` (k=10) per
+configuration with ``time.process_time``: passes alternate between
+configurations and the best pass counts, so load from other processes hurts
+every configuration alike. Every configuration must return the same top-k
+lists as the first one (exactness check); a difference is reported and makes
+the exit status 1. Also prints the index's size on disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from peers import dir_size  # noqa: E402
+
+#: name -> keyword arguments of LexicalIndex.search
+CONFIGS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "exhaustive": {"prune": False},
+}
+
+
+def open_kb(kb_dir: Path, corpus: Path) -> Any:
+    from clawkb.kb import KnowledgeBase, TextRecord
+
+    create = not (kb_dir / "clawkb.sqlite").exists()
+    kb = KnowledgeBase.open(kb_dir, create=create)
+    if create:
+        with open(corpus / "docs.txt", encoding="utf-8") as fh:
+            texts = [line.rstrip("\n") for line in fh]
+        t0, c0 = time.perf_counter(), time.process_time()
+        kb.index_texts(TextRecord(path=f"d{i}", text=t) for i, t in enumerate(texts) if t)
+        print(
+            f"built {len(texts):,} docs: {time.perf_counter() - t0:.1f} s wall, "
+            f"{time.process_time() - c0:.1f} s CPU (this process)",
+            file=sys.stderr,
+        )
+    return kb
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kb", type=Path, required=True, help="knowledge base folder (reused)")
+    ap.add_argument("--corpus", type=Path, required=True, help="folder with docs.txt, queries")
+    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    args = ap.parse_args(argv)
+
+    from clawkb.text.tokenize import tokenize
+
+    kb = open_kb(args.kb, args.corpus)
+    lex = kb.lexical
+    with open(args.corpus / "queries.jsonl", encoding="utf-8") as fh:
+        queries = [tokenize(json.loads(line)["text"]) for line in fh if line.strip()]
+    names = args.configs.split(",")
+    for q in queries[:50]:  # warm the maps and caches
+        lex.search(q, k=10)
+    best = {n: float("inf") for n in names}
+    results: dict[str, list[list[int]]] = {}
+    for _ in range(args.passes):
+        for n in names:
+            kw = CONFIGS[n]
+            out = []
+            c0 = time.process_time()
+            for q in queries:
+                out.append(lex.search(q, k=10, **kw)[0])
+            cpu = time.process_time() - c0
+            best[n] = min(best[n], cpu * 1000 / len(queries))
+            results[n] = [[int(i) for i in ids] for ids in out]
+    ref = results[names[0]]
+    same = {n: results[n] == ref for n in names}
+    index_mb = dir_size(args.kb / "index" / "lexical") / 1e6
+    report = {
+        "queries": len(queries),
+        "segments": [s.n_docs for s in lex.segments],
+        "cpu_ms_per_query": best,
+        "identical_topk": same,
+        "index_mb": round(index_mb, 1),
+        "kb_mb": round(dir_size(args.kb) / 1e6, 1),
+    }
+    print(json.dumps(report, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    kb.close()
+    return 0 if all(same.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+/* Compressed postings blocks (segment format 4), shared by _postings.c (encode,
+   decode) and _blockmax.c (decodes only the blocks it cannot skip).
+
+   A term's postings are cut into blocks of PBLOCK (the last may be shorter).
+   Block b starts at byte blk_pos[b] of the segment's `packed` array:
+
+     byte 0       wd: bit width of the doc gaps
+     then         one little-endian bit stream, least significant bit first:
+                  n doc gaps of wd bits, then for field f = 0, 1, 2 n term
+                  frequencies of bit_width(blk_maxtf[b][f]) bits each (a field
+                  no doc of the block has costs nothing)
+                  padded to a whole byte
+
+   Gaps: the first doc of a term's first block is stored as is, every other
+   doc as its distance to the doc before it (the block's predecessor is the
+   previous block's last doc, blk_last[b - 1]). The array ends with 8 zero
+   bytes so a 64-bit load never reads past it. */
+#ifndef CLAWKB_PACKED_H
+#define CLAWKB_PACKED_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define PBLOCK 128
+
+static inline int bit_width(uint32_t v) { return v ? 32 - __builtin_clz(v) : 0; }
+
+static inline uint64_t load64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v; /* little-endian machines (x86-64, aarch64) */
+}
+
+/* Read n values of w bits (w <= 32) starting at bit `*bit` of `base`. */
+static inline void unpack_bits(const uint8_t *base, uint64_t *bit, int w, int n, uint32_t *out) {
+    if (w == 0) {
+        memset(out, 0, sizeof(uint32_t) * (size_t)n);
+        return;
+    }
+    uint64_t mask = (w == 32) ? 0xFFFFFFFFull : ((1ull << w) - 1);
+    uint64_t pos = *bit;
+    for (int i = 0; i < n; i++, pos += (uint64_t)w)
+        out[i] = (uint32_t)((load64(base + (pos >> 3)) >> (pos & 7)) & mask);
+    *bit = pos;
+}
+
+/* Where block b's frequencies are: bit offset (from the block's first byte)
+   and width of field f's values; returns the doc gap width. */
+static inline int block_layout(const uint8_t *packed, const uint32_t *blk_pos,
+                               const uint8_t *maxtf, int64_t b, int n, uint32_t tf_bit[3],
+                               uint8_t tf_w[3]) {
+    int wd = packed[blk_pos[b]];
+    uint32_t bit = 8 + (uint32_t)n * (uint32_t)wd;
+    for (int f = 0; f < 3; f++) {
+        tf_w[f] = (uint8_t)bit_width(maxtf[3 * b + f]);
+        tf_bit[f] = bit;
+        bit += (uint32_t)n * tf_w[f];
+    }
+    return wd;
+}
+
+/* Only the docs of block b (n postings). */
+static inline void decode_docs(const uint8_t *packed, const uint32_t *blk_pos,
+                               const uint32_t *blk_last, int64_t b, int first_of_term, int n,
+                               uint32_t *docs) {
+    const uint8_t *p = packed + blk_pos[b];
+    uint64_t bit = 8;
+    unpack_bits(p, &bit, p[0], n, docs);
+    uint32_t prev = first_of_term ? 0 : blk_last[b - 1];
+    for (int i = 0; i < n; i++) {
+        prev += docs[i];
+        docs[i] = prev;
+    }
+}
+
+/* One value of w bits (w <= 8 for frequencies) at bit `bit` of `base`. */
+static inline uint32_t read_bits(const uint8_t *base, uint64_t bit, int w) {
+    return (uint32_t)((load64(base + (bit >> 3)) >> (bit & 7)) & ((1ull << w) - 1));
+}
+
+/* Decode block b (n postings) into docs[n] and tfs[3 n] (row per posting). */
+static inline void decode_block(const uint8_t *packed, const uint32_t *blk_pos,
+                                const uint32_t *blk_last, const uint8_t *maxtf, int64_t b,
+                                int first_of_term, int n, uint32_t *docs, uint8_t *tfs) {
+    const uint8_t *p = packed + blk_pos[b];
+    int wd = p[0];
+    uint64_t bit = 8;
+    unpack_bits(p, &bit, wd, n, docs);
+    uint32_t prev = first_of_term ? 0 : blk_last[b - 1];
+    for (int i = 0; i < n; i++) {
+        prev += docs[i];
+        docs[i] = prev;
+    }
+    uint32_t tmp[PBLOCK];
+    for (int f = 0; f < 3; f++) {
+        int w = bit_width(maxtf[3 * b + f]);
+        if (w == 0) {
+            for (int i = 0; i < n; i++) tfs[3 * i + f] = 0;
+            continue;
+        }
+        unpack_bits(p, &bit, w, n, tmp);
+        for (int i = 0; i < n; i++) tfs[3 * i + f] = (uint8_t)tmp[i];
+    }
+}
+
+#endif

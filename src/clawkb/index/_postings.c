@@ -1,0 +1,535 @@
+/*
+ * Pack and unpack a segment's postings (format 4, layout in _packed.h).
+ *
+ * pack(offsets int64[T+1], docs uint32[P], tfs uint8[P,3], blk_maxtf uint8[B,3])
+ *     -> (packed bytes, blk_pos uint32[B] bytes, blk_last uint32[B] bytes)
+ * unpack(offsets, packed, blk_pos, blk_last, blk_maxtf, docs_out, tfs_out)
+ *     fills docs_out uint32[P] and tfs_out uint8[P,3]
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "_packed.h"
+
+static int get_buf(PyObject *o, Py_buffer *b, const char *what, int writable) {
+    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(o, b, flags) < 0) {
+        PyErr_Format(PyExc_TypeError, "%s must be a contiguous%s buffer", what,
+                     writable ? " writable" : "");
+        return -1;
+    }
+    return 0;
+}
+
+/* Append n values of w bits to the stream at `*bit` (buffer zeroed beforehand). */
+static void put_bits(uint8_t *base, uint64_t *bit, int w, int n, const uint32_t *vals) {
+    uint64_t pos = *bit;
+    for (int i = 0; i < n; i++, pos += (uint64_t)w) {
+        uint64_t v = (uint64_t)vals[i] << (pos & 7);
+        uint8_t *p = base + (pos >> 3);
+        uint64_t cur;
+        memcpy(&cur, p, 8);
+        cur |= v;
+        memcpy(p, &cur, 8);
+    }
+    *bit = pos;
+}
+
+static PyObject *pack(PyObject *self, PyObject *args) {
+    PyObject *o_off, *o_docs, *o_tfs, *o_maxtf;
+    if (!PyArg_ParseTuple(args, "OOOO", &o_off, &o_docs, &o_tfs, &o_maxtf)) return NULL;
+    Py_buffer b[4];
+    PyObject *objs[4] = {o_off, o_docs, o_tfs, o_maxtf};
+    const char *names[4] = {"offsets", "docs", "tfs", "blk_maxtf"};
+    int got = 0;
+    for (; got < 4; got++)
+        if (get_buf(objs[got], &b[got], names[got], 0) < 0) goto fail;
+    const int64_t *off = b[0].buf;
+    const uint32_t *docs = b[1].buf;
+    const uint8_t *tfs = b[2].buf, *maxtf = b[3].buf;
+    Py_ssize_t T = b[0].len / 8 - 1, B = b[3].len / 3;
+    /* worst case: 1 byte + 128 x (32 + 3 x 8) bits per block, plus the tail */
+    size_t cap = (size_t)B * (1 + PBLOCK * 7) + 16;
+    uint8_t *out = calloc(cap, 1);
+    uint32_t *pos = malloc(sizeof(uint32_t) * (B ? B : 1));
+    uint32_t *last = malloc(sizeof(uint32_t) * (B ? B : 1));
+    if (!out || !pos || !last) {
+        free(out); free(pos); free(last);
+        PyErr_NoMemory();
+        goto fail;
+    }
+    size_t used = 0;
+    int64_t blk = 0;
+    uint32_t vals[PBLOCK];
+    int overflow = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t t = 0; t < T && !overflow; t++) {
+        uint32_t prev = 0;
+        for (int64_t s = off[t]; s < off[t + 1]; s += PBLOCK, blk++) {
+            int n = (int)((off[t + 1] - s) < PBLOCK ? (off[t + 1] - s) : PBLOCK);
+            uint32_t maxgap = 0;
+            for (int i = 0; i < n; i++) {
+                vals[i] = docs[s + i] - prev;
+                prev = docs[s + i];
+                if (vals[i] > maxgap) maxgap = vals[i];
+            }
+            if (used > 0xFFFFFFFFull - (1 + PBLOCK * 7)) { overflow = 1; break; }
+            pos[blk] = (uint32_t)used;
+            last[blk] = prev;
+            uint8_t *p = out + used;
+            int wd = bit_width(maxgap);
+            p[0] = (uint8_t)wd;
+            uint64_t bit = 8;
+            put_bits(p, &bit, wd, n, vals);
+            for (int f = 0; f < 3; f++) {
+                int w = bit_width(maxtf[3 * blk + f]);
+                if (!w) continue;
+                for (int i = 0; i < n; i++) vals[i] = tfs[3 * (s + i) + f];
+                put_bits(p, &bit, w, n, vals);
+            }
+            used += (size_t)((bit + 7) >> 3);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    if (overflow || blk != B) {
+        free(out); free(pos); free(last);
+        PyErr_SetString(PyExc_ValueError,
+                        overflow ? "segment postings exceed 4 GiB packed"
+                                 : "blk_maxtf does not match the offsets");
+        return NULL;
+    }
+    PyObject *r = Py_BuildValue("(y#y#y#)", (const char *)out, (Py_ssize_t)(used + 8),
+                                (const char *)pos, (Py_ssize_t)(sizeof(uint32_t) * B),
+                                (const char *)last, (Py_ssize_t)(sizeof(uint32_t) * B));
+    free(out); free(pos); free(last);
+    return r;
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return NULL;
+}
+
+static PyObject *unpack(PyObject *self, PyObject *args) {
+    PyObject *o[7];
+    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6]))
+        return NULL;
+    const char *names[7] = {"offsets", "packed", "blk_pos", "blk_last", "blk_maxtf",
+                            "docs_out", "tfs_out"};
+    Py_buffer b[7];
+    int got = 0;
+    for (; got < 7; got++)
+        if (get_buf(o[got], &b[got], names[got], got >= 5) < 0) goto fail;
+    const int64_t *off = b[0].buf;
+    const uint8_t *packed = b[1].buf, *maxtf = b[4].buf;
+    const uint32_t *pos = b[2].buf, *last = b[3].buf;
+    uint32_t *docs = b[5].buf;
+    uint8_t *tfs = b[6].buf;
+    Py_ssize_t T = b[0].len / 8 - 1, B = b[2].len / 4;
+    int64_t P = T >= 0 ? off[T] : 0;
+    if ((int64_t)(b[5].len / 4) < P || (int64_t)(b[6].len / 3) < P) {
+        PyErr_SetString(PyExc_ValueError, "output buffers are too small");
+        goto fail;
+    }
+    int64_t blk = 0;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t t = 0; t < T && !bad; t++) {
+        for (int64_t s = off[t]; s < off[t + 1]; s += PBLOCK, blk++) {
+            if (blk >= B) { bad = 1; break; }
+            int n = (int)((off[t + 1] - s) < PBLOCK ? (off[t + 1] - s) : PBLOCK);
+            decode_block(packed, pos, last, maxtf, blk, s == off[t], n, docs + s, tfs + 3 * s);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "packed postings have fewer blocks than offsets need");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return NULL;
+}
+
+
+/* assemble(rank uint32[n], doc uint32[n], field uint8[n], tf uint8[n], n_terms)
+ *   -> (offsets int64[T+1], docs uint32[P], tfs uint8[P*3]) as bytes
+ *
+ * Inverted entries (one per term, doc and field, in ascending doc order) to
+ * postings ordered by term rank then doc, the fields of one (term, doc) folded
+ * into one row: a counting sort by rank (stable, so docs stay ascending) with
+ * one uint32 index per entry as the only temporary. */
+static PyObject *assemble(PyObject *self, PyObject *args) {
+    PyObject *o[4];
+    Py_ssize_t T;
+    if (!PyArg_ParseTuple(args, "OOOOn", &o[0], &o[1], &o[2], &o[3], &T)) return NULL;
+    const char *names[4] = {"rank", "doc", "field", "tf"};
+    Py_buffer b[4];
+    int got = 0;
+    PyObject *result = NULL;
+    int64_t *start = NULL, *off = NULL;
+    uint32_t *idx = NULL, *docs = NULL;
+    uint8_t *tfs = NULL;
+    for (; got < 4; got++)
+        if (get_buf(o[got], &b[got], names[got], 0) < 0) goto done;
+    Py_ssize_t n = b[0].len / 4;
+    if (b[1].len / 4 != n || b[2].len != n || b[3].len != n || T < 0) {
+        PyErr_SetString(PyExc_ValueError, "assemble: arrays differ in length");
+        goto done;
+    }
+    const uint32_t *rank = b[0].buf, *doc = b[1].buf;
+    const uint8_t *field = b[2].buf, *tf = b[3].buf;
+    start = calloc((size_t)T + 1, sizeof(int64_t));
+    off = calloc((size_t)T + 1, sizeof(int64_t));
+    idx = malloc(sizeof(uint32_t) * (size_t)(n ? n : 1));
+    if (!start || !off || !idx) { PyErr_NoMemory(); goto done; }
+    int bad = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (rank[i] >= (uint64_t)T || field[i] > 2) { bad = 1; break; }
+        start[rank[i] + 1]++;
+    }
+    if (bad) { PyErr_SetString(PyExc_ValueError, "assemble: rank or field out of range"); goto done; }
+    for (Py_ssize_t t = 0; t < T; t++) start[t + 1] += start[t];
+    for (Py_ssize_t i = 0; i < n; i++) idx[start[rank[i]]++] = (uint32_t)i;
+    /* start[t] is now the end of term t's entries */
+    docs = malloc(sizeof(uint32_t) * (size_t)(n ? n : 1));
+    tfs = calloc((size_t)(n ? n : 1) * 3, 1);
+    if (!docs || !tfs) { PyErr_NoMemory(); goto done; }
+    int64_t P = 0, e0 = 0;
+    for (Py_ssize_t t = 0; t < T; t++) {
+        off[t] = P;
+        for (int64_t j = e0; j < start[t]; j++) {
+            uint32_t i = idx[j];
+            if (j == e0 || doc[i] != docs[P - 1]) docs[P++] = doc[i];
+            tfs[3 * (P - 1) + field[i]] = tf[i];
+        }
+        e0 = start[t];
+    }
+    off[T] = P;
+    free(idx); idx = NULL;
+    result = Py_BuildValue("(y#y#y#)", (const char *)off, (Py_ssize_t)(8 * (T + 1)),
+                           (const char *)docs, (Py_ssize_t)(4 * P), (const char *)tfs,
+                           (Py_ssize_t)(3 * P));
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    free(start); free(off); free(idx); free(docs); free(tfs);
+    return result;
+}
+
+
+#define MERGE_ITEMS 7
+
+/* merge(inputs) -> (terms uint64[T], offsets int64[T+1], docs uint32[P], tfs uint8[P*3]) bytes
+ *
+ * Each input is (terms, offsets, packed, blk_pos, blk_last, blk_maxtf, remap int32[n_docs]);
+ * remap gives a doc's number in the output (-1: dropped). Terms are merged in
+ * hash order; a term's postings are appended input by input (the caller orders
+ * inputs so that remapped docs ascend), decoding one block at a time; a term
+ * left without postings is dropped. Memory: the output plus one block. */
+static PyObject *merge(PyObject *self, PyObject *args) {
+    PyObject *arg, *o_out[4];
+    if (!PyArg_ParseTuple(args, "O!OOOO", &PyList_Type, &arg, &o_out[0], &o_out[1], &o_out[2],
+                          &o_out[3]))
+        return NULL;
+    Py_buffer ob[4];
+    int ogot = 0;
+    for (; ogot < 4; ogot++)
+        if (get_buf(o_out[ogot], &ob[ogot], "merge output", 1) < 0) {
+            for (int i = 0; i < ogot; i++) PyBuffer_Release(&ob[i]);
+            return NULL;
+        }
+    Py_ssize_t S = PyList_GET_SIZE(arg);
+    Py_buffer *b = calloc((size_t)(S ? S : 1) * MERGE_ITEMS, sizeof(Py_buffer));
+    Py_ssize_t *cur = calloc(S ? S : 1, sizeof(Py_ssize_t));
+    int64_t *blkno = calloc(S ? S : 1, sizeof(int64_t));
+    int got = 0;
+    PyObject *result = NULL;
+    uint64_t *oterms = NULL;
+    int64_t *ooff = NULL;
+    uint32_t *odocs = NULL;
+    uint8_t *otfs = NULL;
+    if (!b || !cur || !blkno) { PyErr_NoMemory(); goto done; }
+    int64_t maxP = 0, maxT = 0;
+    for (Py_ssize_t i = 0; i < S; i++) {
+        PyObject *tup = PyList_GET_ITEM(arg, i);
+        if (!PyTuple_Check(tup) || PyTuple_GET_SIZE(tup) != MERGE_ITEMS) {
+            PyErr_SetString(PyExc_TypeError, "each merge input must be a tuple of 7 arrays");
+            goto done;
+        }
+        for (int j = 0; j < MERGE_ITEMS; j++) {
+            if (get_buf(PyTuple_GET_ITEM(tup, j), &b[i * MERGE_ITEMS + j], "merge input", 0) < 0)
+                goto done;
+            got = (int)(i * MERGE_ITEMS + j + 1);
+        }
+        Py_ssize_t T = b[i * MERGE_ITEMS].len / 8;
+        maxT += T;
+        maxP += ((const int64_t *)b[i * MERGE_ITEMS + 1].buf)[T];
+    }
+    if (ob[0].len < 8 * maxT || ob[1].len < 8 * (maxT + 1) || ob[2].len < 4 * maxP ||
+        ob[3].len < 3 * maxP) {
+        PyErr_SetString(PyExc_ValueError, "merge: output buffers are too small");
+        goto done;
+    }
+    oterms = ob[0].buf;
+    ooff = ob[1].buf;
+    odocs = ob[2].buf;
+    otfs = ob[3].buf;
+    int64_t T_out = 0, P = 0;
+    uint32_t bd[PBLOCK];
+    uint8_t bt[3 * PBLOCK];
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        uint64_t h = 0;
+        int any = 0;
+        for (Py_ssize_t i = 0; i < S; i++) {
+            if (cur[i] >= b[i * MERGE_ITEMS].len / 8) continue;
+            uint64_t hi = ((const uint64_t *)b[i * MERGE_ITEMS].buf)[cur[i]];
+            if (!any || hi < h) { h = hi; any = 1; }
+        }
+        if (!any) break;
+        int64_t start = P;
+        for (Py_ssize_t i = 0; i < S; i++) {
+            Py_buffer *bi = &b[i * MERGE_ITEMS];
+            Py_ssize_t t = cur[i];
+            if (t >= bi[0].len / 8 || ((const uint64_t *)bi[0].buf)[t] != h) continue;
+            const int64_t *off = bi[1].buf;
+            const int32_t *remap = bi[6].buf;
+            for (int64_t st = off[t]; st < off[t + 1]; st += PBLOCK, blkno[i]++) {
+                int n = (int)((off[t + 1] - st) < PBLOCK ? (off[t + 1] - st) : PBLOCK);
+                decode_block(bi[2].buf, bi[3].buf, bi[4].buf, bi[5].buf, blkno[i], st == off[t], n,
+                             bd, bt);
+                for (int q = 0; q < n; q++) {
+                    int32_t nd = remap[bd[q]];
+                    if (nd < 0) continue;
+                    odocs[P] = (uint32_t)nd;
+                    memcpy(otfs + 3 * P, bt + 3 * q, 3);
+                    P++;
+                }
+            }
+            cur[i]++;
+        }
+        if (P > start) {
+            oterms[T_out] = h;
+            ooff[T_out] = start;
+            T_out++;
+        }
+    }
+    ooff[T_out] = P;
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("(LL)", (long long)T_out, (long long)P);
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    for (int i = 0; i < ogot; i++) PyBuffer_Release(&ob[i]);
+    free(b); free(cur); free(blkno);
+    return result;
+}
+
+
+typedef struct { uint8_t *p; size_t len, cap; } Buf;
+
+/* Room for `more` bytes (left unzeroed: untouched pages stay unmapped). */
+static int buf_reserve(Buf *b, size_t more) {
+    if (b->len + more <= b->cap) return 0;
+    size_t nc = b->cap ? b->cap : 1 << 16;
+    while (nc < b->len + more) nc *= 2;
+    uint8_t *np = realloc(b->p, nc);
+    if (!np) return -1;
+    b->p = np;
+    b->cap = nc;
+    return 0;
+}
+
+static int buf_put(Buf *b, const void *src, size_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+/* One block of n postings (absolute docs, previous doc `prev`) at p; returns its bytes. */
+static size_t encode_block(uint8_t *p, const uint32_t *docs, const uint8_t *tfs, int n,
+                           uint32_t prev, const uint8_t *mt) {
+    uint32_t vals[PBLOCK], maxgap = 0;
+    for (int i = 0; i < n; i++) {
+        vals[i] = docs[i] - prev;
+        prev = docs[i];
+        if (vals[i] > maxgap) maxgap = vals[i];
+    }
+    int wd = bit_width(maxgap);
+    p[0] = (uint8_t)wd;
+    uint64_t bit = 8;
+    put_bits(p, &bit, wd, n, vals);
+    for (int f = 0; f < 3; f++) {
+        int w = bit_width(mt[f]);
+        if (!w) continue;
+        for (int i = 0; i < n; i++) vals[i] = tfs[3 * i + f];
+        put_bits(p, &bit, w, n, vals);
+    }
+    return (size_t)((bit + 7) >> 3);
+}
+
+/* merge_packed(inputs, lens) -> (terms, offsets, term_blocks, packed, blk_pos, blk_last,
+ *                                blk_maxtf, blk_minlen) as bytes
+ *
+ * Like merge(), but writes the output segment's packed postings and block
+ * bounds directly, one term at a time: raw postings are never held for more
+ * than one term. `lens` uint32 [N, 3] are the output docs' field lengths. */
+static PyObject *merge_packed(PyObject *self, PyObject *args) {
+    PyObject *arg, *o_lens;
+    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &arg, &o_lens)) return NULL;
+    Py_buffer lb;
+    if (get_buf(o_lens, &lb, "lens", 0) < 0) return NULL;
+    const uint32_t *lens = lb.buf;
+    Py_ssize_t S = PyList_GET_SIZE(arg);
+    Py_buffer *b = calloc((size_t)(S ? S : 1) * MERGE_ITEMS, sizeof(Py_buffer));
+    Py_ssize_t *cur = calloc(S ? S : 1, sizeof(Py_ssize_t));
+    int64_t *blkno = calloc(S ? S : 1, sizeof(int64_t));
+    Buf terms = {0}, offs = {0}, tblk = {0}, packed = {0}, bpos = {0}, blast = {0}, bmax = {0},
+        bmin = {0};
+    uint32_t *tdocs = NULL;
+    uint8_t *ttfs = NULL;
+    size_t tcap = 0;
+    int got = 0, oom = 0;
+    PyObject *result = NULL;
+    if (!b || !cur || !blkno) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < S; i++) {
+        PyObject *tup = PyList_GET_ITEM(arg, i);
+        if (!PyTuple_Check(tup) || PyTuple_GET_SIZE(tup) != MERGE_ITEMS) {
+            PyErr_SetString(PyExc_TypeError, "each merge input must be a tuple of 7 arrays");
+            goto done;
+        }
+        for (int j = 0; j < MERGE_ITEMS; j++) {
+            if (get_buf(PyTuple_GET_ITEM(tup, j), &b[i * MERGE_ITEMS + j], "merge input", 0) < 0)
+                goto done;
+            got = (int)(i * MERGE_ITEMS + j + 1);
+        }
+    }
+    Py_ssize_t n_lens = lb.len / 12;
+    int64_t P = 0, nblk = 0;
+    uint32_t bd[PBLOCK];
+    uint8_t bt[3 * PBLOCK];
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        uint64_t h = 0;
+        int any = 0;
+        for (Py_ssize_t i = 0; i < S; i++) {
+            if (cur[i] >= b[i * MERGE_ITEMS].len / 8) continue;
+            uint64_t hi = ((const uint64_t *)b[i * MERGE_ITEMS].buf)[cur[i]];
+            if (!any || hi < h) { h = hi; any = 1; }
+        }
+        if (!any) break;
+        size_t tn = 0; /* this term's postings, gathered */
+        for (Py_ssize_t i = 0; i < S && !oom; i++) {
+            Py_buffer *bi = &b[i * MERGE_ITEMS];
+            Py_ssize_t t = cur[i];
+            if (t >= bi[0].len / 8 || ((const uint64_t *)bi[0].buf)[t] != h) continue;
+            const int64_t *off = bi[1].buf;
+            const int32_t *remap = bi[6].buf;
+            size_t need = tn + (size_t)(off[t + 1] - off[t]);
+            if (need > tcap) {
+                size_t nc = tcap ? tcap : 4096;
+                while (nc < need) nc *= 2;
+                uint32_t *d2 = realloc(tdocs, nc * sizeof(uint32_t));
+                if (d2) tdocs = d2;
+                uint8_t *t2 = d2 ? realloc(ttfs, nc * 3) : NULL;
+                if (t2) ttfs = t2;
+                if (!d2 || !t2) { oom = 1; break; }
+                tcap = nc;
+            }
+            for (int64_t st = off[t]; st < off[t + 1]; st += PBLOCK, blkno[i]++) {
+                int n = (int)((off[t + 1] - st) < PBLOCK ? (off[t + 1] - st) : PBLOCK);
+                decode_block(bi[2].buf, bi[3].buf, bi[4].buf, bi[5].buf, blkno[i], st == off[t], n,
+                             bd, bt);
+                for (int q = 0; q < n; q++) {
+                    int32_t nd = remap[bd[q]];
+                    if (nd < 0) continue;
+                    tdocs[tn] = (uint32_t)nd;
+                    memcpy(ttfs + 3 * tn, bt + 3 * q, 3);
+                    tn++;
+                }
+            }
+            cur[i]++;
+        }
+        if (oom) break;
+        if (!tn) continue;
+        uint32_t nb32 = (uint32_t)nblk;
+        if (buf_put(&terms, &h, 8) < 0 || buf_put(&offs, &P, 8) < 0 ||
+            buf_put(&tblk, &nb32, 4) < 0) { oom = 1; break; }
+        uint32_t prev = 0;
+        for (size_t s0 = 0; s0 < tn; s0 += PBLOCK) {
+            int n = (int)(tn - s0 < PBLOCK ? tn - s0 : PBLOCK);
+            uint8_t mt[3] = {0, 0, 0};
+            uint16_t ml[3] = {0xFFFF, 0xFFFF, 0xFFFF};
+            for (int q = 0; q < n; q++) {
+                uint32_t d = tdocs[s0 + q];
+                for (int f = 0; f < 3; f++) {
+                    uint8_t v = ttfs[3 * (s0 + q) + f];
+                    if (v > mt[f]) mt[f] = v;
+                    uint32_t L = (Py_ssize_t)d < n_lens ? lens[3 * (size_t)d + f] : 0;
+                    if (L < ml[f]) ml[f] = (uint16_t)L;
+                }
+            }
+            if (packed.len > 0xFFFFFFFFull - (1 + PBLOCK * 7) ||
+                buf_reserve(&packed, 1 + PBLOCK * 7 + 16) < 0) { oom = 1; break; }
+            memset(packed.p + packed.len, 0, 1 + PBLOCK * 7 + 16); /* put_bits ORs */
+            uint32_t at = (uint32_t)packed.len, lastd = tdocs[s0 + n - 1];
+            packed.len += encode_block(packed.p + packed.len, tdocs + s0, ttfs + 3 * s0, n, prev, mt);
+            prev = lastd;
+            if (buf_put(&bpos, &at, 4) < 0 || buf_put(&blast, &lastd, 4) < 0 ||
+                buf_put(&bmax, mt, 3) < 0 || buf_put(&bmin, ml, 6) < 0) { oom = 1; break; }
+            nblk++;
+        }
+        if (oom) break;
+        P += (int64_t)tn;
+    }
+    if (!oom) {
+        uint32_t nb32 = (uint32_t)nblk;
+        uint64_t zero = 0;
+        if (buf_put(&offs, &P, 8) < 0 || buf_put(&tblk, &nb32, 4) < 0 ||
+            buf_put(&packed, &zero, 8) < 0) oom = 1;
+    }
+    Py_END_ALLOW_THREADS
+    if (oom) {
+        PyErr_SetString(PyExc_MemoryError, "merge: out of memory (or packed postings over 4 GiB)");
+        goto done;
+    }
+    result = Py_BuildValue("(y#y#y#y#y#y#y#y#)", terms.p ? (char *)terms.p : "", (Py_ssize_t)terms.len,
+                           (char *)offs.p, (Py_ssize_t)offs.len, (char *)tblk.p, (Py_ssize_t)tblk.len,
+                           (char *)packed.p, (Py_ssize_t)packed.len,
+                           bpos.p ? (char *)bpos.p : "", (Py_ssize_t)bpos.len,
+                           blast.p ? (char *)blast.p : "", (Py_ssize_t)blast.len,
+                           bmax.p ? (char *)bmax.p : "", (Py_ssize_t)bmax.len,
+                           bmin.p ? (char *)bmin.p : "", (Py_ssize_t)bmin.len);
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    PyBuffer_Release(&lb);
+    free(b); free(cur); free(blkno); free(tdocs); free(ttfs);
+    free(terms.p); free(offs.p); free(tblk.p); free(packed.p); free(bpos.p); free(blast.p);
+    free(bmax.p); free(bmin.p);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"merge_packed", merge_packed, METH_VARARGS,
+     "merge_packed(inputs, lens) -> (terms, offsets, term_blocks, packed, blk_pos, blk_last,"
+     " blk_maxtf, blk_minlen) as bytes"},
+    {"merge", merge, METH_VARARGS,
+     "merge([(terms, offsets, packed, blk_pos, blk_last, blk_maxtf, remap), ...], terms_out,"
+     " offsets_out, docs_out, tfs_out) -> (n_terms, n_postings)"},
+    {"assemble", assemble, METH_VARARGS,
+     "assemble(rank, doc, field, tf, n_terms) -> (offsets, docs, tfs) as bytes"},
+    {"pack", pack, METH_VARARGS,
+     "pack(offsets, docs, tfs, blk_maxtf) -> (packed, blk_pos, blk_last) as bytes"},
+    {"unpack", unpack, METH_VARARGS,
+     "unpack(offsets, packed, blk_pos, blk_last, blk_maxtf, docs_out, tfs_out)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_postings",
+                                    "Bit-packed postings blocks of clawkb segments.", -1, methods};
+
+PyMODINIT_FUNC PyInit__postings(void) { return PyModule_Create(&module); }
