@@ -21,7 +21,7 @@ from clawkb.backends.milvus_kb import kb_backend, kb_search
 from clawkb.backends.milvus_pipeline import WEIGHT_STEPS, weighted_words
 from clawkb.backends.surrogate import encode
 from clawkb.kb import KnowledgeBase
-from clawkb.knowledge.search import KnowledgeOptions
+from clawkb.knowledge.search import OFF, KnowledgeOptions
 from clawkb.retrieve.pipeline import run
 from clawkb.retrieve.query import Query
 from milvus_helpers import make_kb_home, write_corpus
@@ -57,8 +57,11 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeBase:
 
 
 def local(kb: KnowledgeBase, query: str, **kw: Any) -> Any:
+    """The local pipeline alone, like ``kb_search`` below: the knowledge stages (this KB
+    has ``sources:``) wrap both backends the same way in ``kb.search``."""
     mode, limit = kw.pop("mode"), kw.pop("limit", 10)
-    return run(kb, Query.make(query, limit=limit, mode=mode, options=kw, explain=True))
+    q = Query.make(query, limit=limit, mode=mode, options=kw, explain=True)
+    return run(kb, dataclasses.replace(q, knowledge=OFF))
 
 
 def milvus(kb: KnowledgeBase, query: str, **kw: Any) -> Any:

@@ -69,9 +69,15 @@ def kb_search(
         warnings.append(f"mode {resolved}: the collection has no vectors (lexical results only)")
         resolved = "lexical"
     tokens = tokenize(query)
-    vector = None
+    vector, embed = None, None
     if resolved != "lexical":
         vector = query_vector(kb, s, props, query)
+
+        def embed(text: str) -> Any:  # another text of this query (its translation)
+            from clawkb.embed.run import kb_embedder
+
+            return kb_embedder(kb).embed_query(text)
+
     expr = compile_filters(
         filters,
         path_globs=path_globs,
@@ -84,7 +90,7 @@ def kb_search(
     def run(e: str) -> SearchResult:
         if s.fuse == "client":
             return pipeline_run(kb, s, rs, query, resolved, vector, expr=e, limit=limit,
-                                explain=explain)  # fmt: skip
+                                explain=explain, embed=embed)  # fmt: skip
         return search(
             s,
             query,

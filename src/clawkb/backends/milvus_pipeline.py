@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import zlib
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -33,7 +34,7 @@ from clawkb.backends.milvus_search import _channel, _stage, entity_row
 from clawkb.backends.settings import MilvusSettings
 from clawkb.backends.surrogate import encode
 from clawkb.retrieve import adaptive, fusion
-from clawkb.retrieve.crossling import balance, llm_translation
+from clawkb.retrieve.crossling import balance, llm_translation, translated_dense
 from clawkb.retrieve.merge import Candidate, merge_adjacent
 from clawkb.retrieve.result import SearchResult
 from clawkb.retrieve.rewrite import Rewritten, rewrite
@@ -146,8 +147,11 @@ def run(
     expr: str = "",
     limit: int = 10,
     explain: bool = False,
+    embed: Callable[[str], np.ndarray] | None = None,
 ) -> SearchResult:
-    """One search with client-side fusion (``mode`` resolved: lexical | dense | hybrid)."""
+    """One search with client-side fusion (``mode`` resolved: lexical | dense | hybrid).
+    ``embed`` embeds another query text (the glossary translation of a cross-lingual
+    query, as the local dense channel does)."""
     from clawkb.retrieve.pipeline import retriever_for
 
     t0 = time.perf_counter()
@@ -170,6 +174,7 @@ def run(
 
     ids = _Ids()
     channels: dict[str, fusion.Channel] = {}
+    dense_tr: str | None = None
     if mode in ("lexical", "hybrid"):
         st = time.perf_counter()
         rows = stats.lexical(rw.tokens, weights, k)
@@ -182,14 +187,23 @@ def run(
     if vector is not None and (mode == "dense" or (mode == "hybrid" and not early)):
         st = time.perf_counter()
         rows = _channel(s, "dense", vector.tolist(), "COSINE", expr, k)
-        channels["dense"] = ids.channel(rows)
-        stages.append(_stage("dense", st, f"{len(rows)} candidates"))
+        dense, dense_tr = ids.channel(rows), None
+        if embed is not None and mode == "hybrid" and rs.adaptive and rs.glossary:
+            # as locally: a cross-lingual query's dense channel searches its translation
+            dense, dense_tr = translated_dense(
+                stats, rw, bundled_glossary(), dense,
+                lambda text: ids.channel(_channel(s, "dense", embed(text).tolist(), "COSINE",
+                                                  expr, k)),
+            )  # fmt: skip
+        channels["dense"] = dense
+        on = f" (on the translation {dense_tr!r})" if dense_tr else ""
+        stages.append(_stage("dense", st, f"{len(dense.ids)} candidates{on}"))
     channels = {n: c for n, c in channels.items() if len(c.ids) or n == "lexical"}
 
     st = time.perf_counter()
     fs, note = rs, rs.fusion if len(channels) > 1 else "single channel"
     if rs.adaptive and len(channels) > 1:
-        fs, trace = adaptive.tune(stats, rw, channels, rs)
+        fs, trace = adaptive.tune(stats, rw, channels, rs, dense_translated=bool(dense_tr))
         note += " adaptive " + " ".join(f"{n}={v}" for n, v in trace.items())
     fused = _fuse(kb, channels, fs, ids)
     _note(stages, "fusion", st, f"{note} (client side)")
