@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shared_data import add_datasets_flag, datasets_dir
+from shared_data import add_datasets_flag, datasets_dir, shown
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent
@@ -106,7 +106,8 @@ def main() -> None:
     results = {n: run(n, data / n, args.queries, args.docs, precisions) for n in args.names}
     print(json.dumps(results, indent=2))
     dest = ROOT / "results" / "dense-precision.json"
-    dest.write_text(json.dumps({"args": vars(args), "results": results}, indent=2) + "\n")
+    shown_args = {**vars(args), "datasets": shown(data)}
+    dest.write_text(json.dumps({"args": shown_args, "results": results}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

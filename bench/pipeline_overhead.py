@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from shared_data import shown
 
 
 def _percentiles(ms: list[float]) -> dict[str, float]:
@@ -167,7 +168,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
         p.stdin.close()
         p.wait()
     out: dict[str, Any] = {
-        "trees": trees, "queries": args.queries, "rounds": args.rounds, "clock": args.clock,
+        "trees": {n: shown(t) for n, t in trees.items()}, "queries": args.queries, "rounds": args.rounds, "clock": args.clock,
     }  # fmt: skip
     for name in trees:
         out[name] = {w: _percentiles(v) for w, v in best[name].items()}

@@ -30,3 +30,14 @@ def add_datasets_flag(ap: argparse.ArgumentParser) -> None:
         help="folder of BEIR-layout datasets (default: $CLAWKB_DATASETS, else ../shared/datasets"
         " from the repository root)",
     )
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """A path as a results file records it: relative to the repository's parent folder
+    (``../shared/datasets``, ``../wt/x/src``) when it lies there, else its last two parts,
+    so no results file carries one machine's absolute path."""
+    p = Path(path).resolve()
+    try:
+        return str(Path("..") / p.relative_to(REPO.parent))
+    except ValueError:
+        return str(Path(*p.parts[-2:]))
