@@ -182,14 +182,29 @@ def build_arrays(batch: Iterable[DocFields], *, use_native: bool = True) -> tupl
 _Postings = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
+def _native_batches(docs: Iterator[DocFields]) -> Iterator[list[tuple[int, int, list[str]]]]:
+    """(doc number, field, tokens) rows for the C inverter, cut every ``_FLUSH * 4``
+    tokens so its temporaries stay bounded."""
+    rows: list[tuple[int, int, list[str]]] = []
+    pending = 0
+    for d, doc in enumerate(docs):
+        for f, toks in enumerate((doc.title, doc.body, doc.code)):
+            if toks:
+                rows.append((d, f, toks))
+                pending += len(toks)
+        if pending >= _FLUSH * 4:
+            yield rows
+            rows, pending = [], 0
+    if rows:
+        yield rows
+
+
 def _invert_native(docs: Iterator[DocFields]) -> tuple[np.ndarray, ...] | None:
     """(sorted hashes, offsets, docs, tfs), inverted in C with ~10 bytes per
     (term, doc, field) entry plus a 4-byte sort index as the only temporaries."""
     parts: list[tuple[np.ndarray, ...]] = []
-    rows: list[tuple[int, int, list[str]]] = []
-    pending = 0
 
-    def flush() -> None:
+    def flush(rows: list[tuple[int, int, list[str]]]) -> None:
         h, t, d, f, c = _native.invert(rows)
         tf = np.frombuffer(c, np.uint32)
         parts.append(
@@ -202,17 +217,8 @@ def _invert_native(docs: Iterator[DocFields]) -> tuple[np.ndarray, ...] | None:
             )
         )
 
-    for d, doc in enumerate(docs):
-        for f, toks in enumerate((doc.title, doc.body, doc.code)):
-            if toks:
-                rows.append((d, f, toks))
-                pending += len(toks)
-        if pending >= _FLUSH * 4:
-            flush()
-            rows, pending = [], 0
-    if rows:
-        flush()
-    rows = []
+    for rows in _native_batches(docs):
+        flush(rows)
     if not parts:
         return None
     hashes = np.unique(np.concatenate([p[0] for p in parts]))
@@ -230,10 +236,8 @@ def _invert_native(docs: Iterator[DocFields]) -> tuple[np.ndarray, ...] | None:
 def _postings_native(docs: Iterator[DocFields]) -> _Postings | None:
     """(sorted hashes, term number, doc, field, tf) per (term, doc, field), via C."""
     parts: list[tuple[np.ndarray, ...]] = []
-    rows: list[tuple[int, int, list[str]]] = []
-    pending = 0
 
-    def flush() -> None:
+    def flush(rows: list[tuple[int, int, list[str]]]) -> None:
         h, t, d, f, c = _native.invert(rows)
         hashes = np.frombuffer(h, np.uint64)
         post_hash = hashes[np.frombuffer(t, np.uint32)]
@@ -246,16 +250,8 @@ def _postings_native(docs: Iterator[DocFields]) -> _Postings | None:
             )
         )
 
-    for d, doc in enumerate(docs):
-        for f, toks in enumerate((doc.title, doc.body, doc.code)):
-            if toks:
-                rows.append((d, f, toks))
-                pending += len(toks)
-        if pending >= _FLUSH * 4:
-            flush()
-            rows, pending = [], 0
-    if rows:
-        flush()
+    for rows in _native_batches(docs):
+        flush(rows)
     if not parts:
         return None
     post_hash = np.concatenate([p[0] for p in parts])
