@@ -71,3 +71,21 @@ def test_unique_prefix_hash_and_case_still_work(kb_home: Path) -> None:
         assert f"#{anchor}" in res.output
     with KnowledgeBase.open(kb_home) as kb, pytest.raises(NotFoundError, match="no chunk"):
         kb.chunk("f" * 16 if not anchor.startswith("ffff") else "0" * 16)
+
+
+def test_anchor_lookups_use_the_anchor_index(kb_home: Path) -> None:
+    """Prefix lookups are ranges on the anchor index, never scans of every chunk."""
+    anchor = _anchors(kb_home)[0]
+    with KnowledgeBase.open(kb_home) as kb:
+        traced: list[str] = []
+        kb.conn.set_trace_callback(traced.append)
+        row = kb.repo.chunk_by_anchor(anchor)
+        near = kb.repo.anchors_with_prefix(anchor[:6], 5)
+        kb.conn.set_trace_callback(None)
+        assert row is not None and row.anchor == anchor
+        assert anchor in [a for a, _, _ in near]
+        lookups = [sql for sql in traced if "c.anchor" in sql]
+        assert len(lookups) == 2
+        for sql in lookups:
+            plan = [str(r[-1]) for r in kb.conn.execute("EXPLAIN QUERY PLAN " + sql)]
+            assert not any(step.startswith("SCAN c") for step in plan), plan

@@ -367,10 +367,14 @@ class Repository:
         return out
 
     def chunk_by_anchor(self, anchor: str) -> ChunkRow | None:
+        if not anchor:
+            return None
+        # A range on the UNIQUE anchor index (LIKE would scan every chunk and read
+        # `_`/`%` in an anchor as wildcards).
         r = self.conn.execute(
             f"SELECT {_CHUNK_COLS} FROM chunks c JOIN documents d ON d.id = c.doc_id"
-            " WHERE c.anchor = ? OR c.anchor LIKE ? ORDER BY c.anchor = ? DESC LIMIT 2",
-            (anchor, anchor + "%", anchor),
+            " WHERE c.anchor >= ? AND c.anchor < ? ORDER BY c.anchor = ? DESC LIMIT 2",
+            (anchor, _prefix_end(anchor), anchor),
         ).fetchall()
         if len(r) == 1 or (r and r[0][4] == anchor):
             return _chunk_row(r[0])
@@ -380,8 +384,8 @@ class Repository:
         """(anchor, path, line_start) of up to ``limit`` chunks whose anchor starts with ``prefix``."""
         rows = self.conn.execute(
             "SELECT c.anchor, d.path, c.line_start FROM chunks c JOIN documents d"
-            " ON d.id = c.doc_id WHERE substr(c.anchor, 1, ?) = ? ORDER BY c.anchor LIMIT ?",
-            (len(prefix), prefix, limit),
+            " ON d.id = c.doc_id WHERE c.anchor >= ? AND c.anchor < ? ORDER BY c.anchor LIMIT ?",
+            (prefix, _prefix_end(prefix), limit),
         )
         return [(r[0], r[1], int(r[2])) for r in rows]
 
@@ -564,4 +568,6 @@ class Repository:
 
 def _prefix_end(prefix: str) -> str:
     """The smallest string above every string that starts with ``prefix``."""
+    if not prefix:
+        return "\U0010ffff"
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
