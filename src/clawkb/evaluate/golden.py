@@ -114,6 +114,19 @@ class GoldenReport:
 
 def load_golden(path: str | Path) -> GoldenSet:
     """Parse and validate a golden file; every problem names the file (and entry)."""
+    file, data = read_golden_mapping(path)
+    k = _positive_int(file, data.get("k", DEFAULT_K))
+    threshold = _fraction(file, data.get("threshold", DEFAULT_THRESHOLD))
+    entries = data.get("queries")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{file}: 'queries' must be a non-empty list")
+    queries = tuple(_entry(file, number, e) for number, e in enumerate(entries, start=1))
+    return GoldenSet(k=k, threshold=threshold, queries=queries)
+
+
+def read_golden_mapping(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """The top-level mapping of a golden YAML file; a missing, unreadable or non-mapping
+    file is one error naming it (shared by the hardware golden format)."""
     file = Path(path)
     if not file.is_file():
         raise NotFoundError(f"golden file not found: {file}")
@@ -125,13 +138,7 @@ def load_golden(path: str | Path) -> GoldenSet:
         raise ConfigError(f"{file}: not UTF-8 text") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{file}: expected a mapping with a 'queries' list")
-    k = _positive_int(file, data.get("k", DEFAULT_K))
-    threshold = _fraction(file, data.get("threshold", DEFAULT_THRESHOLD))
-    entries = data.get("queries")
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"{file}: 'queries' must be a non-empty list")
-    queries = tuple(_entry(file, number, e) for number, e in enumerate(entries, start=1))
-    return GoldenSet(k=k, threshold=threshold, queries=queries)
+    return file, data
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -22,10 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from clawkb.errors import ConfigError, NotFoundError
-from clawkb.evaluate.golden import GoldenQuery
+from clawkb.errors import ConfigError
+from clawkb.evaluate.golden import GoldenQuery, read_golden_mapping
 from clawkb.hardware.context import hardware_context
 
 if TYPE_CHECKING:
@@ -35,14 +33,8 @@ _KEYS = {"query", "board", "expect_path", "expect_heading", "expect_aliases"}
 
 
 def load_hardware_golden(path: str | Path) -> dict[str, Any]:
-    file = Path(path)
-    if not file.is_file():
-        raise NotFoundError(f"golden file not found: {file}")
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{file}: not valid YAML ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("queries"), list):
+    file, data = read_golden_mapping(path)
+    if not isinstance(data.get("queries"), list):
         raise ConfigError(f"{file}: expected a mapping with a 'queries' list")
     for n, e in enumerate(data["queries"], start=1):
         where = f"{file}: queries entry {n}"
