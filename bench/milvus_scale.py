@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -89,6 +91,27 @@ def _queries(kb: KnowledgeBase, s: object, queries: list, mode: str) -> dict[str
     }
 
 
+class _PeakRss:
+    """Samples this process's RSS every 0.2 s while active (Milvus Lite runs in-process)."""
+
+    def __init__(self, proc: psutil.Process) -> None:
+        self.proc, self.peak, self._stop = proc, proc.memory_info().rss, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+
+    def __enter__(self) -> _PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.proc.memory_info().rss)
+
+
 def run(n_docs: int, n_queries: int, dense: bool, uri: str | None = None) -> dict[str, object]:
     texts, queries = generate(n_docs, n_queries=n_queries)
     proc = psutil.Process()
@@ -120,13 +143,15 @@ def run(n_docs: int, n_queries: int, dense: bool, uri: str | None = None) -> dic
         chunks = kb.repo.counts()["chunks"]
         rss0 = proc.memory_info().rss
         t1 = time.perf_counter()
-        rep = sync_kb(kb)
+        with _PeakRss(proc) as sync_peak:
+            rep = sync_kb(kb)
         milvus_s = time.perf_counter() - t1
         rss1 = proc.memory_info().rss
         s = kb_backend(kb)
         assert s is not None
         modes = ("lexical", "dense", "hybrid") if dense else ("lexical",)
-        per_mode = {m: _queries(kb, s, queries, m) for m in modes}
+        with _PeakRss(proc) as query_peak:  # Lite builds its search structures on first use
+            per_mode = {m: _queries(kb, s, queries, m) for m in modes}
         shape = _row_shape(kb)
         stats = client(s).get_collection_stats(s.collection)
         if uri:
@@ -155,6 +180,9 @@ def run(n_docs: int, n_queries: int, dense: bool, uri: str | None = None) -> dic
         "lexical_index_bytes": lexical_bytes,
         "rss_growth_during_sync_bytes": rss1 - rss0,
         "rss_after_bytes": rss1,
+        "sync_peak_rss_bytes": sync_peak.peak,
+        "query_peak_rss_bytes": query_peak.peak,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         **shape,
     }
 
@@ -165,9 +193,13 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--dense", action="store_true", help="Vectors too; p50 of every mode.")
     ap.add_argument("--uri", help="A Milvus server (http://host:19530) instead of a Lite file.")
+    ap.add_argument("--out", type=Path, help="write the row here instead of milvus-scale.json")
     args = ap.parse_args()
     row = run(args.docs, args.queries, args.dense, args.uri)
     print(json.dumps(row, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(row, indent=2) + "\n")
+        return
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / "milvus-scale.json"
     rows = json.loads(path.read_text()) if path.exists() else []
