@@ -80,28 +80,26 @@ static int append_sub(PyObject *out, PyObject *text, Py_ssize_t a, Py_ssize_t b)
 }
 
 /*
- * CJK tokens (a character, a pair) recur constantly, so they come from two
- * small direct-mapped caches of ready string objects instead of a new object
- * each time. A reused object also keeps the UTF-8 form the index computes
- * from it once (PyUnicode_AsUTF8AndSize caches it), so the inverter does not
- * encode the same character again for every occurrence. A slot holds one
- * token; a different token mapping to it replaces it. The strings are equal
- * either way: only speed depends on the caches (memory: at most a few MB).
+ * Single CJK characters recur constantly (a few thousand cover almost all
+ * text), so they come from a small direct-mapped cache of ready string
+ * objects instead of a new object each time. A reused object also keeps the
+ * UTF-8 form the index computes from it once (PyUnicode_AsUTF8AndSize caches
+ * it), so the inverter does not encode the same character again for every
+ * occurrence. A slot holds one character; another character mapping to it
+ * replaces it. The strings are equal either way: only speed depends on the
+ * cache (at most 16k small objects). Pairs are not cached: they repeat too
+ * rarely for a cache to pay for its lookups.
  */
 #define CJK_CACHE_BITS 14
 #define CJK_CACHE_SIZE (1u << CJK_CACHE_BITS)
 static PyObject *single_cache[CJK_CACHE_SIZE];
-static PyObject *pair_cache[CJK_CACHE_SIZE * 2];
 
-static int append_cached(PyObject *out, PyObject **slot, PyObject *text, Py_ssize_t a,
-                         Py_ssize_t b, int kind, const void *data) {
+/* Append the one-character token text[a] from its cache slot. */
+static int append_char(PyObject *out, PyObject *text, Py_ssize_t a, Py_UCS4 c) {
+    PyObject **slot = &single_cache[c & (CJK_CACHE_SIZE - 1)];
     PyObject *s = *slot;
-    Py_ssize_t n = b - a;
-    if (s != NULL && PyUnicode_GET_LENGTH(s) == n &&
-        PyUnicode_READ_CHAR(s, 0) == PyUnicode_READ(kind, data, a) &&
-        (n == 1 || PyUnicode_READ_CHAR(s, 1) == PyUnicode_READ(kind, data, a + 1)))
-        return PyList_Append(out, s);
-    s = PyUnicode_Substring(text, a, b);
+    if (s != NULL && PyUnicode_READ_CHAR(s, 0) == c) return PyList_Append(out, s);
+    s = PyUnicode_Substring(text, a, a + 1);
     if (s == NULL) return -1;
     Py_XSETREF(*slot, s); /* the cache keeps the new reference */
     return PyList_Append(out, s);
@@ -109,17 +107,10 @@ static int append_cached(PyObject *out, PyObject **slot, PyObject *text, Py_ssiz
 
 static int cjk_run(PyObject *out, PyObject *text, int kind, const void *data, Py_ssize_t a,
                    Py_ssize_t b) {
-    for (Py_ssize_t i = a; i < b; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        PyObject **slot = &single_cache[c & (CJK_CACHE_SIZE - 1)];
-        if (append_cached(out, slot, text, i, i + 1, kind, data) < 0) return -1;
-    }
-    for (Py_ssize_t i = a; i + 1 < b; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i), d = PyUnicode_READ(kind, data, i + 1);
-        uint32_t h = (uint32_t)(c * 0x9E3779B1u) ^ (uint32_t)(d * 0x85EBCA77u);
-        PyObject **slot = &pair_cache[(h >> 7) & (CJK_CACHE_SIZE * 2 - 1)];
-        if (append_cached(out, slot, text, i, i + 2, kind, data) < 0) return -1;
-    }
+    for (Py_ssize_t i = a; i < b; i++)
+        if (append_char(out, text, i, PyUnicode_READ(kind, data, i)) < 0) return -1;
+    for (Py_ssize_t i = a; i + 1 < b; i++)
+        if (append_sub(out, text, i, i + 2) < 0) return -1;
     return 0;
 }
 
