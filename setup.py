@@ -42,6 +42,11 @@ setup(
             extra_compile_args=["-O3"],
         ),
         Extension(
+            "clawkb.ingest._chunknative",
+            sources=["src/clawkb/ingest/_chunknative.c"],
+            extra_compile_args=["-O3"],
+        ),
+        Extension(
             "clawkb.text._toknative",
             sources=["src/clawkb/text/_toknative.c"],
             extra_compile_args=["-O3"],

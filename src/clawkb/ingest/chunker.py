@@ -78,11 +78,12 @@ def estimate_tokens(text: str) -> int:
     return (_weight(text) + 9) // 10
 
 
-def _weight(text: str) -> int:
+def _weight_python(text: str) -> int:
     """Token estimate in tenths of a token; sub-additive over concatenation.
 
-    Counts the three token classes with one ``findall`` each (C speed) instead
-    of a Python step per token: this runs on every slice of every file.
+    The reference (and the fallback without a C compiler): the three token
+    classes counted with one ``findall`` each. The native ``weight`` gives the
+    same numbers in one pass and without slicing the text.
     """
     words = _WORD.findall(text)
     long_words = sum((n * 5 + 1) // 2 for n in map(len, words) if n > 5)
@@ -93,6 +94,20 @@ def _weight(text: str) -> int:
         + long_words
         + 5 * len(_SYMBOL.findall(text))
     )
+
+
+def _weight_slice(text: str, start: int = 0, end: int | None = None) -> int:
+    return _weight_python(text[start:end])
+
+
+try:
+    from clawkb.ingest._chunknative import weight as _native_weight
+except ImportError:  # pragma: no cover - no compiler on this machine
+    _native_weight = None
+
+#: ``_weight(text, start=0, end=len(text))``: the estimate of ``text[start:end]``
+#: in tenths of a token (runs on every slice of every file).
+_weight: Callable[..., int] = _native_weight or _weight_slice
 
 
 def _token_weight(m: re.Match[str]) -> int:
@@ -170,6 +185,21 @@ def _whole(sl: Slice) -> _Unit:
 
 
 def _make_chunk(units: list[_Unit], path: tuple[str, ...], page: int | None) -> Chunk:
+    if len(units) == 1:  # the common case, without the set and dict work below
+        u = units[0]
+        code = u.kind == "code"
+        return Chunk(
+            text=u.text,
+            line_start=u.line_start,
+            line_end=u.line_end,
+            heading_path=path,
+            kind=u.kind,
+            has_code=code,
+            has_table=u.kind == "table",
+            language=u.language if code and u.language else None,
+            page=page,
+            links=tuple(dict.fromkeys(u.links)) if u.links else (),
+        )
     kinds = {u.kind for u in units}
     languages = {u.language for u in units if u.kind == "code" and u.language}
     links = tuple(dict.fromkeys(link for u in units for link in u.links))
@@ -251,11 +281,11 @@ def _segments(
     so a huge unbroken line is weighed once, not once per level.
     """
     if weight is None:
-        weight = _weight(text[lo:hi])
+        weight = _weight(text, lo, hi)
     if weight <= budget:
         return [(lo, hi, weight)]
     if not levels:
-        return [(a, b, _weight(text[a:b])) for a, b in _hard_split(text, lo, hi, budget)]
+        return [(a, b, _weight(text, a, b)) for a, b in _hard_split(text, lo, hi, budget)]
     cuts = levels[0](text, lo, hi)
     if not cuts:
         return _segments(text, lo, hi, levels[1:], budget, weight)
@@ -286,7 +316,7 @@ def _hard_split(text: str, lo: int, hi: int, budget: int) -> list[tuple[int, int
             while m.end() - start > step:
                 out.append((start, start + step))
                 start += step
-            used = _weight(text[start : m.end()])
+            used = _weight(text, start, m.end())
     if start < hi:
         out.append((start, hi))
     return out

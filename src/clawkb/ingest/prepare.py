@@ -90,7 +90,7 @@ def prepare_record(
         parser="record",
         title=title or first_line_title(lines),
         encoding="utf-8",
-        meta_json=_dumps(dict(metadata)),
+        meta_json=_dumps(dict(metadata)) if metadata else "{}",
         rows=chunk_values(path, chunks),
     )
 

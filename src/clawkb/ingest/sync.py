@@ -35,13 +35,33 @@ worker_peak_kb = 0
 
 
 def doc_fields(chunk_id: int, title: str, heading_json: str, kind: str, text: str) -> DocFields:
-    """Split a chunk into BM25F fields: title + heading path, body, code."""
-    heading = json.loads(heading_json)
-    head_text = " ".join([title, *heading]) if title not in heading else " ".join(heading)
+    """Split a chunk into BM25F fields: title + heading path, body, code.
+
+    Consecutive chunks of one document mostly share title and heading path,
+    so the last one's title tokens are reused (the lists are shared: callers
+    only read them).
+    """
+    head = _head_tokens(title, heading_json)
     toks = tokenize(text)
     if kind == "code":
-        return DocFields(chunk_id, tokenize(head_text), [], toks)
-    return DocFields(chunk_id, tokenize(head_text), toks, [])
+        return DocFields(chunk_id, head, [], toks)
+    return DocFields(chunk_id, head, toks, [])
+
+
+#: (title, heading json, their tokens) of the last chunk seen by doc_fields.
+_last_head: tuple[str, str, list[str]] = ("", "[]", [])
+
+
+def _head_tokens(title: str, heading_json: str) -> list[str]:
+    global _last_head
+    last_title, last_heading, toks = _last_head
+    if title == last_title and heading_json == last_heading:
+        return toks
+    heading = json.loads(heading_json) if heading_json != "[]" else []
+    head_text = " ".join([title, *heading]) if title not in heading else " ".join(heading)
+    toks = tokenize(head_text)
+    _last_head = (title, heading_json, toks)
+    return toks
 
 
 def sync_lexical(

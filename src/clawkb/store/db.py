@@ -197,6 +197,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX links_target ON links(target);
         """,
     ),
+    (
+        "0007_drop_chunk_hash_index",
+        """
+        -- no query looks chunks up by content hash, and keeping this index (random
+        -- 32-hex keys) up to date was about a third of the cost of storing a chunk
+        DROP INDEX IF EXISTS chunks_hash;
+        """,
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -53,7 +53,7 @@ def chunk_values(path: str, chunks: Sequence[Chunk]) -> list[ChunkValues]:
                 ordinal,
                 ch.text,
                 h,
-                _json(list(ch.heading_path)),
+                _json(list(ch.heading_path)) if ch.heading_path else "[]",
                 ch.line_start,
                 ch.line_end,
                 ch.page,

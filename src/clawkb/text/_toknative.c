@@ -79,9 +79,36 @@ static int append_sub(PyObject *out, PyObject *text, Py_ssize_t a, Py_ssize_t b)
     return rc;
 }
 
-static int cjk_run(PyObject *out, PyObject *text, Py_ssize_t a, Py_ssize_t b) {
+/*
+ * Single CJK characters recur constantly (a few thousand cover almost all
+ * text), so they come from a small direct-mapped cache of ready string
+ * objects instead of a new object each time. A reused object also keeps the
+ * UTF-8 form the index computes from it once (PyUnicode_AsUTF8AndSize caches
+ * it), so the inverter does not encode the same character again for every
+ * occurrence. A slot holds one character; another character mapping to it
+ * replaces it. The strings are equal either way: only speed depends on the
+ * cache (at most 16k small objects). Pairs are not cached: they repeat too
+ * rarely for a cache to pay for its lookups.
+ */
+#define CJK_CACHE_BITS 14
+#define CJK_CACHE_SIZE (1u << CJK_CACHE_BITS)
+static PyObject *single_cache[CJK_CACHE_SIZE];
+
+/* Append the one-character token text[a] from its cache slot. */
+static int append_char(PyObject *out, PyObject *text, Py_ssize_t a, Py_UCS4 c) {
+    PyObject **slot = &single_cache[c & (CJK_CACHE_SIZE - 1)];
+    PyObject *s = *slot;
+    if (s != NULL && PyUnicode_READ_CHAR(s, 0) == c) return PyList_Append(out, s);
+    s = PyUnicode_Substring(text, a, a + 1);
+    if (s == NULL) return -1;
+    Py_XSETREF(*slot, s); /* the cache keeps the new reference */
+    return PyList_Append(out, s);
+}
+
+static int cjk_run(PyObject *out, PyObject *text, int kind, const void *data, Py_ssize_t a,
+                   Py_ssize_t b) {
     for (Py_ssize_t i = a; i < b; i++)
-        if (append_sub(out, text, i, i + 1) < 0) return -1;
+        if (append_char(out, text, i, PyUnicode_READ(kind, data, i)) < 0) return -1;
     for (Py_ssize_t i = a; i + 1 < b; i++)
         if (append_sub(out, text, i, i + 2) < 0) return -1;
     return 0;
@@ -187,7 +214,7 @@ static PyObject *tokenize(PyObject *self, PyObject *args) {
         if (cls == C_SEP) { i++; continue; }
         Py_ssize_t j = i + 1;
         while (j < n && char_class(PyUnicode_READ(kind, data, j)) == cls) j++;
-        int rc = cls == C_CJK ? (j - i == 1 ? append_sub(out, text, i, j) : cjk_run(out, text, i, j))
+        int rc = cls == C_CJK ? cjk_run(out, text, kind, data, i, j)
                               : other_run(out, text, kind, data, i, j, cache, expand);
         if (rc < 0) { Py_DECREF(out); return NULL; }
         i = j;
