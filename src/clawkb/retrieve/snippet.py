@@ -220,12 +220,25 @@ def make_snippet(
     return window(prepare(text), terms, width)
 
 
+def _is_cjk(c: str) -> bool:
+    """``_CJK.match(c)`` for one character, without the regex call."""
+    return (
+        "\u3040" <= c <= "\u30ff"
+        or "\u3400" <= c <= "\u4dbf"
+        or "\u4e00" <= c <= "\u9fff"
+        or "\uac00" <= c <= "\ud7af"
+        or "\uf900" <= c <= "\ufaff"
+    )
+
+
 def _boundary(text: str, i: int) -> bool:
     """Could a token start or end at ``i``? (What the tokenizer splits on.)"""
     if i <= 0 or i >= len(text):
         return True
     a, b = text[i - 1], text[i]
-    if not (a.isalnum() and b.isalnum()) or _CJK.match(a) or _CJK.match(b):
+    if not (a.isalnum() and b.isalnum()):
+        return True
+    if (a > "\x7f" and _is_cjk(a)) or (b > "\x7f" and _is_cjk(b)):
         return True
     if a.isdigit() != b.isdigit():
         return True  # STM32|F401
