@@ -100,3 +100,10 @@ def test_fast_and_folding_matches_agree(text: str, terms: list[str]) -> None:
     assert [m.span() for m in used.finditer(view.norm)] == [
         m.span() for m in reference.finditer(view.norm)
     ]
+
+
+def test_cjk_test_without_regex_agrees_on_every_code_point() -> None:
+    from clawkb.retrieve.snippet import _CJK, _is_cjk
+
+    for c in map(chr, range(0x30000)):
+        assert _is_cjk(c) == bool(_CJK.match(c)), hex(ord(c))
