@@ -41,6 +41,7 @@ from clawkb.retrieve.result import SearchResult
 from clawkb.retrieve.rewrite import SynonymGroup, load_synonyms, rewrite
 from clawkb.retrieve.settings import RetrievalSettings, embedding_config, from_config
 from clawkb.retrieve.stages import budget, confidence, decisive, fuse, hit, rerank, stage
+from clawkb.store.hit_rows import hit_rows
 from clawkb.text.glossary import bundled_glossary
 
 if TYPE_CHECKING:
@@ -242,7 +243,7 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
     if q.group_of is not None:
         fused = _best_per_group(fused, q.group_of)
     depth = max(q.limit * 3, s.rerank_depth) if deep else q.limit
-    rows = kb.repo.chunks_by_ids([f.chunk_id for f in fused[:depth]])
+    rows = hit_rows(kb.repo, kb.memo, [f.chunk_id for f in fused[:depth]])
     lex = kb.lexical if q.explain and "lexical" in channels else None
     make = partial(hit, tokens=rw.tokens, mode=resolved, explain=q.explain, lexical=lex,
                    snippets=q.snippets, labels=_labels(q), terms=query_terms(rw.tokens))  # fmt: skip
