@@ -164,8 +164,14 @@ def main(argv: list[str] | None = None) -> int:
         assert p.stdin is not None
         p.stdin.close()
         p.wait()
-    out: dict[str, Any] = {"trees": trees, "clock": "cpu", "k": args.k, "queries": args.queries,
-                           "eval_kb": args.eval_kb, "p50_ms": {}}  # fmt: skip
+    sys.path.insert(0, str(HERE))
+    from shared_data import shown
+
+    out: dict[str, Any] = {
+        "trees": {n: shown(t) for n, t in trees.items()}, "clock": "cpu", "k": args.k,
+        "queries": args.queries, "p50_ms": {},
+        "eval_kb": [":".join(shown(p) for p in spec.split(":", 1)) for spec in args.eval_kb],
+    }  # fmt: skip
     for name in trees:
         p50 = {w: _p50(v) for w, v in best[name].items()}
         over = [s - r for s, r in zip(best[name]["search"], best[name]["raw"], strict=True)]

@@ -147,3 +147,30 @@ def test_identifier_parts_are_not_translated() -> None:
     assert [m.term for m in g.find("FROBNICATE_TIMEOUT_MS")] == []
     assert [m.term for m in g.find("CONFIG_WATCHDOG_TIMEOUT")] == []
     assert "timeout" in [m.term for m in g.find("the watchdog timeout is 5 s")]
+
+
+class _Everything:
+    """A set that contains everything: turns off find's start-position filters."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+def test_find_skips_only_positions_where_no_term_starts():
+    """The start filters (first two characters, first word) change no result."""
+    import random
+
+    g = bundled_glossary()
+    unfiltered = Glossary(g.pairs)
+    unfiltered._zh_heads = unfiltered._en_heads = _Everything()  # type: ignore[assignment]
+    rnd = random.Random(5)
+    pieces = [p.zh for p in g.pairs] + [p.en for p in g.pairs]
+    pieces += [p.en + "s" for p in g.pairs] + [p.zh[1:] + p.zh[:1] for p in g.pairs]
+    pieces += ["的", "a", "s", "x_", "_", "CONFIG_DMA_ENABLE", "0x40", "测", "试", "é", "-", " "]
+    texts = [p for p in g.pairs for p in (p.zh, p.en)]
+    texts += [
+        rnd.choice(["", " "]).join(rnd.choice(pieces) for _ in range(rnd.randint(1, 8)))
+        for _ in range(3000)
+    ]
+    for text in texts:
+        assert g.find(text) == unfiltered.find(text), text

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from clawkb.kb import KnowledgeBase, TextRecord
 from clawkb.retrieve.snippet import (
     _caseless,
+    _highlighted,
+    _literal_spans,
     _patterns,
     highlight,
     make_snippet,
@@ -100,3 +102,29 @@ def test_fast_and_folding_matches_agree(text: str, terms: list[str]) -> None:
     assert [m.span() for m in used.finditer(view.norm)] == [
         m.span() for m in reference.finditer(view.norm)
     ]
+
+
+def test_cjk_test_without_regex_agrees_on_every_code_point() -> None:
+    from clawkb.retrieve.snippet import _CJK, _is_cjk
+
+    for c in map(chr, range(0x30000)):
+        assert _is_cjk(c) == bool(_CJK.match(c)), hex(ord(c))
+
+
+@given(
+    st.text(alphabet="abcab中文中阻抗 _-", max_size=80),
+    st.lists(st.text(alphabet="abc中文阻抗", min_size=1, max_size=4), max_size=6),
+)
+@example("abab", ["ab"])  # adjacent matches
+@example("aaaa", ["aa", "a"])
+@example("中文中文中", ["中文", "文中"])  # overlapping terms
+@example("abcabc", ["abc", "bc", "ca", "b"])  # nested terms
+@example("abcd ab", ["ab", "abc"])  # the longest term at a position wins
+@example("中文", ["中", "中文"])
+@settings(max_examples=500, deadline=None)
+def test_literal_search_finds_what_the_regex_finds(text: str, terms: list[str]) -> None:
+    """Overlapping, nested and repeated terms: the same spans as the regex, in order."""
+    key = tuple(terms)
+    pat = _patterns(key, False)
+    want = [m.span() for m in pat.finditer(text)] if pat is not None else []
+    assert _literal_spans(text, _highlighted(key)) == want

@@ -29,6 +29,7 @@ from clawkb.index.scorer import NATIVE_AVAILABLE
 from clawkb.retrieve.result import SearchResult
 from clawkb.store import db, runs_repo
 from clawkb.store.locking import FileLock
+from clawkb.store.memo import StoreMemo
 from clawkb.store.repo import ChunkRow, Repository
 from clawkb.text import TOKENIZER_VERSION, tokenize
 
@@ -54,6 +55,7 @@ class KnowledgeBase:
         self.conn = conn
         self.config = config
         self.repo = Repository(conn)
+        self.memo = StoreMemo(conn)  # what each search re-reads, until the store changes
         self.store_id = db.store_id(conn)
         self._lock = FileLock(home / LOCK_NAME)
         self._writing = 0
@@ -264,12 +266,17 @@ class KnowledgeBase:
         from clawkb.ingest.sync import index_problem, sync_lexical
 
         warnings = []
-        if db.get_meta(self.conn, "tokenizer_version") != TOKENIZER_VERSION:
+        memo = self.memo
+        memo.check()
+        tokenizer = memo.get(
+            "tokenizer_version", lambda: db.get_meta(self.conn, "tokenizer_version")
+        )
+        if tokenizer != TOKENIZER_VERSION:
             warnings.append(
                 "the index was built with another tokenizer version: run `clawkb reindex`"
             )
         self._refresh_reader()
-        top = self.repo.max_seq()
+        top = memo.get("max_seq", self.repo.max_seq)
         problem = index_problem(self.repo, self.lexical, store_id=self.store_id, top=top)
         if problem is not None or self.lexical.applied_seq < top or self.lexical.applied_seq < 0:
             try:
@@ -383,7 +390,7 @@ class KnowledgeBase:
         """
         from clawkb.knowledge.search import OFF, knowledge_search, wanted
 
-        on_milvus = self.config.extra.get("backend") not in (None, "local")
+        on_milvus = self.config.backend not in (None, "local")
         if on_milvus and wanted(self, knowledge):  # locally the pipeline runs these stages
 
             def inner(

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from clawkb.fastinit import fast_init
+
 #: Slice kinds a parser may emit.
 SLICE_KINDS = ("text", "code", "table", "list", "formula")
 
@@ -71,6 +73,7 @@ class Chunk:
         return " > ".join(self.heading_path)
 
 
+@fast_init  # built for every search hit
 @dataclass(frozen=True, slots=True)
 class Anchor:
     """A stable id for a chunk plus what a human needs to open it."""
@@ -90,6 +93,7 @@ class Anchor:
         return loc
 
 
+@fast_init  # built for every search hit
 @dataclass(frozen=True, slots=True)
 class Hit:
     """One search result: the chunk text, its anchor, score and explanation."""

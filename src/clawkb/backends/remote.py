@@ -31,6 +31,7 @@ from clawkb.hardware.context import passage_dicts
 from clawkb.kb import KnowledgeBase
 from clawkb.retrieve.result import SearchResult
 from clawkb.store import db, replica_repo
+from clawkb.store.memo import StoreMemo
 from clawkb.store.repo import ChunkRow, Repository
 from clawkb.types import Hit
 
@@ -65,6 +66,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
         self.conn = conn
         self.config = config
         self.repo = Repository(conn)
+        self.memo = StoreMemo(conn)
         self.lexical = UniformTermStats()  # type: ignore[assignment]
         self._registry = None
         self.store_id = ""

@@ -103,7 +103,7 @@ def _well_formed(data: Any) -> bool:
 def manifest_stamp(folder: Path) -> tuple[int, int, int] | None:
     """Cheap change detector for readers: the manifest's (inode, mtime, size)."""
     try:
-        st = os.stat(folder / MANIFEST)
+        st = os.stat(os.path.join(folder, MANIFEST))  # per search: cheaper than Path "/"
     except FileNotFoundError:
         return None
     return (st.st_ino, st.st_mtime_ns, st.st_size)

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from clawkb.index.segment import hash_terms
 from clawkb.retrieve.rewrite import ACRONYM_MAX, Rewritten
+from clawkb.retrieve.term_stats import doc_freqs
 from clawkb.text import normalize
 from clawkb.text.glossary import Glossary
 
@@ -64,6 +64,7 @@ def balance(
     n = rw.n_glossary
     if n == 0 or share <= 0:
         return rw
+    doc_freqs(lexical, rw.tokens)  # one dictionary lookup for both sides, kept per generation
     own = _ideal(lexical, rw.tokens[:-n], rw.weights[:-n], known_only=OWN_KNOWN_ONLY)
     tr = _ideal(lexical, rw.tokens[-n:], rw.weights[-n:])
     if own <= 0 or tr <= 0:
@@ -89,7 +90,7 @@ def _ideal(lexical: Any, tokens: list[str], weights: list[float], known_only: bo
     for t, w in zip(tokens, weights, strict=True):
         per[t] = per.get(t, 0.0) + w
     uniq = list(per)
-    df = lexical.doc_freqs(hash_terms(uniq))
+    df = doc_freqs(lexical, uniq)
     idf = lexical.idf(df)
     return float(
         sum(

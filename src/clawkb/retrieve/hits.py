@@ -77,6 +77,7 @@ def make_hit(
     explanation: dict[str, Any] | None = None,
     *,
     snippet: bool = True,
+    terms: tuple[str, ...] | None = None,
 ) -> Hit:
     """A Hit for a stored chunk: anchor, snippet, highlights and matched terms.
 
@@ -88,30 +89,38 @@ def make_hit(
     highlights, and matched terms only where the result needs them — the top
     hit (rank 1, the result's confidence) and hits built before their rank is
     known (rank 0: rerank and section merge) — so a deep ranking never
-    normalises chunk texts it will not show.
+    normalises chunk texts it will not show. ``terms``: ``tokens`` without
+    repeats, in order (:func:`query_terms`), when the caller has them already.
     """
     matched: tuple[str, ...] = ()
     snip, spans = "", ()  # type: tuple[str, tuple[tuple[int, int], ...]]
     if snippet or rank <= 1:
-        uniq = tuple(dict.fromkeys(tokens))
+        uniq = terms if terms is not None else query_terms(tokens)
         view = _view(row.anchor, row.text)
         matched = _matched(uniq, view, row)
         if snippet:
             snip, spans = window(view, uniq)
+    # positional, in Hit's field order (rank, score, anchor, text, title, kind,
+    # matched_terms, snippet, highlights, explanation, trust, domain): cheaper than keywords
     return Hit(
-        rank=rank,
-        score=float(score),
-        anchor=row.to_anchor(),
-        text=row.text,
-        title=row.title,
-        kind=row.kind,
-        matched_terms=matched,
-        snippet=snip,
-        highlights=spans,
-        explanation=explanation,
-        trust=row.trust,
-        domain=row.domain,
+        rank,
+        float(score),
+        row.to_anchor(),
+        row.text,
+        row.title,
+        row.kind,
+        matched,
+        snip,
+        spans,
+        explanation,
+        row.trust,
+        row.domain,
     )
+
+
+def query_terms(tokens: list[str]) -> tuple[str, ...]:
+    """The query's distinct tokens in order: what hits are matched and highlighted with."""
+    return tuple(dict.fromkeys(tokens))
 
 
 def anchor_dict(a: Anchor) -> dict[str, Any]:

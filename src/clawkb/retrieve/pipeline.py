@@ -16,11 +16,13 @@ records the degradation in ``stages`` (shown by ``--explain``).
 
 from __future__ import annotations
 
+import os
 import time
 import weakref
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,12 +34,14 @@ from clawkb.retrieve import adaptive, fusion
 from clawkb.retrieve.cache import TTLCache
 from clawkb.retrieve.crossling import balance, llm_translation, translated_dense
 from clawkb.retrieve.filters import allowed_ids
+from clawkb.retrieve.hits import query_terms
 from clawkb.retrieve.merge import Candidate, merge_adjacent
 from clawkb.retrieve.query import Query
 from clawkb.retrieve.result import SearchResult
 from clawkb.retrieve.rewrite import SynonymGroup, load_synonyms, rewrite
 from clawkb.retrieve.settings import RetrievalSettings, embedding_config, from_config
 from clawkb.retrieve.stages import budget, confidence, decisive, fuse, hit, rerank, stage
+from clawkb.store.hit_rows import hit_rows
 from clawkb.text.glossary import bundled_glossary
 
 if TYPE_CHECKING:
@@ -62,6 +66,7 @@ class Retriever:
         self._embedder: Embedder | None = None
         self._dense: DenseIndex | None = None
         self._synonyms: tuple[float, list[SynonymGroup]] | None = None
+        self._synonyms_path: tuple[str | None, Path, bool] | None = None
 
     @property
     def kb(self) -> KnowledgeBase:
@@ -96,20 +101,33 @@ class Retriever:
         return self._dense
 
     def synonyms(self, settings: RetrievalSettings) -> list[SynonymGroup]:
-        path = Path(settings.synonyms).expanduser() if settings.synonyms else None
-        if path is not None and not path.is_absolute():
-            path = self.kb.home / path
-        if path is None:
-            path = self.kb.home / "synonyms.txt"
-            if not path.is_file():
-                return []
-        mtime = path.stat().st_mtime if path.exists() else -1.0
+        """The synonym file's groups, read again when its mtime changes (one stat a query)."""
+        where = self._synonyms_path
+        if where is None or where[0] != settings.synonyms:
+            path = Path(settings.synonyms).expanduser() if settings.synonyms else None
+            if path is not None and not path.is_absolute():
+                path = self.kb.home / path
+            default = path is None  # the KB's own synonyms.txt, optional
+            where = self._synonyms_path = (
+                settings.synonyms,
+                path or self.kb.home / "synonyms.txt",
+                default,
+            )
+        _, path, default = where
+        try:
+            st: os.stat_result | None = os.stat(path)
+        except OSError:
+            st = None
+        if default and (st is None or not S_ISREG(st.st_mode)):
+            return []
+        mtime = st.st_mtime if st is not None else -1.0
         if self._synonyms is None or self._synonyms[0] != mtime:
             self._synonyms = (mtime, load_synonyms(path))
         return self._synonyms[1]
 
     def has_vectors(self) -> bool:
-        return vectors.stored_signature(self.kb.conn) is not None
+        kb = self.kb
+        return kb.memo.get("has_vectors", lambda: vectors.stored_signature(kb.conn) is not None)
 
     def stamp(self) -> tuple[int, int]:
         return (self.kb.lexical.applied_seq, vectors.data_version(self.kb.conn))
@@ -225,21 +243,26 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
     if q.group_of is not None:
         fused = _best_per_group(fused, q.group_of)
     depth = max(q.limit * 3, s.rerank_depth) if deep else q.limit
-    rows = kb.repo.chunks_by_ids([f.chunk_id for f in fused[:depth]])
+    rows = hit_rows(kb.repo, kb.memo, [f.chunk_id for f in fused[:depth]])
     lex = kb.lexical if q.explain and "lexical" in channels else None
     make = partial(hit, tokens=rw.tokens, mode=resolved, explain=q.explain, lexical=lex,
-                   snippets=q.snippets, labels=_labels(q))  # fmt: skip
-    cands = [
-        Candidate(rows[f.chunk_id], f.score, make=partial(make, rows[f.chunk_id], f))
-        for f in fused[:depth]
-        if f.chunk_id in rows  # a row deleted between index read and store read is skipped
-    ]
-    if s.rerank and cands:
-        cands = rerank(r, q.text, cands, s, stages)
-    if merge_on:
-        cands = merge_adjacent(cands, s.merge_ratio)
-    top = cands[: q.limit]
-    hits = [c.final(i) for i, c in enumerate(top, 1)]
+                   snippets=q.snippets, labels=_labels(q), terms=query_terms(rw.tokens))  # fmt: skip
+    # a row deleted between index read and store read is skipped
+    ranked = [(rows[f.chunk_id], f) for f in fused[:depth] if f.chunk_id in rows]
+    if s.rerank or merge_on:  # the order may still change: hits are built when needed
+        cands = [Candidate(row, f.score, make=partial(make, row, f)) for row, f in ranked]
+        if s.rerank and cands:
+            cands = rerank(r, q.text, cands, s, stages)
+        if merge_on:
+            cands = merge_adjacent(cands, s.merge_ratio)
+        top = cands[: q.limit]
+        hits = [c.final(i) for i, c in enumerate(top, 1)]
+        chunk_ids = [c.row.id for c in top]
+    else:  # the fused order is final: each hit is built once, at its rank
+        hits = [
+            make(row, f, rank=i, score=f.score) for i, (row, f) in enumerate(ranked[: q.limit], 1)
+        ]
+        chunk_ids = [row.id for row, _ in ranked[: q.limit]]
     conf = confidence(hits, rw.tokens, channels)
     res = SearchResult(
         q.text,
@@ -253,7 +276,7 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
         abstained=bool(hits) and "dense" in channels and conf < s.min_confidence,
         stages=stages,
         rewrites=rw.expansions,
-        chunk_ids=[c.row.id for c in top],
+        chunk_ids=chunk_ids,
     )
     if key is not None:
         r.cache.put(key, replace(res, warnings=list(res.warnings)))
@@ -280,10 +303,16 @@ def _candidates(
         allowed = ids if allowed is None else np.intersect1d(allowed, ids)
     hidden = np.empty(0, np.int64)
     if not q.include_memory:
-        hidden = np.asarray(kb.repo.chunk_ids_under_path(MEMORY_PREFIX), np.int64)
+        hidden = kb.memo.get("memory_chunk_ids", lambda: _memory_ids(kb))
     if allowed is not None and len(hidden):
         allowed, hidden = np.setdiff1d(allowed, hidden), np.empty(0, np.int64)
     return allowed, hidden
+
+
+def _memory_ids(kb: KnowledgeBase) -> np.ndarray:
+    ids = np.asarray(kb.repo.chunk_ids_under_path(MEMORY_PREFIX), np.int64)
+    ids.flags.writeable = False  # shared by every search until the store changes
+    return ids
 
 
 def _drop(ids: np.ndarray, scores: np.ndarray, hidden: np.ndarray, k: int) -> fusion.Channel:

@@ -22,6 +22,7 @@ match nearly every Chinese passage.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from clawkb.errors import ConfigError
@@ -120,7 +121,7 @@ def rewrite(
         for m in glossary.find(query):
             if m.lang == "en" and len(m.term) <= ACRONYM_MAX and " " not in m.term:
                 continue  # I2C, DDR, API: Chinese text writes these in Latin letters too
-            span = len(tokenize(m.term))
+            span = _token_count(m.term)
             for target, pair_weight in m.translations:
                 toks = _expansion_tokens(target)
                 added = [t for t in toks if t not in seen]
@@ -141,13 +142,20 @@ def expand_query(query: str, glossary: bool = True) -> Rewritten:
     return rewrite(query, [], bundled_glossary() if glossary else None)
 
 
-def _expansion_tokens(term: str) -> list[str]:
+@lru_cache(maxsize=8192)
+def _token_count(term: str) -> int:
+    """How many tokens a glossary term is (kept: the glossary is a fixed set of terms)."""
+    return len(tokenize(term))
+
+
+@lru_cache(maxsize=8192)
+def _expansion_tokens(term: str) -> tuple[str, ...]:
     """Tokens of a translation: no function words, no lone CJK characters of a longer term."""
     toks = tokenize(term)
     cjk_words = [t for t in toks if len(t) > 1 and not t.isascii()]
-    return [
+    return tuple(
         t for t in toks if t not in _FUNCTION_WORDS and (t.isascii() or len(t) > 1 or not cjk_words)
-    ]
+    )
 
 
 def _contains(text: str, term: str) -> bool:

@@ -36,20 +36,53 @@ _MARKUP = re.compile(
 
 
 @lru_cache(maxsize=512)
-def _patterns(terms: tuple[str, ...], fold: bool = True) -> re.Pattern[str] | None:
-    """One regex for the terms worth highlighting (longest first).
+def _highlighted(terms: tuple[str, ...]) -> tuple[str, ...]:
+    """The terms worth highlighting, longest first.
 
     Single CJK characters are only highlighted when no longer term is given,
     and single Latin letters/digits never: they would light up everything.
-    ``fold``: match case-insensitively; without it the regex engine is about
-    three times faster, and :func:`window` drops it when that cannot change
-    a match (see :func:`_caseless`).
     """
     keep = [t for t in terms if len(t) > 1 or (_CJK.match(t) and len(terms) <= 2)]
+    return tuple(sorted(set(keep), key=len, reverse=True))
+
+
+@lru_cache(maxsize=512)
+def _patterns(terms: tuple[str, ...], fold: bool = True) -> re.Pattern[str] | None:
+    """One regex for the terms worth highlighting (longest first).
+
+    ``fold``: match case-insensitively. Without it :func:`window` needs no
+    regex at all (:func:`_literal_spans`), and it drops it when that cannot
+    change a match (see :func:`_caseless`).
+    """
+    keep = _highlighted(terms)
     if not keep:
         return None
-    keep = sorted(set(keep), key=len, reverse=True)
     return re.compile("|".join(re.escape(t) for t in keep), re.IGNORECASE if fold else 0)
+
+
+def _literal_spans(text: str, keep: tuple[str, ...]) -> list[tuple[int, int]]:
+    """What ``finditer`` of the case-sensitive :func:`_patterns` regex finds, by ``str.find``.
+
+    The regex tries the terms longest first at each position and resumes after
+    a match: so the match at a position is the longest term found there, and
+    the next match starts at the first such position at or after the previous
+    end. Compiling that regex costs more than a query's ten snippets (every
+    query has its own terms), searching with ``str.find`` about the same.
+    """
+    longest: dict[int, int] = {}  # start -> end of the longest term found there
+    for t in keep:  # longest first: a position keeps the first (longest) term seen
+        n = len(t)
+        i = text.find(t)
+        while i >= 0:
+            if i not in longest:
+                longest[i] = i + n
+            i = text.find(t, i + 1)
+    spans, pos = [], 0
+    for s in sorted(longest):
+        if s >= pos:
+            pos = longest[s]
+            spans.append((s, pos))
+    return spans
 
 
 def _caseless(text: str) -> bool:
@@ -185,10 +218,17 @@ def window(
 ) -> tuple[str, tuple[tuple[int, int], ...]]:
     """A window of the display text around the densest matches, and the match spans."""
     flat, norm, back = prepared.flat, prepared.norm, prepared.back
-    pat = pattern_for(prepared, tuple(terms))
-    if pat is None:
+    terms = tuple(terms)
+    keep = _highlighted(terms)
+    if not keep:
         return _cut(flat, 0, width), ()
-    spans = [m.span() for m in pat.finditer(norm) if _at_boundaries(norm, *m.span())]
+    if _terms_caseless(terms) and prepared.caseless:  # a literal search finds the same
+        found = _literal_spans(norm, keep)
+    else:
+        pat = _patterns(terms, True)
+        assert pat is not None
+        found = [m.span() for m in pat.finditer(norm)]
+    spans = [(s, e) for s, e in found if _at_boundaries(norm, s, e)]
     if back is not None:
         spans = [(back[s], back[e - 1] + 1) for s, e in spans]
     if not spans:
@@ -220,12 +260,25 @@ def make_snippet(
     return window(prepare(text), terms, width)
 
 
+def _is_cjk(c: str) -> bool:
+    """``_CJK.match(c)`` for one character, without the regex call."""
+    return (
+        "\u3040" <= c <= "\u30ff"
+        or "\u3400" <= c <= "\u4dbf"
+        or "\u4e00" <= c <= "\u9fff"
+        or "\uac00" <= c <= "\ud7af"
+        or "\uf900" <= c <= "\ufaff"
+    )
+
+
 def _boundary(text: str, i: int) -> bool:
     """Could a token start or end at ``i``? (What the tokenizer splits on.)"""
     if i <= 0 or i >= len(text):
         return True
     a, b = text[i - 1], text[i]
-    if not (a.isalnum() and b.isalnum()) or _CJK.match(a) or _CJK.match(b):
+    if not (a.isalnum() and b.isalnum()):
+        return True
+    if (a > "\x7f" and _is_cjk(a)) or (b > "\x7f" and _is_cjk(b)):
         return True
     if a.isdigit() != b.isdigit():
         return True  # STM32|F401

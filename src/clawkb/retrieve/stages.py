@@ -142,6 +142,7 @@ def hit(
     labels: tuple[str, ...],
     rank: int = 0,
     score: float | None = None,
+    terms: tuple[str, ...] | None = None,
 ) -> Hit:
     """The hit for a fused candidate; with ``explain``, its per-channel trace.
 
@@ -155,7 +156,9 @@ def hit(
         exp.update({k: f.trace[k] for k in labels if k in f.trace})
         if lexical is not None and "lexical" in channels:
             exp["lexical"] = lexical.explain(tokens, row.id)
-    return make_hit(row, rank, f.score if score is None else score, tokens, exp, snippet=snippets)
+    return make_hit(
+        row, rank, f.score if score is None else score, tokens, exp, snippet=snippets, terms=terms
+    )
 
 
 # -- confidence ---------------------------------------------------------------

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from clawkb.fastinit import fast_init
 from clawkb.store import db
 from clawkb.types import Anchor, Chunk
 
@@ -79,6 +80,7 @@ class DocRow:
     error: str | None
 
 
+@fast_init  # built for every search hit
 @dataclass(frozen=True, slots=True)
 class ChunkRow:
     id: int
@@ -99,13 +101,9 @@ class ChunkRow:
     domain: str | None = None
 
     def to_anchor(self) -> Anchor:
+        # positional (id, path, line_start, line_end, heading_path, page): made for every hit
         return Anchor(
-            id=self.anchor,
-            path=self.path,
-            line_start=self.line_start,
-            line_end=self.line_end,
-            heading_path=self.heading_path,
-            page=self.page,
+            self.anchor, self.path, self.line_start, self.line_end, self.heading_path, self.page
         )
 
 
@@ -131,23 +129,24 @@ def _metadata(raw: str) -> dict[str, Any]:
 
 
 def _chunk_row(r: Sequence[Any]) -> ChunkRow:
+    # positional, in ChunkRow's field order: keyword calls cost more than the SQL read
     return ChunkRow(
-        id=r[0],
-        doc_id=r[1],
-        path=r[2],
-        title=r[3],
-        anchor=r[4],
-        ordinal=r[5],
-        text=r[6],
-        heading_path=_heading_path(r[7]),
-        line_start=r[8],
-        line_end=r[9],
-        page=r[10],
-        kind=r[11],
-        language=r[12],
-        metadata=_metadata(r[13]),
-        trust=r[14] if len(r) > 14 else None,  # retired rows keep no tier
-        domain=r[15] if len(r) > 15 else None,
+        r[0],  # id
+        r[1],  # doc_id
+        r[2],  # path
+        r[3],  # title
+        r[4],  # anchor
+        r[5],  # ordinal
+        r[6],  # text
+        _heading_path(r[7]),
+        r[8],  # line_start
+        r[9],  # line_end
+        r[10],  # page
+        r[11],  # kind
+        r[12],  # language
+        _metadata(r[13]),
+        r[14] if len(r) > 14 else None,  # trust (retired rows keep no tier)
+        r[15] if len(r) > 15 else None,  # domain
     )
 
 

@@ -69,6 +69,10 @@ class Glossary:
             _MAX_EN_WORDS, max((len(_WORD.findall(e)) for e in self.en_to_zh), default=0)
         )
         self._en_key = {" ".join(_WORD.findall(e)): e for e in self.en_to_zh}
+        # first two characters of every Chinese term and first word of every English
+        # key: positions where no term can start are skipped without slicing
+        self._zh_heads = frozenset(z[:2] for z in self.zh_to_en if len(z) > 1)
+        self._en_heads = frozenset(k.split(" ", 1)[0] for k in self._en_key)
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -79,7 +83,10 @@ class Glossary:
         found: list[Match] = []
         for run in _CJK_RUN.finditer(norm):
             s = run.group()
+            heads = self._zh_heads
             for i in range(len(s)):
+                if s[i : i + 2] not in heads:
+                    continue
                 for j in range(min(len(s), i + self._max_zh), i + 1, -1):
                     hits = self.zh_to_en.get(s[i:j])
                     if hits:
@@ -87,7 +94,11 @@ class Glossary:
                         found.append(Match(s[i:j], "zh", start, start + j - i, tuple(hits)))
         # words glued to others by "_" are identifier parts (FROBNICATE_TIMEOUT_MS): not terms
         words = [w for w in _WORD.finditer(norm) if not _in_identifier(norm, w.start(), w.end())]
+        en_heads = self._en_heads
         for i in range(len(words)):
+            first = words[i].group()
+            if first not in en_heads and first[:-1] not in en_heads:
+                continue  # no key starts with this word (nor, singular, is one)
             for n in range(min(self._max_en, len(words) - i), 0, -1):
                 key = " ".join(w.group() for w in words[i : i + n])
                 term = self._en_key.get(key)
