@@ -98,8 +98,8 @@ def scale_markdown(rows: list[dict[str, object]]) -> str:
         "| chunks | vectors | local ingest chunks/s | Milvus Lite sync chunks/s |"
         " local p50 / p95 ms | Milvus Lite p50 / p95 ms | found@10 local / Milvus |"
         " Lite disk MB | store + BM25F MB | dense p50 local / Milvus ms |"
-        " hybrid p50 local / Milvus ms |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        " hybrid p50 local / Milvus ms | peak RSS sync / query GB | machine |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         local_mb = (int(r["store_bytes"]) + int(r["lexical_index_bytes"])) / 1e6  # type: ignore[call-overload]
@@ -110,6 +110,30 @@ def scale_markdown(rows: list[dict[str, object]]) -> str:
             f" {r['local_found_at10']} / {r['milvus_found_at10']} |"
             f" {int(r['lite_disk_bytes']) / 1e6:.1f} | {local_mb:.1f} |"  # type: ignore[call-overload]
             + "".join(_mode_p50(r, m) for m in ("dense", "hybrid"))
+            + f" {_peaks(r)} | {r.get('machine', '')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _peaks(r: dict[str, object]) -> str:
+    if "query_peak_rss_bytes" not in r:
+        return "—"
+    sync, query = int(r["sync_peak_rss_bytes"]), int(r["query_peak_rss_bytes"])  # type: ignore[call-overload]
+    return f"{sync / 1e9:.1f} / {query / 1e9:.1f}"
+
+
+def attempts_markdown(rows: list[dict[str, object]]) -> str:
+    """Runs that did not finish (recorded by hand from the kernel log), so the ladder's
+    top is read with what stopped it."""
+    lines = [
+        "## Larger runs that did not finish\n",
+        "| chunks | outcome | process anon RSS at the kill GB | Lite folder GB | machine |",
+        "|---:|---|---:|---:|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['docs']} | {r['outcome']} | {r['anon_rss_gb']} | {r['lite_disk_gb']} |"
+            f" {r['machine']} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -128,7 +152,13 @@ def _fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
 def growth_markdown(rows: list[dict[str, object]], targets: tuple[int, ...] = (10**6,)) -> str:
     """Extrapolation from the measured ladder (runs with vectors, 3+ sizes): a power law
     per quantity, labelled as such."""
-    ladder = sorted((r for r in rows if r["dense"]), key=lambda r: int(r["chunks"]))  # type: ignore[call-overload]
+    dense = [r for r in rows if r["dense"]]
+    # Fit only runs measured alike: the largest group sharing one machine condition.
+    groups: dict[str, list[dict[str, object]]] = {}
+    for r in dense:
+        groups.setdefault(str(r.get("machine", "")), []).append(r)
+    same = max(groups.values(), key=len) if groups else []
+    ladder = sorted(same, key=lambda r: int(r["chunks"]))  # type: ignore[call-overload]
     if len(ladder) < 3:
         return ""
     n = [float(r["chunks"]) for r in ladder]  # type: ignore[arg-type]
@@ -151,7 +181,8 @@ def growth_markdown(rows: list[dict[str, object]], targets: tuple[int, ...] = (1
     lines = [
         "## Fitted growth (extrapolation, not a measurement)\n",
         f"Power law y = a·N^b fitted to the {len(ladder)} measured sizes above"
-        f" ({', '.join(f'{int(x):,}' for x in n)} chunks, with vectors).\n",
+        f" ({', '.join(f'{int(x):,}' for x in n)} chunks, with vectors, all measured on a"
+        f" machine '{ladder[0].get('machine', '')}'; other rows are not mixed in).\n",
         head + " |",
         "|---|---:|" + "---:|" * len(targets),
     ]
@@ -189,6 +220,9 @@ def write_latest() -> None:
             "## Ingest and query (`python bench/milvus_scale.py --docs N`; synthetic"
             " bilingual corpus, lexical top-10)\n\n" + scale_markdown(json.loads(scale.read_text()))
         )
+        attempts = RESULTS / "milvus-scale-attempts.json"
+        if attempts.exists():
+            parts.append(attempts_markdown(json.loads(attempts.read_text())))
         fit = growth_markdown(json.loads(scale.read_text()))
         if fit:
             parts.append(fit)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -180,6 +181,7 @@ def run(n_docs: int, n_queries: int, dense: bool, uri: str | None = None) -> dic
         "lexical_index_bytes": lexical_bytes,
         "rss_growth_during_sync_bytes": rss1 - rss0,
         "rss_after_bytes": rss1,
+        "machine": f"load {os.getloadavg()[0]:.1f} at the end",
         "sync_peak_rss_bytes": sync_peak.peak,
         "query_peak_rss_bytes": query_peak.peak,
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
