@@ -36,6 +36,7 @@
 
 #include "_topk.h"
 #include "_packed.h"
+#include "_dict.h"
 
 typedef struct {
     int64_t s, e, pos;   /* posting range and cursor */
@@ -429,12 +430,12 @@ done:
 
 /* search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores) -> n or -1
  *
- * The whole query in one call: every segment's term lookup (binary search of
- * the sorted term hashes), document frequencies summed over segments, idf
+ * The whole query in one call: every segment's term lookup (compact
+ * dictionary, _dict.h), document frequencies summed over segments, idf
  * weights (computed in double and rounded to float like the Python path),
  * then block-max scoring of each segment in the given order into one top-k
  * heap keyed by (score, chunk id), so the bar carries from segment to
- * segment. Each item of `segs` is (terms, offsets, term_blocks, packed,
+ * segment. Each item of `segs` is (terms, dfs, dict_index, packed,
  * blk_pos, blk_last, blk_maxtf, blk_minlen, factor, live or None, chunk_ids).
  * Returns -1 without scoring when a weight is not positive (the caller then
  * takes the general path). */
@@ -498,22 +499,11 @@ static PyObject *search(PyObject *self, PyObject *args) {
     /* term lookup per segment; spans[i * Q + q] holds s, e, b0 */
     for (Py_ssize_t i = 0; i < S; i++) {
         Py_buffer *b = &sb[i * SEG_ITEMS];
-        const uint64_t *th = b[0].buf;
-        const int64_t *off = b[1].buf;
-        const uint32_t *tb = b[2].buf;
         Py_ssize_t nt = b[0].len / 8;
         for (Py_ssize_t q = 0; q < Q; q++) {
-            Py_ssize_t lo = 0, hi = nt;
-            while (lo < hi) {
-                Py_ssize_t mid = lo + (hi - lo) / 2;
-                if (th[mid] < hashes[q]) lo = mid + 1; else hi = mid;
-            }
+            int64_t t = dict_find(b[0].buf, nt, hashes[q]);
             Term *sp = &spans[i * Q + q];
-            if (lo < nt && th[lo] == hashes[q]) {
-                sp->s = off[lo];
-                sp->e = off[lo + 1];
-                sp->b0 = tb[lo];
-            }
+            if (t >= 0) dict_entry(b[1].buf, b[2].buf, nt, t, &sp->s, &sp->e, &sp->b0);
         }
     }
     for (Py_ssize_t q = 0; q < Q; q++) {

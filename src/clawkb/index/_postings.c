@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "_packed.h"
+#include "_dict.h"
 
 static int get_buf(PyObject *o, Py_buffer *b, const char *what, int writable) {
     int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
@@ -513,7 +514,41 @@ done:
     return result;
 }
 
+/* dict_lookup(terms uint64[T], dfs uint8[T], index int64[...], hashes uint64[Q],
+ *             ranges_out int64[2Q], first_out int64[Q])
+ * Postings range and first block of each hash in a compact dictionary
+ * (_dict.h); outputs are left as they are for hashes not in it. */
+static PyObject *dict_lookup(PyObject *self, PyObject *args) {
+    PyObject *o[6];
+    if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5])) return NULL;
+    const char *names[6] = {"terms", "dfs", "index", "hashes", "ranges_out", "first_out"};
+    Py_buffer b[6];
+    int got = 0;
+    for (; got < 6; got++)
+        if (get_buf(o[got], &b[got], names[got], got >= 4) < 0) goto fail;
+    int64_t nt = b[0].len / 8, nq = b[3].len / 8;
+    if (b[1].len != nt || b[4].len / 8 < 2 * nq || b[5].len / 8 < nq ||
+        b[2].len / 8 < 3 * ((nt + DICT_GROUP - 1) / DICT_GROUP)) {
+        PyErr_SetString(PyExc_ValueError, "dict_lookup: array sizes do not match");
+        goto fail;
+    }
+    const uint64_t *terms = b[0].buf, *hashes = b[3].buf;
+    int64_t *ranges = b[4].buf, *first = b[5].buf;
+    for (int64_t q = 0; q < nq; q++) {
+        int64_t t = dict_find(terms, nt, hashes[q]);
+        if (t >= 0)
+            dict_entry(b[1].buf, b[2].buf, nt, t, &ranges[2 * q], &ranges[2 * q + 1], &first[q]);
+    }
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    Py_RETURN_NONE;
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"dict_lookup", dict_lookup, METH_VARARGS,
+     "dict_lookup(terms, dfs, index, hashes, ranges_out, first_out)"},
     {"merge_packed", merge_packed, METH_VARARGS,
      "merge_packed(inputs, lens) -> (terms, offsets, term_blocks, packed, blk_pos, blk_last,"
      " blk_maxtf, blk_minlen) as bytes"},
