@@ -330,27 +330,6 @@ done:
 }
 
 
-typedef struct { uint8_t *p; size_t len, cap; } Buf;
-
-/* Room for `more` bytes (left unzeroed: untouched pages stay unmapped). */
-static int buf_reserve(Buf *b, size_t more) {
-    if (b->len + more <= b->cap) return 0;
-    size_t nc = b->cap ? b->cap : 1 << 16;
-    while (nc < b->len + more) nc *= 2;
-    uint8_t *np = realloc(b->p, nc);
-    if (!np) return -1;
-    b->p = np;
-    b->cap = nc;
-    return 0;
-}
-
-static int buf_put(Buf *b, const void *src, size_t n) {
-    if (buf_reserve(b, n) < 0) return -1;
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-    return 0;
-}
-
 /* One block of n postings (absolute docs, previous doc `prev`) at p; returns its bytes. */
 static size_t encode_block(uint8_t *p, const uint32_t *docs, const uint8_t *tfs, int n,
                            uint32_t prev, const uint8_t *mt) {
@@ -373,30 +352,44 @@ static size_t encode_block(uint8_t *p, const uint32_t *docs, const uint8_t *tfs,
     return (size_t)((bit + 7) >> 3);
 }
 
-/* merge_packed(inputs, lens) -> (terms, offsets, term_blocks, packed, blk_pos, blk_last,
- *                                blk_maxtf, blk_minlen) as bytes
+#define MP_OUT 8
+
+/* merge_packed(inputs, lens, terms, offsets, term_blocks, packed, blk_pos, blk_last,
+ *              blk_maxtf, blk_minlen) -> (n_terms, n_blocks, packed bytes)
  *
  * Like merge(), but writes the output segment's packed postings and block
  * bounds directly, one term at a time: raw postings are never held for more
- * than one term. `lens` uint32 [N, 3] are the output docs' field lengths. */
+ * than one term. `lens` uint32 [N, 3] are the output docs' field lengths.
+ * The outputs are the caller's arrays, sized for the worst case (terms: all
+ * input terms; blocks: all input blocks, as merging lists never needs more
+ * blocks than they had; packed: 1 + 7 x 128 bytes a block plus 24): pages
+ * past what is written are never touched, so they cost no memory, and the
+ * result is not copied again. */
 static PyObject *merge_packed(PyObject *self, PyObject *args) {
-    PyObject *arg, *o_lens;
-    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &arg, &o_lens)) return NULL;
-    Py_buffer lb;
+    PyObject *arg, *o_lens, *o_out[MP_OUT];
+    if (!PyArg_ParseTuple(args, "O!OOOOOOOOO", &PyList_Type, &arg, &o_lens, &o_out[0], &o_out[1],
+                          &o_out[2], &o_out[3], &o_out[4], &o_out[5], &o_out[6], &o_out[7]))
+        return NULL;
+    Py_buffer lb, ob[MP_OUT];
+    int ogot = 0, got = 0, oom = 0;
     if (get_buf(o_lens, &lb, "lens", 0) < 0) return NULL;
+    for (; ogot < MP_OUT; ogot++)
+        if (get_buf(o_out[ogot], &ob[ogot], "merge_packed output", 1) < 0) {
+            for (int i = 0; i < ogot; i++) PyBuffer_Release(&ob[i]);
+            PyBuffer_Release(&lb);
+            return NULL;
+        }
     const uint32_t *lens = lb.buf;
     Py_ssize_t S = PyList_GET_SIZE(arg);
     Py_buffer *b = calloc((size_t)(S ? S : 1) * MERGE_ITEMS, sizeof(Py_buffer));
     Py_ssize_t *cur = calloc(S ? S : 1, sizeof(Py_ssize_t));
     int64_t *blkno = calloc(S ? S : 1, sizeof(int64_t));
-    Buf terms = {0}, offs = {0}, tblk = {0}, packed = {0}, bpos = {0}, blast = {0}, bmax = {0},
-        bmin = {0};
     uint32_t *tdocs = NULL;
     uint8_t *ttfs = NULL;
     size_t tcap = 0;
-    int got = 0, oom = 0;
     PyObject *result = NULL;
     if (!b || !cur || !blkno) { PyErr_NoMemory(); goto done; }
+    int64_t maxT = 0, maxB = 0;
     for (Py_ssize_t i = 0; i < S; i++) {
         PyObject *tup = PyList_GET_ITEM(arg, i);
         if (!PyTuple_Check(tup) || PyTuple_GET_SIZE(tup) != MERGE_ITEMS) {
@@ -408,9 +401,23 @@ static PyObject *merge_packed(PyObject *self, PyObject *args) {
                 goto done;
             got = (int)(i * MERGE_ITEMS + j + 1);
         }
+        maxT += b[i * MERGE_ITEMS].len / 8;
+        maxB += b[i * MERGE_ITEMS + 3].len / 4;
     }
+    if (ob[0].len < 8 * maxT || ob[1].len < 8 * (maxT + 1) || ob[2].len < 4 * (maxT + 1) ||
+        ob[3].len < maxB * (1 + PBLOCK * 7) + 24 || ob[4].len < 4 * maxB || ob[5].len < 4 * maxB ||
+        ob[6].len < 3 * maxB || ob[7].len < 6 * maxB) {
+        PyErr_SetString(PyExc_ValueError, "merge_packed: output buffers are too small");
+        goto done;
+    }
+    uint64_t *o_terms = ob[0].buf;
+    int64_t *o_off = ob[1].buf;
+    uint32_t *o_tblk = ob[2].buf, *o_pos = ob[4].buf, *o_last = ob[5].buf;
+    uint8_t *o_packed = ob[3].buf, *o_maxtf = ob[6].buf;
+    uint16_t *o_minlen = ob[7].buf;
     Py_ssize_t n_lens = lb.len / 12;
-    int64_t P = 0, nblk = 0;
+    int64_t P = 0, nblk = 0, T_out = 0;
+    size_t used = 0;
     uint32_t bd[PBLOCK];
     uint8_t bt[3 * PBLOCK];
     Py_BEGIN_ALLOW_THREADS
@@ -457,14 +464,16 @@ static PyObject *merge_packed(PyObject *self, PyObject *args) {
         }
         if (oom) break;
         if (!tn) continue;
-        uint32_t nb32 = (uint32_t)nblk;
-        if (buf_put(&terms, &h, 8) < 0 || buf_put(&offs, &P, 8) < 0 ||
-            buf_put(&tblk, &nb32, 4) < 0) { oom = 1; break; }
+        o_terms[T_out] = h;
+        o_off[T_out] = P;
+        o_tblk[T_out] = (uint32_t)nblk;
+        T_out++;
         uint32_t prev = 0;
         for (size_t s0 = 0; s0 < tn; s0 += PBLOCK) {
             int n = (int)(tn - s0 < PBLOCK ? tn - s0 : PBLOCK);
-            uint8_t mt[3] = {0, 0, 0};
-            uint16_t ml[3] = {0xFFFF, 0xFFFF, 0xFFFF};
+            uint8_t *mt = o_maxtf + 3 * nblk;
+            uint16_t *ml = o_minlen + 3 * nblk;
+            for (int f = 0; f < 3; f++) { mt[f] = 0; ml[f] = 0xFFFF; }
             for (int q = 0; q < n; q++) {
                 uint32_t d = tdocs[s0 + q];
                 for (int f = 0; f < 3; f++) {
@@ -474,43 +483,35 @@ static PyObject *merge_packed(PyObject *self, PyObject *args) {
                     if (L < ml[f]) ml[f] = (uint16_t)L;
                 }
             }
-            if (packed.len > 0xFFFFFFFFull - (1 + PBLOCK * 7) ||
-                buf_reserve(&packed, 1 + PBLOCK * 7 + 16) < 0) { oom = 1; break; }
-            memset(packed.p + packed.len, 0, 1 + PBLOCK * 7 + 16); /* put_bits ORs */
-            uint32_t at = (uint32_t)packed.len, lastd = tdocs[s0 + n - 1];
-            packed.len += encode_block(packed.p + packed.len, tdocs + s0, ttfs + 3 * s0, n, prev, mt);
+            if (used > 0xFFFFFFFFull - (1 + PBLOCK * 7)) { oom = 1; break; }
+            memset(o_packed + used, 0, 1 + PBLOCK * 7 + 16); /* put_bits ORs */
+            uint32_t lastd = tdocs[s0 + n - 1];
+            o_pos[nblk] = (uint32_t)used;
+            o_last[nblk] = lastd;
+            used += encode_block(o_packed + used, tdocs + s0, ttfs + 3 * s0, n, prev, mt);
             prev = lastd;
-            if (buf_put(&bpos, &at, 4) < 0 || buf_put(&blast, &lastd, 4) < 0 ||
-                buf_put(&bmax, mt, 3) < 0 || buf_put(&bmin, ml, 6) < 0) { oom = 1; break; }
             nblk++;
         }
         if (oom) break;
         P += (int64_t)tn;
     }
     if (!oom) {
-        uint32_t nb32 = (uint32_t)nblk;
-        uint64_t zero = 0;
-        if (buf_put(&offs, &P, 8) < 0 || buf_put(&tblk, &nb32, 4) < 0 ||
-            buf_put(&packed, &zero, 8) < 0) oom = 1;
+        o_off[T_out] = P;
+        o_tblk[T_out] = (uint32_t)nblk;
+        memset(o_packed + used, 0, 8);
+        used += 8;
     }
     Py_END_ALLOW_THREADS
     if (oom) {
         PyErr_SetString(PyExc_MemoryError, "merge: out of memory (or packed postings over 4 GiB)");
         goto done;
     }
-    result = Py_BuildValue("(y#y#y#y#y#y#y#y#)", terms.p ? (char *)terms.p : "", (Py_ssize_t)terms.len,
-                           (char *)offs.p, (Py_ssize_t)offs.len, (char *)tblk.p, (Py_ssize_t)tblk.len,
-                           (char *)packed.p, (Py_ssize_t)packed.len,
-                           bpos.p ? (char *)bpos.p : "", (Py_ssize_t)bpos.len,
-                           blast.p ? (char *)blast.p : "", (Py_ssize_t)blast.len,
-                           bmax.p ? (char *)bmax.p : "", (Py_ssize_t)bmax.len,
-                           bmin.p ? (char *)bmin.p : "", (Py_ssize_t)bmin.len);
+    result = Py_BuildValue("(LLL)", (long long)T_out, (long long)nblk, (long long)used);
 done:
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    for (int i = 0; i < ogot; i++) PyBuffer_Release(&ob[i]);
     PyBuffer_Release(&lb);
     free(b); free(cur); free(blkno); free(tdocs); free(ttfs);
-    free(terms.p); free(offs.p); free(tblk.p); free(packed.p); free(bpos.p); free(blast.p);
-    free(bmax.p); free(bmin.p);
     return result;
 }
 
@@ -550,8 +551,8 @@ static PyMethodDef methods[] = {
     {"dict_lookup", dict_lookup, METH_VARARGS,
      "dict_lookup(terms, dfs, index, hashes, ranges_out, first_out)"},
     {"merge_packed", merge_packed, METH_VARARGS,
-     "merge_packed(inputs, lens) -> (terms, offsets, term_blocks, packed, blk_pos, blk_last,"
-     " blk_maxtf, blk_minlen) as bytes"},
+     "merge_packed(inputs, lens, terms, offsets, term_blocks, packed, blk_pos, blk_last,"
+     " blk_maxtf, blk_minlen) -> (n_terms, n_blocks, packed bytes)"},
     {"merge", merge, METH_VARARGS,
      "merge([(terms, offsets, packed, blk_pos, blk_last, blk_maxtf, remap), ...], terms_out,"
      " offsets_out, docs_out, tfs_out) -> (n_terms, n_postings)"},
