@@ -157,37 +157,44 @@ fail:
 }
 
 
-/* assemble(rank uint32[n], doc uint32[n], field uint8[n], tf uint8[n], n_terms)
- *   -> (offsets int64[T+1], docs uint32[P], tfs uint8[P*3]) as bytes
+/* assemble(rank uint32[n], doc uint32[n], field uint8[n], tf uint8[n], n_terms,
+ *          off_out int64[T+1], docs_out uint32[n], tfs_out uint8[3n] zeroed) -> P
  *
  * Inverted entries (one per term, doc and field, in ascending doc order) to
  * postings ordered by term rank then doc, the fields of one (term, doc) folded
  * into one row: a counting sort by rank (stable, so docs stay ascending) with
- * one uint32 index per entry as the only temporary. */
+ * one uint32 index per entry as the only temporary. The P postings are
+ * written to the caller's arrays (sized for n, the most there can be). */
 static PyObject *assemble(PyObject *self, PyObject *args) {
-    PyObject *o[4];
+    PyObject *o[7];
     Py_ssize_t T;
-    if (!PyArg_ParseTuple(args, "OOOOn", &o[0], &o[1], &o[2], &o[3], &T)) return NULL;
-    const char *names[4] = {"rank", "doc", "field", "tf"};
-    Py_buffer b[4];
+    if (!PyArg_ParseTuple(args, "OOOOnOOO", &o[0], &o[1], &o[2], &o[3], &T, &o[4], &o[5], &o[6]))
+        return NULL;
+    const char *names[7] = {"rank", "doc", "field", "tf", "off_out", "docs_out", "tfs_out"};
+    Py_buffer b[7];
     int got = 0;
     PyObject *result = NULL;
-    int64_t *start = NULL, *off = NULL;
-    uint32_t *idx = NULL, *docs = NULL;
-    uint8_t *tfs = NULL;
-    for (; got < 4; got++)
-        if (get_buf(o[got], &b[got], names[got], 0) < 0) goto done;
+    int64_t *start = NULL;
+    uint32_t *idx = NULL;
+    for (; got < 7; got++)
+        if (get_buf(o[got], &b[got], names[got], got >= 4) < 0) goto done;
     Py_ssize_t n = b[0].len / 4;
     if (b[1].len / 4 != n || b[2].len != n || b[3].len != n || T < 0) {
         PyErr_SetString(PyExc_ValueError, "assemble: arrays differ in length");
         goto done;
     }
+    if (b[4].len / 8 < T + 1 || b[5].len / 4 < n || b[6].len / 3 < n) {
+        PyErr_SetString(PyExc_ValueError, "assemble: output arrays are too small");
+        goto done;
+    }
     const uint32_t *rank = b[0].buf, *doc = b[1].buf;
     const uint8_t *field = b[2].buf, *tf = b[3].buf;
+    int64_t *off = b[4].buf;
+    uint32_t *docs = b[5].buf;
+    uint8_t *tfs = b[6].buf;
     start = calloc((size_t)T + 1, sizeof(int64_t));
-    off = calloc((size_t)T + 1, sizeof(int64_t));
     idx = malloc(sizeof(uint32_t) * (size_t)(n ? n : 1));
-    if (!start || !off || !idx) { PyErr_NoMemory(); goto done; }
+    if (!start || !idx) { PyErr_NoMemory(); goto done; }
     int bad = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (rank[i] >= (uint64_t)T || field[i] > 2) { bad = 1; break; }
@@ -197,9 +204,6 @@ static PyObject *assemble(PyObject *self, PyObject *args) {
     for (Py_ssize_t t = 0; t < T; t++) start[t + 1] += start[t];
     for (Py_ssize_t i = 0; i < n; i++) idx[start[rank[i]]++] = (uint32_t)i;
     /* start[t] is now the end of term t's entries */
-    docs = malloc(sizeof(uint32_t) * (size_t)(n ? n : 1));
-    tfs = calloc((size_t)(n ? n : 1) * 3, 1);
-    if (!docs || !tfs) { PyErr_NoMemory(); goto done; }
     int64_t P = 0, e0 = 0;
     for (Py_ssize_t t = 0; t < T; t++) {
         off[t] = P;
@@ -211,13 +215,10 @@ static PyObject *assemble(PyObject *self, PyObject *args) {
         e0 = start[t];
     }
     off[T] = P;
-    free(idx); idx = NULL;
-    result = Py_BuildValue("(y#y#y#)", (const char *)off, (Py_ssize_t)(8 * (T + 1)),
-                           (const char *)docs, (Py_ssize_t)(4 * P), (const char *)tfs,
-                           (Py_ssize_t)(3 * P));
+    result = PyLong_FromLongLong((long long)P);
 done:
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
-    free(start); free(off); free(idx); free(docs); free(tfs);
+    free(start); free(idx);
     return result;
 }
 
@@ -557,7 +558,7 @@ static PyMethodDef methods[] = {
      "merge([(terms, offsets, packed, blk_pos, blk_last, blk_maxtf, remap), ...], terms_out,"
      " offsets_out, docs_out, tfs_out) -> (n_terms, n_postings)"},
     {"assemble", assemble, METH_VARARGS,
-     "assemble(rank, doc, field, tf, n_terms) -> (offsets, docs, tfs) as bytes"},
+     "assemble(rank, doc, field, tf, n_terms, off_out, docs_out, tfs_out) -> n_postings"},
     {"pack", pack, METH_VARARGS,
      "pack(offsets, docs, tfs, blk_maxtf) -> (packed, blk_pos, blk_last) as bytes"},
     {"unpack", unpack, METH_VARARGS,

@@ -74,20 +74,27 @@ def assemble(
     rank: np.ndarray, doc: np.ndarray, field: np.ndarray, tf: np.ndarray, n_terms: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Inverted entries (term rank, doc, field, tf; docs ascending) to segment
-    postings: (offsets int64 [T+1], docs uint32 [P], tfs uint8 [P, 3]). Native only."""
+    postings: (offsets int64 [T+1], docs uint32 [P], tfs uint8 [P, 3]). Native only.
+
+    The outputs are sized for one posting per entry (views of the part used
+    are returned; untouched pages cost no memory), so nothing is copied.
+    """
     assert _postings is not None, "assemble needs the native module"
-    off, docs, tfs = _postings.assemble(
+    n = len(rank)
+    off = np.empty(n_terms + 1, np.int64)
+    docs = np.empty(n, np.uint32)
+    tfs = np.zeros((n, 3), np.uint8)
+    p = _postings.assemble(
         np.ascontiguousarray(rank, np.uint32),
         np.ascontiguousarray(doc, np.uint32),
         np.ascontiguousarray(field, np.uint8),
         np.ascontiguousarray(tf, np.uint8),
         int(n_terms),
+        off,
+        docs,
+        tfs,
     )
-    return (
-        np.frombuffer(off, np.int64),
-        np.frombuffer(docs, np.uint32),
-        np.frombuffer(tfs, np.uint8).reshape(-1, 3),
-    )
+    return off, docs[:p], tfs[:p]
 
 
 def merge(inputs: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:

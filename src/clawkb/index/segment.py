@@ -237,12 +237,22 @@ def _invert_native(docs: Iterator[DocFields]) -> tuple[np.ndarray, ...] | None:
     if not parts:
         return None
     hashes = np.unique(np.concatenate([p[0] for p in parts]))
-    # each part's term numbers -> ranks in the sorted hashes (vocabulary-sized maps)
-    rank = np.concatenate([np.searchsorted(hashes, p[0]).astype(np.uint32)[p[1]] for p in parts])
-    doc_of = np.concatenate([p[2] for p in parts])
-    field_of = np.concatenate([p[3] for p in parts])
-    tf_of = np.concatenate([p[4] for p in parts])
-    parts.clear()
+    n = sum(len(p[1]) for p in parts)
+    rank = np.empty(n, np.uint32)
+    doc_of = np.empty(n, np.uint32)
+    field_of = np.empty(n, np.uint8)
+    tf_of = np.empty(n, np.uint8)
+    at = 0
+    parts.reverse()
+    while parts:  # each part is freed once copied: never two copies of all entries
+        h, t, d, f, tf = parts.pop()
+        # the part's term numbers -> ranks in the sorted hashes (vocabulary-sized map)
+        rank[at : at + len(t)] = np.searchsorted(hashes, h).astype(np.uint32)[t]
+        doc_of[at : at + len(t)] = d
+        field_of[at : at + len(t)] = f
+        tf_of[at : at + len(t)] = tf
+        at += len(t)
+        del h, t, d, f, tf
     off, dd, tt = packing.assemble(rank, doc_of, field_of, tf_of, len(hashes))
     del rank, doc_of, field_of, tf_of
     return hashes, off, dd, tt
