@@ -234,6 +234,7 @@ def _invert_native(docs: Iterator[DocFields]) -> tuple[np.ndarray, ...] | None:
 
     for rows in _native_batches(docs):
         flush(rows)
+        _release_free_heap()
     if not parts:
         return None
     hashes = np.unique(np.concatenate([p[0] for p in parts]))
@@ -253,9 +254,32 @@ def _invert_native(docs: Iterator[DocFields]) -> tuple[np.ndarray, ...] | None:
         tf_of[at : at + len(t)] = tf
         at += len(t)
         del h, t, d, f, tf
+    _release_free_heap()
     off, dd, tt = packing.assemble(rank, doc_of, field_of, tf_of, len(hashes))
     del rank, doc_of, field_of, tf_of
     return hashes, off, dd, tt
+
+
+_TRIM: list[object] = []
+
+
+def _release_free_heap() -> None:
+    """Hand free heap pages back to the OS (glibc's ``malloc_trim``).
+
+    Each token batch leaves freed string memory between the batch's
+    long-lived postings arrays: glibc keeps those pages, so without this an
+    index worker's resident size grows by the tokens of many batches. A no-op
+    where there is no glibc."""
+    if not _TRIM:
+        try:
+            import ctypes
+
+            _TRIM.append(ctypes.CDLL("libc.so.6").malloc_trim)
+        except (OSError, AttributeError):
+            _TRIM.append(None)
+    trim = _TRIM[0]
+    if trim is not None:
+        trim(0)  # type: ignore[operator]
 
 
 def _postings_native(docs: Iterator[DocFields]) -> _Postings | None:
