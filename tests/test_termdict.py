@@ -60,3 +60,41 @@ def test_segment_files_and_lookup(tmp_path: Path) -> None:
     assert seg.n_postings == int(seg.offsets[-1]) == int(np.diff(seg.offsets).sum())
     d = seg.docs[ranges[2] : ranges[3]]
     assert d.tolist() == [7, 307, 607]
+
+
+def test_minlen_codes_are_tight_lower_bounds() -> None:
+    from clawkb.index.blocks import LEN_OF_CODE, minlen_codes
+
+    lengths = np.arange(0, 70_000)
+    dec = LEN_OF_CODE[minlen_codes(lengths)].astype(np.int64)
+    assert (dec <= lengths).all()
+    assert (dec[:96] == lengths[:96]).all()
+    low = lengths <= int(LEN_OF_CODE[-1])
+    assert ((lengths[low] - dec[low]) <= lengths[low] / 27).all()  # within one 1/28 step
+
+
+def test_native_merge_codes_long_fields_like_python(tmp_path: Path) -> None:
+    """Block minimum lengths past the exact range: the C merge and the numpy
+    bounds agree code for code."""
+    from clawkb.index import packing
+    from clawkb.index.segment import merge_segments
+
+    if not packing.NATIVE:
+        pytest.skip("native module not built")
+    rng = np.random.default_rng(3)
+    segs = []
+    for s in range(2):
+        docs = [
+            DocFields(1000 * s + i, ["t"], ["x"] * int(rng.integers(1, 30_000)), [])
+            for i in range(200)
+        ]
+        write_segment(tmp_path / f"s{s}", *build_arrays(iter(docs)))
+        segs.append(Segment(tmp_path / f"s{s}"))
+    merge_segments(segs, tmp_path / "m")
+    merged = Segment(tmp_path / "m")
+    ref = Segment(tmp_path / "s0")  # numpy bounds of the same kind of data
+    assert merged.blocks["blk_minlen"].dtype == np.uint8 == ref.blocks["blk_minlen"].dtype
+    from clawkb.index.blocks import block_arrays
+
+    again = block_arrays(merged.offsets, merged.docs, merged.tfs, merged.lens)
+    assert np.array_equal(again["blk_minlen"], merged.blocks["blk_minlen"])

@@ -37,6 +37,7 @@
 #include "_topk.h"
 #include "_packed.h"
 #include "_dict.h"
+#include "_bounds.h"
 
 typedef struct {
     int64_t s, e, pos;   /* posting range and cursor */
@@ -159,7 +160,7 @@ static void heap_offer(Entry *heap, Py_ssize_t *hp, Py_ssize_t k, Entry en) {
 
 typedef struct {
     Seg g;
-    const uint16_t *minlen;
+    const uint8_t *minlen; /* min field length codes (_bounds.h) */
     const uint8_t *live;  /* NULL: every doc live */
     const int64_t *ids;   /* heap key of each doc (chunk ids); NULL: doc numbers */
     Py_ssize_t n_docs;
@@ -215,7 +216,7 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
             int64_t blk = tm->b0 + j;
             float x = 0.0f;
             for (int f = 0; f < 3; f++) {
-                float denom = (1.0f - par[3 + f]) + par[3 + f] * (float)c->minlen[3 * blk + f] / par[6 + f];
+                float denom = (1.0f - par[3 + f]) + par[3 + f] * (float)len_of_code[c->minlen[3 * blk + f]] / par[6 + f];
                 if (denom > 0.0f) x += (float)g->maxtf[3 * blk + f] * (par[f] / denom);
             }
             float u = x > 0.0f ? tm->w * x * kp1 / (x + k1) * SLACK : 0.0f;
@@ -554,4 +555,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_blockmax",
                                     "Exact block-max MaxScore top-k for clawkb segments.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__blockmax(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__blockmax(void) {
+    len_table_init();
+    return PyModule_Create(&module);
+}

@@ -14,6 +14,7 @@
 
 #include "_packed.h"
 #include "_dict.h"
+#include "_bounds.h"
 
 static int get_buf(PyObject *o, Py_buffer *b, const char *what, int writable) {
     int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
@@ -407,7 +408,7 @@ static PyObject *merge_packed(PyObject *self, PyObject *args) {
     }
     if (ob[0].len < 8 * maxT || ob[1].len < 8 * (maxT + 1) || ob[2].len < 4 * (maxT + 1) ||
         ob[3].len < maxB * (1 + PBLOCK * 7) + 24 || ob[4].len < 4 * maxB || ob[5].len < 4 * maxB ||
-        ob[6].len < 3 * maxB || ob[7].len < 6 * maxB) {
+        ob[6].len < 3 * maxB || ob[7].len < 3 * maxB) {
         PyErr_SetString(PyExc_ValueError, "merge_packed: output buffers are too small");
         goto done;
     }
@@ -415,7 +416,7 @@ static PyObject *merge_packed(PyObject *self, PyObject *args) {
     int64_t *o_off = ob[1].buf;
     uint32_t *o_tblk = ob[2].buf, *o_pos = ob[4].buf, *o_last = ob[5].buf;
     uint8_t *o_packed = ob[3].buf, *o_maxtf = ob[6].buf;
-    uint16_t *o_minlen = ob[7].buf;
+    uint8_t *o_minlen = ob[7].buf;
     Py_ssize_t n_lens = lb.len / 12;
     int64_t P = 0, nblk = 0, T_out = 0;
     size_t used = 0;
@@ -473,17 +474,18 @@ static PyObject *merge_packed(PyObject *self, PyObject *args) {
         for (size_t s0 = 0; s0 < tn; s0 += PBLOCK) {
             int n = (int)(tn - s0 < PBLOCK ? tn - s0 : PBLOCK);
             uint8_t *mt = o_maxtf + 3 * nblk;
-            uint16_t *ml = o_minlen + 3 * nblk;
-            for (int f = 0; f < 3; f++) { mt[f] = 0; ml[f] = 0xFFFF; }
+            uint32_t ml[3] = {UINT32_MAX, UINT32_MAX, UINT32_MAX};
+            for (int f = 0; f < 3; f++) mt[f] = 0;
             for (int q = 0; q < n; q++) {
                 uint32_t d = tdocs[s0 + q];
                 for (int f = 0; f < 3; f++) {
                     uint8_t v = ttfs[3 * (s0 + q) + f];
                     if (v > mt[f]) mt[f] = v;
                     uint32_t L = (Py_ssize_t)d < n_lens ? lens[3 * (size_t)d + f] : 0;
-                    if (L < ml[f]) ml[f] = (uint16_t)L;
+                    if (L < ml[f]) ml[f] = L;
                 }
             }
+            for (int f = 0; f < 3; f++) o_minlen[3 * nblk + f] = minlen_code(ml[f]);
             if (used > 0xFFFFFFFFull - (1 + PBLOCK * 7)) { oom = 1; break; }
             memset(o_packed + used, 0, 1 + PBLOCK * 7 + 16); /* put_bits ORs */
             uint32_t lastd = tdocs[s0 + n - 1];
@@ -569,4 +571,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_postings",
                                     "Bit-packed postings blocks of clawkb segments.", -1, methods};
 
-PyMODINIT_FUNC PyInit__postings(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__postings(void) {
+    len_table_init();
+    return PyModule_Create(&module);
+}

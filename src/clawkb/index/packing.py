@@ -138,7 +138,7 @@ def merge_packed(inputs: list[tuple[np.ndarray, ...]], lens: np.ndarray) -> dict
         "blk_pos": np.empty(max_b, np.uint32),
         "blk_last": np.empty(max_b, np.uint32),
         "blk_maxtf": np.empty((max_b, 3), np.uint8),
-        "blk_minlen": np.empty((max_b, 3), np.uint16),
+        "blk_minlen": np.empty((max_b, 3), np.uint8),
     }
     n_terms, n_blocks, n_bytes = _postings.merge_packed(
         inputs, np.ascontiguousarray(lens, np.uint32), *out.values()

@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from clawkb.index import packing, termdict
-from clawkb.index.blocks import BLOCK_ARRAYS, block_arrays
+from clawkb.index.blocks import BLOCK_ARRAYS, block_arrays, minlen_codes
 
 #: Version of the files a segment folder holds (meta.json "format").
 SEGMENT_FORMAT = 5 if packing.NATIVE else 3
@@ -426,7 +426,10 @@ class Segment:
         names = _BOUNDS if self.compact else BLOCK_ARRAYS
         if all((folder / f"{n}.npy").exists() for n in names):
             blocks = {n: _open_array(folder / f"{n}.npy") for n in names}
-            if blocks["blk_minlen"].dtype == np.uint16:  # else an early layout: recompute
+            minlen = blocks["blk_minlen"]
+            if minlen.dtype == np.uint16:  # formats 3 and 4 stored lengths: code them
+                blocks["blk_minlen"] = minlen_codes(minlen)
+            if blocks["blk_minlen"].dtype == np.uint8:  # else an early layout: recompute
                 self._blocks = blocks
 
     @property
