@@ -130,7 +130,7 @@ def merge_packed(inputs: list[tuple[np.ndarray, ...]], lens: np.ndarray) -> dict
     inputs = [tuple(np.ascontiguousarray(a) for a in x) for x in inputs]
     max_t = sum(len(x[0]) for x in inputs)
     max_b = sum(len(x[3]) for x in inputs)
-    out = {
+    out: dict[str, np.ndarray] = {
         "terms": np.empty(max_t, np.uint64),
         "offsets": np.empty(max_t + 1, np.int64),
         "term_blocks": np.empty(max_t + 1, np.uint32),
