@@ -32,13 +32,22 @@ setup(
         Extension(
             "clawkb.index._blockmax",
             sources=["src/clawkb/index/_blockmax.c"],
-            depends=["src/clawkb/index/_topk.h", "src/clawkb/index/_packed.h"],
+            depends=[
+                "src/clawkb/index/_topk.h",
+                "src/clawkb/index/_packed.h",
+                "src/clawkb/index/_dict.h",
+                "src/clawkb/index/_bounds.h",
+            ],
             extra_compile_args=["-O3"],
         ),
         Extension(
             "clawkb.index._postings",
             sources=["src/clawkb/index/_postings.c"],
-            depends=["src/clawkb/index/_packed.h"],
+            depends=[
+                "src/clawkb/index/_packed.h",
+                "src/clawkb/index/_dict.h",
+                "src/clawkb/index/_bounds.h",
+            ],
             extra_compile_args=["-O3"],
         ),
         Extension(

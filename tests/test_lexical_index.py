@@ -246,7 +246,9 @@ def _as_format3(folder: Path, seg: Any) -> None:
     """Rewrite a copied segment folder in the unpacked layout (format 3)."""
     np.save(folder / "docs.npy", np.asarray(seg.docs))
     np.save(folder / "tfs.npy", np.asarray(seg.tfs))
-    for name in ("packed", "blk_pos", "blk_last"):
+    np.save(folder / "offsets.npy", np.asarray(seg.offsets))
+    np.save(folder / "term_blocks.npy", np.asarray(seg.term_blocks))
+    for name in ("packed", "blk_pos", "blk_last", "dfs", "dict_index"):
         (folder / f"{name}.npy").unlink(missing_ok=True)
 
 
@@ -278,7 +280,7 @@ def test_segments_without_block_files_still_search(tmp_path: Path) -> None:
         for name, arr in seg.packed.items():
             assert np.array_equal(np.asarray(old_layout.packed[name]), np.asarray(arr)), name
         for name in ("blk_maxtf", "blk_minlen", "term_blocks"):
-            (seg.folder / f"{name}.npy").unlink()
+            (seg.folder / f"{name}.npy").unlink(missing_ok=True)  # format 5: no term_blocks
     old = LexicalIndex(tmp_path / "lex")
     assert old.damaged and "blk_" in old.damaged, old.damaged
     assert old.search(["w1", "w2", "w3"], k=5)[0].tolist() == []

@@ -30,7 +30,8 @@ SEGMENT_FILES = [
     "chunk_ids.npy",
     "lens.npy",
     "terms.npy",
-    "offsets.npy",
+    "dfs.npy",
+    "dict_index.npy",
     "packed.npy",
     "blk_pos.npy",
 ]

@@ -36,6 +36,8 @@
 
 #include "_topk.h"
 #include "_packed.h"
+#include "_dict.h"
+#include "_bounds.h"
 
 typedef struct {
     int64_t s, e, pos;   /* posting range and cursor */
@@ -158,7 +160,7 @@ static void heap_offer(Entry *heap, Py_ssize_t *hp, Py_ssize_t k, Entry en) {
 
 typedef struct {
     Seg g;
-    const uint16_t *minlen;
+    const uint8_t *minlen; /* min field length codes (_bounds.h) */
     const uint8_t *live;  /* NULL: every doc live */
     const int64_t *ids;   /* heap key of each doc (chunk ids); NULL: doc numbers */
     Py_ssize_t n_docs;
@@ -214,7 +216,7 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
             int64_t blk = tm->b0 + j;
             float x = 0.0f;
             for (int f = 0; f < 3; f++) {
-                float denom = (1.0f - par[3 + f]) + par[3 + f] * (float)c->minlen[3 * blk + f] / par[6 + f];
+                float denom = (1.0f - par[3 + f]) + par[3 + f] * (float)len_of_code[c->minlen[3 * blk + f]] / par[6 + f];
                 if (denom > 0.0f) x += (float)g->maxtf[3 * blk + f] * (par[f] / denom);
             }
             float u = x > 0.0f ? tm->w * x * kp1 / (x + k1) * SLACK : 0.0f;
@@ -429,12 +431,12 @@ done:
 
 /* search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores) -> n or -1
  *
- * The whole query in one call: every segment's term lookup (binary search of
- * the sorted term hashes), document frequencies summed over segments, idf
+ * The whole query in one call: every segment's term lookup (compact
+ * dictionary, _dict.h), document frequencies summed over segments, idf
  * weights (computed in double and rounded to float like the Python path),
  * then block-max scoring of each segment in the given order into one top-k
  * heap keyed by (score, chunk id), so the bar carries from segment to
- * segment. Each item of `segs` is (terms, offsets, term_blocks, packed,
+ * segment. Each item of `segs` is (terms, dfs, dict_index, packed,
  * blk_pos, blk_last, blk_maxtf, blk_minlen, factor, live or None, chunk_ids).
  * Returns -1 without scoring when a weight is not positive (the caller then
  * takes the general path). */
@@ -498,22 +500,11 @@ static PyObject *search(PyObject *self, PyObject *args) {
     /* term lookup per segment; spans[i * Q + q] holds s, e, b0 */
     for (Py_ssize_t i = 0; i < S; i++) {
         Py_buffer *b = &sb[i * SEG_ITEMS];
-        const uint64_t *th = b[0].buf;
-        const int64_t *off = b[1].buf;
-        const uint32_t *tb = b[2].buf;
         Py_ssize_t nt = b[0].len / 8;
         for (Py_ssize_t q = 0; q < Q; q++) {
-            Py_ssize_t lo = 0, hi = nt;
-            while (lo < hi) {
-                Py_ssize_t mid = lo + (hi - lo) / 2;
-                if (th[mid] < hashes[q]) lo = mid + 1; else hi = mid;
-            }
+            int64_t t = dict_find(b[0].buf, nt, hashes[q]);
             Term *sp = &spans[i * Q + q];
-            if (lo < nt && th[lo] == hashes[q]) {
-                sp->s = off[lo];
-                sp->e = off[lo + 1];
-                sp->b0 = tb[lo];
-            }
+            if (t >= 0) dict_entry(b[1].buf, b[2].buf, nt, t, &sp->s, &sp->e, &sp->b0);
         }
     }
     for (Py_ssize_t q = 0; q < Q; q++) {
@@ -564,4 +555,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_blockmax",
                                     "Exact block-max MaxScore top-k for clawkb segments.", -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__blockmax(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__blockmax(void) {
+    len_table_init();
+    return PyModule_Create(&module);
+}

@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "_packed.h"
+#include "_dict.h"
+#include "_bounds.h"
 
 static int get_buf(PyObject *o, Py_buffer *b, const char *what, int writable) {
     int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
@@ -156,37 +158,44 @@ fail:
 }
 
 
-/* assemble(rank uint32[n], doc uint32[n], field uint8[n], tf uint8[n], n_terms)
- *   -> (offsets int64[T+1], docs uint32[P], tfs uint8[P*3]) as bytes
+/* assemble(rank uint32[n], doc uint32[n], field uint8[n], tf uint8[n], n_terms,
+ *          off_out int64[T+1], docs_out uint32[n], tfs_out uint8[3n] zeroed) -> P
  *
  * Inverted entries (one per term, doc and field, in ascending doc order) to
  * postings ordered by term rank then doc, the fields of one (term, doc) folded
  * into one row: a counting sort by rank (stable, so docs stay ascending) with
- * one uint32 index per entry as the only temporary. */
+ * one uint32 index per entry as the only temporary. The P postings are
+ * written to the caller's arrays (sized for n, the most there can be). */
 static PyObject *assemble(PyObject *self, PyObject *args) {
-    PyObject *o[4];
+    PyObject *o[7];
     Py_ssize_t T;
-    if (!PyArg_ParseTuple(args, "OOOOn", &o[0], &o[1], &o[2], &o[3], &T)) return NULL;
-    const char *names[4] = {"rank", "doc", "field", "tf"};
-    Py_buffer b[4];
+    if (!PyArg_ParseTuple(args, "OOOOnOOO", &o[0], &o[1], &o[2], &o[3], &T, &o[4], &o[5], &o[6]))
+        return NULL;
+    const char *names[7] = {"rank", "doc", "field", "tf", "off_out", "docs_out", "tfs_out"};
+    Py_buffer b[7];
     int got = 0;
     PyObject *result = NULL;
-    int64_t *start = NULL, *off = NULL;
-    uint32_t *idx = NULL, *docs = NULL;
-    uint8_t *tfs = NULL;
-    for (; got < 4; got++)
-        if (get_buf(o[got], &b[got], names[got], 0) < 0) goto done;
+    int64_t *start = NULL;
+    uint32_t *idx = NULL;
+    for (; got < 7; got++)
+        if (get_buf(o[got], &b[got], names[got], got >= 4) < 0) goto done;
     Py_ssize_t n = b[0].len / 4;
     if (b[1].len / 4 != n || b[2].len != n || b[3].len != n || T < 0) {
         PyErr_SetString(PyExc_ValueError, "assemble: arrays differ in length");
         goto done;
     }
+    if (b[4].len / 8 < T + 1 || b[5].len / 4 < n || b[6].len / 3 < n) {
+        PyErr_SetString(PyExc_ValueError, "assemble: output arrays are too small");
+        goto done;
+    }
     const uint32_t *rank = b[0].buf, *doc = b[1].buf;
     const uint8_t *field = b[2].buf, *tf = b[3].buf;
+    int64_t *off = b[4].buf;
+    uint32_t *docs = b[5].buf;
+    uint8_t *tfs = b[6].buf;
     start = calloc((size_t)T + 1, sizeof(int64_t));
-    off = calloc((size_t)T + 1, sizeof(int64_t));
     idx = malloc(sizeof(uint32_t) * (size_t)(n ? n : 1));
-    if (!start || !off || !idx) { PyErr_NoMemory(); goto done; }
+    if (!start || !idx) { PyErr_NoMemory(); goto done; }
     int bad = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (rank[i] >= (uint64_t)T || field[i] > 2) { bad = 1; break; }
@@ -196,9 +205,6 @@ static PyObject *assemble(PyObject *self, PyObject *args) {
     for (Py_ssize_t t = 0; t < T; t++) start[t + 1] += start[t];
     for (Py_ssize_t i = 0; i < n; i++) idx[start[rank[i]]++] = (uint32_t)i;
     /* start[t] is now the end of term t's entries */
-    docs = malloc(sizeof(uint32_t) * (size_t)(n ? n : 1));
-    tfs = calloc((size_t)(n ? n : 1) * 3, 1);
-    if (!docs || !tfs) { PyErr_NoMemory(); goto done; }
     int64_t P = 0, e0 = 0;
     for (Py_ssize_t t = 0; t < T; t++) {
         off[t] = P;
@@ -210,13 +216,10 @@ static PyObject *assemble(PyObject *self, PyObject *args) {
         e0 = start[t];
     }
     off[T] = P;
-    free(idx); idx = NULL;
-    result = Py_BuildValue("(y#y#y#)", (const char *)off, (Py_ssize_t)(8 * (T + 1)),
-                           (const char *)docs, (Py_ssize_t)(4 * P), (const char *)tfs,
-                           (Py_ssize_t)(3 * P));
+    result = PyLong_FromLongLong((long long)P);
 done:
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
-    free(start); free(off); free(idx); free(docs); free(tfs);
+    free(start); free(idx);
     return result;
 }
 
@@ -329,27 +332,6 @@ done:
 }
 
 
-typedef struct { uint8_t *p; size_t len, cap; } Buf;
-
-/* Room for `more` bytes (left unzeroed: untouched pages stay unmapped). */
-static int buf_reserve(Buf *b, size_t more) {
-    if (b->len + more <= b->cap) return 0;
-    size_t nc = b->cap ? b->cap : 1 << 16;
-    while (nc < b->len + more) nc *= 2;
-    uint8_t *np = realloc(b->p, nc);
-    if (!np) return -1;
-    b->p = np;
-    b->cap = nc;
-    return 0;
-}
-
-static int buf_put(Buf *b, const void *src, size_t n) {
-    if (buf_reserve(b, n) < 0) return -1;
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-    return 0;
-}
-
 /* One block of n postings (absolute docs, previous doc `prev`) at p; returns its bytes. */
 static size_t encode_block(uint8_t *p, const uint32_t *docs, const uint8_t *tfs, int n,
                            uint32_t prev, const uint8_t *mt) {
@@ -372,30 +354,44 @@ static size_t encode_block(uint8_t *p, const uint32_t *docs, const uint8_t *tfs,
     return (size_t)((bit + 7) >> 3);
 }
 
-/* merge_packed(inputs, lens) -> (terms, offsets, term_blocks, packed, blk_pos, blk_last,
- *                                blk_maxtf, blk_minlen) as bytes
+#define MP_OUT 8
+
+/* merge_packed(inputs, lens, terms, offsets, term_blocks, packed, blk_pos, blk_last,
+ *              blk_maxtf, blk_minlen) -> (n_terms, n_blocks, packed bytes)
  *
  * Like merge(), but writes the output segment's packed postings and block
  * bounds directly, one term at a time: raw postings are never held for more
- * than one term. `lens` uint32 [N, 3] are the output docs' field lengths. */
+ * than one term. `lens` uint32 [N, 3] are the output docs' field lengths.
+ * The outputs are the caller's arrays, sized for the worst case (terms: all
+ * input terms; blocks: all input blocks, as merging lists never needs more
+ * blocks than they had; packed: 1 + 7 x 128 bytes a block plus 24): pages
+ * past what is written are never touched, so they cost no memory, and the
+ * result is not copied again. */
 static PyObject *merge_packed(PyObject *self, PyObject *args) {
-    PyObject *arg, *o_lens;
-    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &arg, &o_lens)) return NULL;
-    Py_buffer lb;
+    PyObject *arg, *o_lens, *o_out[MP_OUT];
+    if (!PyArg_ParseTuple(args, "O!OOOOOOOOO", &PyList_Type, &arg, &o_lens, &o_out[0], &o_out[1],
+                          &o_out[2], &o_out[3], &o_out[4], &o_out[5], &o_out[6], &o_out[7]))
+        return NULL;
+    Py_buffer lb, ob[MP_OUT];
+    int ogot = 0, got = 0, oom = 0;
     if (get_buf(o_lens, &lb, "lens", 0) < 0) return NULL;
+    for (; ogot < MP_OUT; ogot++)
+        if (get_buf(o_out[ogot], &ob[ogot], "merge_packed output", 1) < 0) {
+            for (int i = 0; i < ogot; i++) PyBuffer_Release(&ob[i]);
+            PyBuffer_Release(&lb);
+            return NULL;
+        }
     const uint32_t *lens = lb.buf;
     Py_ssize_t S = PyList_GET_SIZE(arg);
     Py_buffer *b = calloc((size_t)(S ? S : 1) * MERGE_ITEMS, sizeof(Py_buffer));
     Py_ssize_t *cur = calloc(S ? S : 1, sizeof(Py_ssize_t));
     int64_t *blkno = calloc(S ? S : 1, sizeof(int64_t));
-    Buf terms = {0}, offs = {0}, tblk = {0}, packed = {0}, bpos = {0}, blast = {0}, bmax = {0},
-        bmin = {0};
     uint32_t *tdocs = NULL;
     uint8_t *ttfs = NULL;
     size_t tcap = 0;
-    int got = 0, oom = 0;
     PyObject *result = NULL;
     if (!b || !cur || !blkno) { PyErr_NoMemory(); goto done; }
+    int64_t maxT = 0, maxB = 0;
     for (Py_ssize_t i = 0; i < S; i++) {
         PyObject *tup = PyList_GET_ITEM(arg, i);
         if (!PyTuple_Check(tup) || PyTuple_GET_SIZE(tup) != MERGE_ITEMS) {
@@ -407,9 +403,23 @@ static PyObject *merge_packed(PyObject *self, PyObject *args) {
                 goto done;
             got = (int)(i * MERGE_ITEMS + j + 1);
         }
+        maxT += b[i * MERGE_ITEMS].len / 8;
+        maxB += b[i * MERGE_ITEMS + 3].len / 4;
     }
+    if (ob[0].len < 8 * maxT || ob[1].len < 8 * (maxT + 1) || ob[2].len < 4 * (maxT + 1) ||
+        ob[3].len < maxB * (1 + PBLOCK * 7) + 24 || ob[4].len < 4 * maxB || ob[5].len < 4 * maxB ||
+        ob[6].len < 3 * maxB || ob[7].len < 3 * maxB) {
+        PyErr_SetString(PyExc_ValueError, "merge_packed: output buffers are too small");
+        goto done;
+    }
+    uint64_t *o_terms = ob[0].buf;
+    int64_t *o_off = ob[1].buf;
+    uint32_t *o_tblk = ob[2].buf, *o_pos = ob[4].buf, *o_last = ob[5].buf;
+    uint8_t *o_packed = ob[3].buf, *o_maxtf = ob[6].buf;
+    uint8_t *o_minlen = ob[7].buf;
     Py_ssize_t n_lens = lb.len / 12;
-    int64_t P = 0, nblk = 0;
+    int64_t P = 0, nblk = 0, T_out = 0;
+    size_t used = 0;
     uint32_t bd[PBLOCK];
     uint8_t bt[3 * PBLOCK];
     Py_BEGIN_ALLOW_THREADS
@@ -456,72 +466,101 @@ static PyObject *merge_packed(PyObject *self, PyObject *args) {
         }
         if (oom) break;
         if (!tn) continue;
-        uint32_t nb32 = (uint32_t)nblk;
-        if (buf_put(&terms, &h, 8) < 0 || buf_put(&offs, &P, 8) < 0 ||
-            buf_put(&tblk, &nb32, 4) < 0) { oom = 1; break; }
+        o_terms[T_out] = h;
+        o_off[T_out] = P;
+        o_tblk[T_out] = (uint32_t)nblk;
+        T_out++;
         uint32_t prev = 0;
         for (size_t s0 = 0; s0 < tn; s0 += PBLOCK) {
             int n = (int)(tn - s0 < PBLOCK ? tn - s0 : PBLOCK);
-            uint8_t mt[3] = {0, 0, 0};
-            uint16_t ml[3] = {0xFFFF, 0xFFFF, 0xFFFF};
+            uint8_t *mt = o_maxtf + 3 * nblk;
+            uint32_t ml[3] = {UINT32_MAX, UINT32_MAX, UINT32_MAX};
+            for (int f = 0; f < 3; f++) mt[f] = 0;
             for (int q = 0; q < n; q++) {
                 uint32_t d = tdocs[s0 + q];
                 for (int f = 0; f < 3; f++) {
                     uint8_t v = ttfs[3 * (s0 + q) + f];
                     if (v > mt[f]) mt[f] = v;
                     uint32_t L = (Py_ssize_t)d < n_lens ? lens[3 * (size_t)d + f] : 0;
-                    if (L < ml[f]) ml[f] = (uint16_t)L;
+                    if (L < ml[f]) ml[f] = L;
                 }
             }
-            if (packed.len > 0xFFFFFFFFull - (1 + PBLOCK * 7) ||
-                buf_reserve(&packed, 1 + PBLOCK * 7 + 16) < 0) { oom = 1; break; }
-            memset(packed.p + packed.len, 0, 1 + PBLOCK * 7 + 16); /* put_bits ORs */
-            uint32_t at = (uint32_t)packed.len, lastd = tdocs[s0 + n - 1];
-            packed.len += encode_block(packed.p + packed.len, tdocs + s0, ttfs + 3 * s0, n, prev, mt);
+            for (int f = 0; f < 3; f++) o_minlen[3 * nblk + f] = minlen_code(ml[f]);
+            if (used > 0xFFFFFFFFull - (1 + PBLOCK * 7)) { oom = 1; break; }
+            memset(o_packed + used, 0, 1 + PBLOCK * 7 + 16); /* put_bits ORs */
+            uint32_t lastd = tdocs[s0 + n - 1];
+            o_pos[nblk] = (uint32_t)used;
+            o_last[nblk] = lastd;
+            used += encode_block(o_packed + used, tdocs + s0, ttfs + 3 * s0, n, prev, mt);
             prev = lastd;
-            if (buf_put(&bpos, &at, 4) < 0 || buf_put(&blast, &lastd, 4) < 0 ||
-                buf_put(&bmax, mt, 3) < 0 || buf_put(&bmin, ml, 6) < 0) { oom = 1; break; }
             nblk++;
         }
         if (oom) break;
         P += (int64_t)tn;
     }
     if (!oom) {
-        uint32_t nb32 = (uint32_t)nblk;
-        uint64_t zero = 0;
-        if (buf_put(&offs, &P, 8) < 0 || buf_put(&tblk, &nb32, 4) < 0 ||
-            buf_put(&packed, &zero, 8) < 0) oom = 1;
+        o_off[T_out] = P;
+        o_tblk[T_out] = (uint32_t)nblk;
+        memset(o_packed + used, 0, 8);
+        used += 8;
     }
     Py_END_ALLOW_THREADS
     if (oom) {
         PyErr_SetString(PyExc_MemoryError, "merge: out of memory (or packed postings over 4 GiB)");
         goto done;
     }
-    result = Py_BuildValue("(y#y#y#y#y#y#y#y#)", terms.p ? (char *)terms.p : "", (Py_ssize_t)terms.len,
-                           (char *)offs.p, (Py_ssize_t)offs.len, (char *)tblk.p, (Py_ssize_t)tblk.len,
-                           (char *)packed.p, (Py_ssize_t)packed.len,
-                           bpos.p ? (char *)bpos.p : "", (Py_ssize_t)bpos.len,
-                           blast.p ? (char *)blast.p : "", (Py_ssize_t)blast.len,
-                           bmax.p ? (char *)bmax.p : "", (Py_ssize_t)bmax.len,
-                           bmin.p ? (char *)bmin.p : "", (Py_ssize_t)bmin.len);
+    result = Py_BuildValue("(LLL)", (long long)T_out, (long long)nblk, (long long)used);
 done:
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    for (int i = 0; i < ogot; i++) PyBuffer_Release(&ob[i]);
     PyBuffer_Release(&lb);
     free(b); free(cur); free(blkno); free(tdocs); free(ttfs);
-    free(terms.p); free(offs.p); free(tblk.p); free(packed.p); free(bpos.p); free(blast.p);
-    free(bmax.p); free(bmin.p);
     return result;
 }
 
+/* dict_lookup(terms uint64[T], dfs uint8[T], index int64[...], hashes uint64[Q],
+ *             ranges_out int64[2Q], first_out int64[Q])
+ * Postings range and first block of each hash in a compact dictionary
+ * (_dict.h); outputs are left as they are for hashes not in it. */
+static PyObject *dict_lookup(PyObject *self, PyObject *args) {
+    PyObject *o[6];
+    if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5])) return NULL;
+    const char *names[6] = {"terms", "dfs", "index", "hashes", "ranges_out", "first_out"};
+    Py_buffer b[6];
+    int got = 0;
+    for (; got < 6; got++)
+        if (get_buf(o[got], &b[got], names[got], got >= 4) < 0) goto fail;
+    int64_t nt = b[0].len / 8, nq = b[3].len / 8;
+    if (b[1].len != nt || b[4].len / 8 < 2 * nq || b[5].len / 8 < nq ||
+        b[2].len / 8 < 3 * ((nt + DICT_GROUP - 1) / DICT_GROUP)) {
+        PyErr_SetString(PyExc_ValueError, "dict_lookup: array sizes do not match");
+        goto fail;
+    }
+    const uint64_t *terms = b[0].buf, *hashes = b[3].buf;
+    int64_t *ranges = b[4].buf, *first = b[5].buf;
+    for (int64_t q = 0; q < nq; q++) {
+        int64_t t = dict_find(terms, nt, hashes[q]);
+        if (t >= 0)
+            dict_entry(b[1].buf, b[2].buf, nt, t, &ranges[2 * q], &ranges[2 * q + 1], &first[q]);
+    }
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    Py_RETURN_NONE;
+fail:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"dict_lookup", dict_lookup, METH_VARARGS,
+     "dict_lookup(terms, dfs, index, hashes, ranges_out, first_out)"},
     {"merge_packed", merge_packed, METH_VARARGS,
-     "merge_packed(inputs, lens) -> (terms, offsets, term_blocks, packed, blk_pos, blk_last,"
-     " blk_maxtf, blk_minlen) as bytes"},
+     "merge_packed(inputs, lens, terms, offsets, term_blocks, packed, blk_pos, blk_last,"
+     " blk_maxtf, blk_minlen) -> (n_terms, n_blocks, packed bytes)"},
     {"merge", merge, METH_VARARGS,
      "merge([(terms, offsets, packed, blk_pos, blk_last, blk_maxtf, remap), ...], terms_out,"
      " offsets_out, docs_out, tfs_out) -> (n_terms, n_postings)"},
     {"assemble", assemble, METH_VARARGS,
-     "assemble(rank, doc, field, tf, n_terms) -> (offsets, docs, tfs) as bytes"},
+     "assemble(rank, doc, field, tf, n_terms, off_out, docs_out, tfs_out) -> n_postings"},
     {"pack", pack, METH_VARARGS,
      "pack(offsets, docs, tfs, blk_maxtf) -> (packed, blk_pos, blk_last) as bytes"},
     {"unpack", unpack, METH_VARARGS,
@@ -532,4 +571,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_postings",
                                     "Bit-packed postings blocks of clawkb segments.", -1, methods};
 
-PyMODINIT_FUNC PyInit__postings(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__postings(void) {
+    len_table_init();
+    return PyModule_Create(&module);
+}

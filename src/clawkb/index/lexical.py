@@ -657,7 +657,7 @@ class LexicalIndex:
                 args.append(
                     (
                         seg,
-                        (seg.terms, seg.offsets, b["term_blocks"], p["packed"], p["blk_pos"]),
+                        (seg.terms, *seg.term_dict, p["packed"], p["blk_pos"]),
                         (p["blk_last"], b["blk_maxtf"], b["blk_minlen"], self._factor(seg)),
                     )
                 )

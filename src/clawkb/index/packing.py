@@ -74,20 +74,27 @@ def assemble(
     rank: np.ndarray, doc: np.ndarray, field: np.ndarray, tf: np.ndarray, n_terms: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Inverted entries (term rank, doc, field, tf; docs ascending) to segment
-    postings: (offsets int64 [T+1], docs uint32 [P], tfs uint8 [P, 3]). Native only."""
+    postings: (offsets int64 [T+1], docs uint32 [P], tfs uint8 [P, 3]). Native only.
+
+    The outputs are sized for one posting per entry (views of the part used
+    are returned; untouched pages cost no memory), so nothing is copied.
+    """
     assert _postings is not None, "assemble needs the native module"
-    off, docs, tfs = _postings.assemble(
+    n = len(rank)
+    off = np.empty(n_terms + 1, np.int64)
+    docs = np.empty(n, np.uint32)
+    tfs = np.zeros((n, 3), np.uint8)
+    p = _postings.assemble(
         np.ascontiguousarray(rank, np.uint32),
         np.ascontiguousarray(doc, np.uint32),
         np.ascontiguousarray(field, np.uint8),
         np.ascontiguousarray(tf, np.uint8),
         int(n_terms),
+        off,
+        docs,
+        tfs,
     )
-    return (
-        np.frombuffer(off, np.int64),
-        np.frombuffer(docs, np.uint32),
-        np.frombuffer(tfs, np.uint8).reshape(-1, 3),
-    )
+    return off, docs[:p], tfs[:p]
 
 
 def merge(inputs: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
@@ -114,21 +121,34 @@ def merge_packed(inputs: list[tuple[np.ndarray, ...]], lens: np.ndarray) -> dict
     block arrays (``terms``, ``offsets``, ``term_blocks``, ``packed``, ``blk_pos``,
     ``blk_last``, ``blk_maxtf``, ``blk_minlen``) without ever holding its raw
     postings: ``lens`` uint32 [N, 3] are the output docs' field lengths. Native only.
+
+    The C merge writes straight into arrays sized for the worst case; only
+    the pages it writes become resident, and the results are views of them
+    (no copy of the output is ever made).
     """
     assert _postings is not None, "merge_packed needs the native module"
     inputs = [tuple(np.ascontiguousarray(a) for a in x) for x in inputs]
-    out = _postings.merge_packed(inputs, np.ascontiguousarray(lens, np.uint32))
-    terms, off, tblk, data, pos, last, maxtf, minlen = out
-    return {
-        "terms": np.frombuffer(terms, np.uint64),
-        "offsets": np.frombuffer(off, np.int64),
-        "term_blocks": np.frombuffer(tblk, np.uint32),
-        "packed": np.frombuffer(data, np.uint8),
-        "blk_pos": np.frombuffer(pos, np.uint32),
-        "blk_last": np.frombuffer(last, np.uint32),
-        "blk_maxtf": np.frombuffer(maxtf, np.uint8).reshape(-1, 3),
-        "blk_minlen": np.frombuffer(minlen, np.uint16).reshape(-1, 3),
+    max_t = sum(len(x[0]) for x in inputs)
+    max_b = sum(len(x[3]) for x in inputs)
+    out: dict[str, np.ndarray] = {
+        "terms": np.empty(max_t, np.uint64),
+        "offsets": np.empty(max_t + 1, np.int64),
+        "term_blocks": np.empty(max_t + 1, np.uint32),
+        "packed": np.empty(max_b * (1 + BLOCK * 7) + 24, np.uint8),
+        "blk_pos": np.empty(max_b, np.uint32),
+        "blk_last": np.empty(max_b, np.uint32),
+        "blk_maxtf": np.empty((max_b, 3), np.uint8),
+        "blk_minlen": np.empty((max_b, 3), np.uint8),
     }
+    n_terms, n_blocks, n_bytes = _postings.merge_packed(
+        inputs, np.ascontiguousarray(lens, np.uint32), *out.values()
+    )
+    for name in ("terms", "blk_pos", "blk_last", "blk_maxtf", "blk_minlen"):
+        out[name] = out[name][: n_blocks if name.startswith("blk_") else n_terms]
+    out["offsets"] = out["offsets"][: n_terms + 1]
+    out["term_blocks"] = out["term_blocks"][: n_terms + 1]
+    out["packed"] = out["packed"][:n_bytes]
+    return out
 
 
 def _blocks(offsets: np.ndarray) -> Iterator[tuple[int, int, int, bool]]:

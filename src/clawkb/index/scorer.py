@@ -207,7 +207,7 @@ def search_segments(
     """A whole query in one native call (``_blockmax.search``): term lookup in
     every segment, idf, and block-max top-k over all segments with one heap.
 
-    ``segs`` are ``(terms, offsets, term_blocks, packed, blk_pos, blk_last,
+    ``segs`` are ``(terms, dfs, dict_index, packed, blk_pos, blk_last,
     blk_maxtf, blk_minlen, factor, live or None, chunk_ids)`` tuples, biggest
     segment first. Returns (chunk ids, scores) sorted by descending score, ties
     by ascending chunk id, or None when a term's weight is not positive (the

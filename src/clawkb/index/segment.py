@@ -5,19 +5,26 @@ A segment is a folder of ``.npy`` arrays, memory-mapped when opened:
 ``chunk_ids``  int64 [N]      store chunk id of each local doc number
 ``lens``       uint32 [N, 3]  token count per field (title, body, code)
 ``terms``      uint64 [T]     sorted 64-bit term hashes
-``offsets``    int64 [T + 1]  postings of term i are ``offsets[i]:offsets[i+1]``
-``blk_*``, ``term_blocks``             per-block score bounds (:mod:`clawkb.index.blocks`)
+``dfs``, ``dict_index``        format 5: the compact term dictionary
+                               (:mod:`clawkb.index.termdict`): where each
+                               term's postings and blocks start
+``offsets``    int64 [T + 1]  formats 3 and 4: postings of term i are
+                              ``offsets[i]:offsets[i+1]`` (format 5 derives them)
+``blk_*``, ``term_blocks``             per-block score bounds (:mod:`clawkb.index.blocks`;
+                                       ``term_blocks`` derived in format 5)
 
 and the postings themselves, local doc numbers ascending within a term with
 per-field term frequencies (saturated at 255), in one of two layouts:
 
-``packed``, ``blk_pos``, ``blk_last``  format 4: blocks of 128 postings, doc gaps
+``packed``, ``blk_pos``, ``blk_last``  formats 4 and 5: blocks of 128 postings, doc gaps
                                        and frequencies bit-packed
                                        (:mod:`clawkb.index.packing`)
 ``docs``, ``tfs``                      format 3: uint32 [P] and uint8 [P, 3]
 
-Format 4 is written whenever the native packer is built (format 3 without a
-compiler); both are read. Format 3 added the block arrays (the index's engine
+Format 5 is written whenever the native packer is built (format 3 without a
+compiler); all three are read (format 4 is format 5 with the plain offsets
+and ``term_blocks`` instead of the compact dictionary). Format 3 added the
+block arrays (the index's engine
 string changed with it, so older indexes are rebuilt from the store); a
 segment lacking them anyway gets them computed in memory when first needed. Deletions never rewrite a segment: a separate ``live.npy`` mask (uint8 [N]) is
 replaced atomically. Segments are merged (dropping deleted docs) by
@@ -38,15 +45,17 @@ from pathlib import Path
 
 import numpy as np
 
-from clawkb.index import packing
-from clawkb.index.blocks import BLOCK_ARRAYS, block_arrays
+from clawkb.index import packing, termdict
+from clawkb.index.blocks import BLOCK_ARRAYS, block_arrays, minlen_codes
 
 #: Version of the files a segment folder holds (meta.json "format").
-SEGMENT_FORMAT = 4 if packing.NATIVE else 3
+SEGMENT_FORMAT = 5 if packing.NATIVE else 3
 N_FIELDS = 3
 FIELDS = ("title", "body", "code")
-_FLUSH = 1 << 18
-_ARRAYS = ("chunk_ids", "lens", "terms", "offsets")
+_FLUSH = 1 << 16
+_ARRAYS = ("chunk_ids", "lens", "terms")
+#: Block bound files every format has (format 5 derives ``term_blocks``).
+_BOUNDS = ("blk_maxtf", "blk_minlen")
 _RAW = ("docs", "tfs")
 
 
@@ -127,13 +136,18 @@ def _write_folder(folder: Path, arrays: dict[str, np.ndarray]) -> None:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
+    n_postings = int(arrays["offsets"][-1]) if len(arrays["offsets"]) else 0
+    if "packed" in arrays:  # format 5: the compact dictionary replaces offsets
+        arrays = dict(arrays)
+        arrays.update(termdict.encode(arrays.pop("offsets")))
+        arrays.pop("term_blocks", None)
     for name, arr in arrays.items():
         _save(tmp, name, np.ascontiguousarray(arr))
     meta = {
-        "format": 4 if "packed" in arrays else 3,
+        "format": 5 if "packed" in arrays else 3,
         "n_docs": len(arrays["chunk_ids"]),
         "n_terms": len(arrays["terms"]),
-        "n_postings": int(arrays["offsets"][-1]) if len(arrays["offsets"]) else 0,
+        "n_postings": n_postings,
     }
     (tmp / "meta.json").write_text(json.dumps(meta))
     os.replace(tmp, folder)
@@ -206,6 +220,7 @@ def _invert_native(docs: Iterator[DocFields]) -> tuple[np.ndarray, ...] | None:
 
     def flush(rows: list[tuple[int, int, list[str]]]) -> None:
         h, t, d, f, c = _native.invert(rows)
+        rows.clear()  # the tokens go now, not when the next batch is built
         tf = np.frombuffer(c, np.uint32)
         parts.append(
             (
@@ -219,15 +234,27 @@ def _invert_native(docs: Iterator[DocFields]) -> tuple[np.ndarray, ...] | None:
 
     for rows in _native_batches(docs):
         flush(rows)
+        _release_free_heap()
     if not parts:
         return None
     hashes = _sorted_unique(np.concatenate([p[0] for p in parts]))
-    # each part's term numbers -> ranks in the sorted hashes (vocabulary-sized maps)
-    rank = np.concatenate([np.searchsorted(hashes, p[0]).astype(np.uint32)[p[1]] for p in parts])
-    doc_of = np.concatenate([p[2] for p in parts])
-    field_of = np.concatenate([p[3] for p in parts])
-    tf_of = np.concatenate([p[4] for p in parts])
-    parts.clear()
+    n = sum(len(p[1]) for p in parts)
+    rank = np.empty(n, np.uint32)
+    doc_of = np.empty(n, np.uint32)
+    field_of = np.empty(n, np.uint8)
+    tf_of = np.empty(n, np.uint8)
+    at = 0
+    parts.reverse()
+    while parts:  # each part is freed once copied: never two copies of all entries
+        h, t, d, f, tf = parts.pop()
+        # the part's term numbers -> ranks in the sorted hashes (vocabulary-sized map)
+        rank[at : at + len(t)] = np.searchsorted(hashes, h).astype(np.uint32)[t]
+        doc_of[at : at + len(t)] = d
+        field_of[at : at + len(t)] = f
+        tf_of[at : at + len(t)] = tf
+        at += len(t)
+        del h, t, d, f, tf
+    _release_free_heap()
     off, dd, tt = packing.assemble(rank, doc_of, field_of, tf_of, len(hashes))
     del rank, doc_of, field_of, tf_of
     return hashes, off, dd, tt
@@ -243,6 +270,28 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
     return ordered[keep]
+
+
+_TRIM: list[object] = []
+
+
+def _release_free_heap() -> None:
+    """Hand free heap pages back to the OS (glibc's ``malloc_trim``).
+
+    Each token batch leaves freed string memory between the batch's
+    long-lived postings arrays: glibc keeps those pages, so without this an
+    index worker's resident size grows by the tokens of many batches. A no-op
+    where there is no glibc."""
+    if not _TRIM:
+        try:
+            import ctypes
+
+            _TRIM.append(ctypes.CDLL("libc.so.6").malloc_trim)
+        except (OSError, AttributeError):
+            _TRIM.append(None)
+    trim = _TRIM[0]
+    if trim is not None:
+        trim(0)  # type: ignore[operator]
 
 
 def _postings_native(docs: Iterator[DocFields]) -> _Postings | None:
@@ -366,7 +415,14 @@ class Segment:
         self.chunk_ids: np.ndarray = arrs["chunk_ids"]
         self.lens: np.ndarray = arrs["lens"]
         self.terms: np.ndarray = arrs["terms"]
-        self.offsets: np.ndarray = arrs["offsets"]
+        #: format 5: (dfs, dict_index) as stored; older formats: plain offsets
+        self._dict: tuple[np.ndarray, np.ndarray] | None = None
+        self._offsets: np.ndarray | None = None
+        self.compact = (folder / "dfs.npy").exists()
+        if self.compact:
+            self._dict = (_open_array(folder / "dfs.npy"), _open_array(folder / "dict_index.npy"))
+        else:
+            self._offsets = _open_array(folder / "offsets.npy")
         self._raw: tuple[np.ndarray, np.ndarray] | None = None
         self._packed: dict[str, np.ndarray] | None = None
         if (folder / "packed.npy").exists():
@@ -379,18 +435,50 @@ class Segment:
         )
         self._sorted_ids: np.ndarray | None = None
         self._blocks: dict[str, np.ndarray] | None = None
-        if all((folder / f"{n}.npy").exists() for n in BLOCK_ARRAYS):
-            blocks = {n: _open_array(folder / f"{n}.npy") for n in BLOCK_ARRAYS}
-            if blocks["blk_minlen"].dtype == np.uint16:  # else an early layout: recompute
+        names = _BOUNDS if self.compact else BLOCK_ARRAYS
+        if all((folder / f"{n}.npy").exists() for n in names):
+            blocks = {n: _open_array(folder / f"{n}.npy") for n in names}
+            minlen = blocks["blk_minlen"]
+            if minlen.dtype == np.uint16:  # formats 3 and 4 stored lengths: code them
+                blocks["blk_minlen"] = minlen_codes(minlen)
+            if blocks["blk_minlen"].dtype == np.uint8:  # else an early layout: recompute
                 self._blocks = blocks
 
     @property
+    def offsets(self) -> np.ndarray:
+        """int64 [T + 1]: postings of term i are ``offsets[i]:offsets[i+1]``
+        (derived from the compact dictionary once, for merges and full scans)."""
+        if self._offsets is None:
+            assert self._dict is not None
+            self._offsets = termdict.offsets(*self._dict)
+        return self._offsets
+
+    @property
+    def term_dict(self) -> tuple[np.ndarray, np.ndarray]:
+        """(dfs, dict_index) of :mod:`clawkb.index.termdict` (built in memory
+        for segments written before format 5)."""
+        if self._dict is None:
+            enc = termdict.encode(self.offsets)
+            self._dict = (enc["dfs"], enc["dict_index"])
+        return self._dict
+
+    @property
     def blocks(self) -> dict[str, np.ndarray]:
-        """Block bounds (``blocks.BLOCK_ARRAYS``); computed once for older segments."""
+        """Block bounds (``blocks.BLOCK_ARRAYS``); computed once for older
+        segments; format 5 keeps ``blk_maxtf`` and ``blk_minlen`` only
+        (``term_blocks`` is :attr:`term_blocks`)."""
         if self._blocks is None:
             docs, tfs = self.raw
             self._blocks = block_arrays(self.offsets, docs, tfs, self.lens)
         return self._blocks
+
+    @property
+    def term_blocks(self) -> np.ndarray:
+        """uint32 [T + 1]: blocks of term i are ``term_blocks[i]:term_blocks[i+1]``."""
+        stored = self.blocks.get("term_blocks")
+        if stored is not None:
+            return stored
+        return termdict.term_blocks(*self.term_dict)
 
     @property
     def packed(self) -> dict[str, np.ndarray]:
@@ -462,12 +550,17 @@ class Segment:
 
     @property
     def n_postings(self) -> int:
+        if self._offsets is None and self._dict is not None:
+            return termdict.n_postings(*self._dict)
         return int(self.offsets[-1]) if len(self.offsets) else 0
 
     def drop_unpacked(self) -> None:
-        """Forget postings unpacked for a merge or an exhaustive scan (format 4 only)."""
+        """Forget postings unpacked for a merge or an exhaustive scan (formats 4
+        and 5), and offsets derived from a compact dictionary."""
         if self._packed is not None and (self.folder / "packed.npy").exists():
             self._raw = None
+        if self.compact:
+            self._offsets = None
 
     @property
     def n_docs(self) -> int:
@@ -493,6 +586,9 @@ class Segment:
         if not n_terms:
             zeros = np.zeros(len(hashes), np.int64)
             return np.zeros(2 * len(hashes), np.int64), zeros, zeros
+        if self.compact:
+            ranges, df, first = termdict.lookup(self.terms, *self.term_dict, hashes)
+            return ranges, df, first if blocks else np.zeros(len(hashes), np.int64)
         pos = np.searchsorted(self.terms, hashes)
         pos_c = np.minimum(pos, n_terms - 1)
         found = (pos < n_terms) & (self.terms[pos_c] == hashes)
@@ -564,6 +660,7 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
             inputs.append(
                 (s.terms, s.offsets, p["packed"], p["blk_pos"], p["blk_last"], maxtf, remap)
             )
+            s.drop_unpacked()  # the input tuple holds the derived offsets
         # streamed term by term in C, packed as it goes: raw postings are
         # held for one term at a time, never for the whole output
         arrays: dict[str, np.ndarray] = {
