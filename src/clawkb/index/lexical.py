@@ -150,8 +150,9 @@ class LexicalIndex:
             self._remove_orphans()
         self._stats_cache: tuple[int, np.ndarray] | None = None
         self._factors: dict[str, np.ndarray] = {}
-        self._native_args: list[tuple[Any, ...]] | None = None
+        self._native_args: list[list[Any]] | None = None
         self._native_key: tuple[Segment, ...] = ()
+        self._params_cache: tuple[Any, np.ndarray] | None = None
         # (segment, term hash) -> largest BM25F pseudo-frequency x seen: bounds
         # for pruning; valid until lengths/weights change (_invalidate).
         self._max_x: dict[tuple[str, int], float] = {}
@@ -655,27 +656,44 @@ class LexicalIndex:
             for seg in sorted(self.segments, key=lambda s: -s.n_docs):
                 b, p = seg.blocks, seg.packed
                 args.append(
-                    (
+                    [
                         seg,
                         (seg.terms, seg.offsets, b["term_blocks"], p["packed"], p["blk_pos"]),
                         (p["blk_last"], b["blk_maxtf"], b["blk_minlen"], self._factor(seg)),
-                    )
+                        # exact block bounds, filled by the kernel as blocks are
+                        # first bounded; valid as long as the factor (dropped
+                        # together on the next write). Zeroed pages cost no
+                        # memory until a query touches them.
+                        np.zeros(len(p["blk_last"]), np.float32),
+                        None,  # the live array last seen ...
+                        None,  # ... and what to pass for it (None: every doc live)
+                    ]
                 )
             self._native_args = args
         out = []
-        for seg, head, tail in self._native_args:
+        for entry in self._native_args:
+            seg, head, tail, xmax = entry[:4]
             live = seg.live
             if allowed is not None:
                 mask = np.zeros(seg.n_docs, np.uint8)
                 mask[seg.locate(allowed)] = 1
                 live = mask & live
-            out.append((*head, *tail, live, seg.chunk_ids))
+            elif live is entry[4]:
+                live = entry[5]
+            else:  # checked once per live array, not per query
+                entry[4], entry[5] = live, (None if live.all() else live)
+                live = entry[5]
+            out.append((*head, *tail, live, seg.chunk_ids, xmax))
         return out
 
     def _block_params(self) -> np.ndarray:
         """float32 [field weights, field b, average field lengths] for block bounds."""
-        avg = self._stats()[1]
-        return np.array([*self.params.weights, *self.params.b, *avg.tolist()], np.float32)
+        stats = self._stats()
+        if self._params_cache is None or self._params_cache[0] is not stats:
+            avg = stats[1]
+            arr = np.array([*self.params.weights, *self.params.b, *avg.tolist()], np.float32)
+            self._params_cache = (stats, arr)
+        return self._params_cache[1]
 
     def _score_pruned(
         self,
