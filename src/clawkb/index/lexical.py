@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -652,7 +653,7 @@ class LexicalIndex:
         key = tuple(self.segments)
         if self._native_args is None or self._native_key != key:
             self._native_key = key
-            args = []
+            args: list[list[Any]] = []
             for seg in sorted(self.segments, key=lambda s: -s.n_docs):
                 b, p = seg.blocks, seg.packed
                 args.append(
@@ -673,15 +674,15 @@ class LexicalIndex:
         out = []
         for entry in self._native_args:
             seg, head, tail, xmax = entry[:4]
-            live = seg.live
+            live: np.ndarray | None = seg.live
             if allowed is not None:
                 mask = np.zeros(seg.n_docs, np.uint8)
                 mask[seg.locate(allowed)] = 1
-                live = mask & live
+                live = mask & seg.live
             elif live is entry[4]:
                 live = entry[5]
             else:  # checked once per live array, not per query
-                entry[4], entry[5] = live, (None if live.all() else live)
+                entry[4], entry[5] = seg.live, (None if seg.live.all() else seg.live)
                 live = entry[5]
             out.append((*head, *tail, live, seg.chunk_ids, xmax))
         return out
@@ -728,6 +729,9 @@ class LexicalIndex:
     def _query_terms(
         terms: Sequence[str], term_weights: Sequence[float] | None
     ) -> tuple[list[str], list[float]]:
+        if term_weights is None:  # plain counts: Counter counts in C, first-seen order
+            counts = Counter(terms)
+            return list(counts), [float(c) for c in counts.values()]
         acc: dict[str, float] = {}
         for i, t in enumerate(terms):
             acc[t] = acc.get(t, 0.0) + (1.0 if term_weights is None else float(term_weights[i]))
