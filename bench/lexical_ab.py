@@ -10,12 +10,23 @@ configurations and the best pass counts, so load from other processes hurts
 every configuration alike. Every configuration must return the same top-k
 lists as the first one (exactness check); a difference is reported and makes
 the exit status 1. Also prints the index's size on disk.
+
+With ``--old-src OTHER/src`` (another checkout with its native modules built
+in place, reading the same index format) each round times the old tree and
+this one in fresh child processes, one after the other, on the same
+knowledge base; the best round of each counts, and their top-k lists must be
+identical::
+
+    .venv/bin/python bench/lexical_ab.py --kb /tmp/kb100k --corpus ... --old-src ../base/src
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -58,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    ap.add_argument("--old-src", type=Path, help="compare with the tree whose src/ is here")
+    ap.add_argument("--rounds", type=int, default=3, help="old/new rounds with --old-src")
     args = ap.parse_args(argv)
+    if args.old_src:
+        return compare_trees(args)
 
     from clawkb.text.tokenize import tokenize
 
@@ -84,8 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     ref = results[names[0]]
     same = {n: results[n] == ref for n in names}
     index_mb = dir_size(args.kb / "index" / "lexical") / 1e6
+    digest = hashlib.sha256(json.dumps(ref).encode()).hexdigest()[:16]
     report = {
         "queries": len(queries),
+        "topk_digest": digest,
         "segments": [s.n_docs for s in lex.segments],
         "cpu_ms_per_query": best,
         "identical_topk": same,
@@ -97,6 +114,34 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     kb.close()
     return 0 if all(same.values()) else 1
+
+
+def compare_trees(args: argparse.Namespace) -> int:
+    """Old tree vs this one, each round in fresh processes on the same KB."""
+    open_kb(args.kb, args.corpus).close()  # build once, with this tree
+    base = [sys.executable, __file__, "--kb", str(args.kb), "--corpus", str(args.corpus)]
+    base += ["--passes", str(args.passes), "--configs", "default"]
+    here_src = str(HERE.parent / "src")
+    best: dict[str, float] = {"old": float("inf"), "new": float("inf")}
+    digests: dict[str, set[str]] = {"old": set(), "new": set()}
+    for _ in range(args.rounds):
+        for name, src in (("old", str(args.old_src.resolve())), ("new", here_src)):
+            env = {**os.environ, "PYTHONPATH": src}
+            out = subprocess.run(base, env=env, capture_output=True, text=True, check=True)
+            rep = json.loads(out.stdout)
+            best[name] = min(best[name], rep["cpu_ms_per_query"]["default"])
+            digests[name].add(rep["topk_digest"])
+    same = len(digests["old"] | digests["new"]) == 1
+    report = {
+        "old_src": str(args.old_src),
+        "cpu_ms_per_query": best,
+        "new_over_old": best["new"] / best["old"],
+        "identical_topk": same,
+    }
+    print(json.dumps(report, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0 if same else 1
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     .venv/bin/python bench/run_all.py                      # 100k and 1M docs (make bench)
     BENCH_SIZES=20000 .venv/bin/python bench/run_all.py    # quick run
     .venv/bin/python bench/run_all.py --sizes 100000 --engines clawkb,bm25s --no-quality
+    .venv/bin/python bench/run_all.py --old-src ../base/src ...   # + clawkb from another tree
 
 Each engine runs at each size in its own subprocess (bench/lexical.py), so peak
 RSS is per engine.  Writes bench/results/lexical-<date>.json and
@@ -97,13 +98,28 @@ def ensure_corpus(n_docs: int, n_queries: int, seed: int) -> Path:
     return folder
 
 
-def run_engine(engine: str, corpus: Path, k: int, timeout: float) -> dict[str, Any]:
-    """Run bench/lexical.py in a child process, streaming its progress lines."""
+#: the engine name of clawkb run from another tree (--old-src), as a peer
+OLD = "clawkb-old"
+
+
+def run_engine(
+    engine: str, corpus: Path, k: int, timeout: float, old_src: Path | None = None
+) -> dict[str, Any]:
+    """Run bench/lexical.py in a child process, streaming its progress lines.
+
+    ``clawkb-old`` is clawkb imported from ``old_src`` (another checkout's
+    ``src`` with its native modules built), for before/after in one run.
+    """
     out = corpus / f"result-{engine}.json"
     out.unlink(missing_ok=True)
-    cmd = [sys.executable, str(HERE / "lexical.py"), "--engine", engine, "--corpus", str(corpus)]
+    real = "clawkb" if engine == OLD else engine
+    cmd = [sys.executable, str(HERE / "lexical.py"), "--engine", real, "--corpus", str(corpus)]
     cmd += ["--k", str(k), "--out", str(out)]
     env = {**os.environ, **THREAD_ENV}
+    if engine == OLD:
+        if old_src is None:
+            raise SystemExit(f"engine {OLD} needs --old-src")
+        env["PYTHONPATH"] = str(old_src.resolve())
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
     timer = threading.Timer(timeout, proc.kill)
     timer.start()
@@ -116,7 +132,9 @@ def run_engine(engine: str, corpus: Path, k: int, timeout: float) -> dict[str, A
     timed_out = not timer.is_alive() and rc != 0
     timer.cancel()
     if rc == 0 and out.exists():
-        return json.loads(out.read_text(encoding="utf-8"))
+        result = json.loads(out.read_text(encoding="utf-8"))
+        result["engine"] = engine
+        return result
     why = f"timed out after {timeout:.0f} s" if timed_out else f"exit {rc}"
     last = next((line for line in reversed(tail) if line.strip()), "")
     return {"engine": engine, "error": f"{why}: {last}", "stderr_tail": list(tail)}
@@ -166,6 +184,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     ap.add_argument("--out-dir", type=Path, default=HERE / "results")
     ap.add_argument(
+        "--old-src",
+        type=Path,
+        help=f"another checkout's src/ (native modules built): adds engine {OLD}",
+    )
+    ap.add_argument(
         "--pdf", action="store_true", help="run only the PDF extraction benchmark (pdf_extract.py)"
     )
     add_datasets_flag(ap)
@@ -182,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         return pdf_extract.main(["--out-dir", str(args.out_dir)])
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    if args.old_src and OLD not in engines:
+        engines.insert(1, OLD)
     started = time.perf_counter()
     doc: dict[str, Any] = {
         "date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
@@ -199,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for engine in engines:
             say(f"{engine} @ {size:,} docs")
-            rows.append(run_engine(engine, corpus, args.k, args.timeout))
+            rows.append(run_engine(engine, corpus, args.k, args.timeout, args.old_src))
         doc["lexical"][str(size)] = rows
         write(doc, args.out_dir)  # keep partial results if a later size fails
     doc["quality"] = (

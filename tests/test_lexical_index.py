@@ -345,3 +345,65 @@ def test_explain_reads_one_terms_blocks_and_matches_the_search_score(tmp_path: P
     assert {t["term"] for t in info["terms"]} == {"common", "u300"}
     assert info["total"] == pytest.approx(float(scores[0]), rel=1e-5)
     assert seg._raw is None or not (seg.folder / "packed.npy").exists()
+
+
+def test_exact_block_bounds_are_each_blocks_best_doc_and_follow_writes(tmp_path: Path) -> None:
+    """The kernel caches, per block it bounds, the largest BM25F pseudo-frequency
+    of the block's docs: it must equal that maximum computed from the raw
+    postings, and a write that changes the average lengths (every doc's
+    factor) must drop the cache, so searches stay equal to the exhaustive scan."""
+    from clawkb.index.scorer import BLOCKMAX_AVAILABLE
+
+    if not BLOCKMAX_AVAILABLE:
+        pytest.skip("block-max kernel not built (no C compiler at install)")
+    rng = random.Random(21)
+    common = ["线", "电", "阻"]
+    vocab = [f"r{i}" for i in range(200)]
+
+    def make(start: int, n: int, long_docs: bool) -> list[DocFields]:
+        out = []
+        for i in range(start, start + n):
+            body = [rng.choice(vocab) for _ in range(rng.randint(2, 90 if long_docs else 20))]
+            body += rng.sample(vocab[:12], rng.randint(0, 3))
+            body += [c for c in common if rng.random() < 0.6] * rng.randint(1, 3)
+            title = [rng.choice(vocab + common) for _ in range(rng.randint(0, 3))]
+            out.append(DocFields(i, title, body, []))
+        return out
+
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(make(1, 1500, False), [], 1)
+    # no list short enough for the warm-up pass to settle the top k alone
+    queries = [rng.sample(vocab[:12] + common, rng.randint(2, 5)) for _ in range(60)]
+
+    def check() -> None:
+        for q in queries:
+            a = idx.search(q, k=10)
+            b = idx.search(q, k=10, prune=False)
+            assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist(), q
+
+    check()
+    seg = idx.segments[0]
+    entry = next(e for e in idx._native_args or [] if e[0] is seg)
+    cache = entry[3]
+    assert (cache != 0).sum() > 0
+    x = (seg.tfs.astype(np.float32) * idx._factor(seg)[seg.docs]).sum(axis=1, dtype=np.float32)
+    blk_last = np.asarray(seg.packed["blk_last"])
+    first = seg.term_blocks
+    offsets = np.asarray(seg.offsets)
+    checked = 0
+    for t in range(len(offsets) - 1):
+        s, e = int(offsets[t]), int(offsets[t + 1])
+        for j, p in enumerate(range(s, e, 128)):
+            b = int(first[t]) + j
+            assert int(seg.docs[min(p + 127, e - 1)]) == int(blk_last[b])
+            if cache[b] != 0:
+                want = float(x[p : min(p + 128, e)].max())
+                assert cache[b] == (want if want > 0 else -1.0), (t, j)
+                checked += 1
+    assert checked > 20
+    # longer docs change the averages and so every factor: bounds must follow.
+    # The new segment is the bigger one: searched first, it sets the bar the
+    # old segment's (recomputed) bounds are pruned against.
+    idx.apply(make(1501, 3000, True), [], 2)
+    assert [s.n_docs for s in idx.segments] == [1500, 3000]
+    check()

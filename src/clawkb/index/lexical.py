@@ -26,6 +26,7 @@ import os
 import re
 import shutil
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -150,8 +151,9 @@ class LexicalIndex:
             self._remove_orphans()
         self._stats_cache: tuple[int, np.ndarray] | None = None
         self._factors: dict[str, np.ndarray] = {}
-        self._native_args: list[tuple[Any, ...]] | None = None
+        self._native_args: list[list[Any]] | None = None
         self._native_key: tuple[Segment, ...] = ()
+        self._params_cache: tuple[Any, np.ndarray] | None = None
         # (segment, term hash) -> largest BM25F pseudo-frequency x seen: bounds
         # for pruning; valid until lengths/weights change (_invalidate).
         self._max_x: dict[tuple[str, int], float] = {}
@@ -651,31 +653,48 @@ class LexicalIndex:
         key = tuple(self.segments)
         if self._native_args is None or self._native_key != key:
             self._native_key = key
-            args = []
+            args: list[list[Any]] = []
             for seg in sorted(self.segments, key=lambda s: -s.n_docs):
                 b, p = seg.blocks, seg.packed
                 args.append(
-                    (
+                    [
                         seg,
                         (seg.terms, *seg.term_dict, p["packed"], p["blk_pos"]),
                         (p["blk_last"], b["blk_maxtf"], b["blk_minlen"], self._factor(seg)),
-                    )
+                        # exact block bounds, filled by the kernel as blocks are
+                        # first bounded; valid as long as the factor (dropped
+                        # together on the next write). Zeroed pages cost no
+                        # memory until a query touches them.
+                        np.zeros(len(p["blk_last"]), np.float32),
+                        None,  # the live array last seen ...
+                        None,  # ... and what to pass for it (None: every doc live)
+                    ]
                 )
             self._native_args = args
         out = []
-        for seg, head, tail in self._native_args:
-            live = seg.live
+        for entry in self._native_args:
+            seg, head, tail, xmax = entry[:4]
+            live: np.ndarray | None = seg.live
             if allowed is not None:
                 mask = np.zeros(seg.n_docs, np.uint8)
                 mask[seg.locate(allowed)] = 1
-                live = mask & live
-            out.append((*head, *tail, live, seg.chunk_ids))
+                live = mask & seg.live
+            elif live is entry[4]:
+                live = entry[5]
+            else:  # checked once per live array, not per query
+                entry[4], entry[5] = seg.live, (None if seg.live.all() else seg.live)
+                live = entry[5]
+            out.append((*head, *tail, live, seg.chunk_ids, xmax))
         return out
 
     def _block_params(self) -> np.ndarray:
         """float32 [field weights, field b, average field lengths] for block bounds."""
-        avg = self._stats()[1]
-        return np.array([*self.params.weights, *self.params.b, *avg.tolist()], np.float32)
+        stats = self._stats()
+        if self._params_cache is None or self._params_cache[0] is not stats:
+            avg = stats[1]
+            arr = np.array([*self.params.weights, *self.params.b, *avg.tolist()], np.float32)
+            self._params_cache = (stats, arr)
+        return self._params_cache[1]
 
     def _score_pruned(
         self,
@@ -710,6 +729,9 @@ class LexicalIndex:
     def _query_terms(
         terms: Sequence[str], term_weights: Sequence[float] | None
     ) -> tuple[list[str], list[float]]:
+        if term_weights is None:  # plain counts: Counter counts in C, first-seen order
+            counts = Counter(terms)
+            return list(counts), [float(c) for c in counts.values()]
         acc: dict[str, float] = {}
         for i, t in enumerate(terms):
             acc[t] = acc.get(t, 0.0) + (1.0 if term_weights is None else float(term_weights[i]))
