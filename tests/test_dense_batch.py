@@ -203,31 +203,3 @@ def test_cross_lingual_hybrid_search_embeds_query_and_translation_in_one_call(tm
         assert batches[-1] == ["wind tunnel wall"]
     finally:
         kb.close()
-
-
-def test_hybrid_search_warms_the_model_in_the_background_once(kb):
-    import threading
-
-    from clawkb.retrieve.pipeline import retriever_for
-
-    kb.index_texts(_records(20))
-
-    class Recording(StaticEmbedder):
-        def __init__(self) -> None:
-            super().__init__()
-            self.warmed: list[str] = []
-
-        def warm(self) -> None:
-            self.warmed.append(threading.current_thread().name)
-
-    emb = Recording()
-    embed_kb(kb, embedder=emb)
-    retriever_for(kb).set_embedder(emb)
-    kb.search("topic 3", mode="lexical")
-    assert emb.warmed == []  # lexical search never loads a model
-    for q in ("topic 3 section", "主题 2", "part 11"):
-        res = kb.search(q, mode="hybrid", early_return=0)
-        assert res.mode == "hybrid" and res.hits
-    background = [n for n in emb.warmed if n.startswith("clawkb-stage")]
-    assert len(background) == 1  # started once, on the stage pool
-    assert len(emb.warmed) == 4  # plus the dense stage's own warm() per search

@@ -62,7 +62,6 @@ class Retriever:
         self._embedder: Embedder | None = None
         self._dense: DenseIndex | None = None
         self._synonyms: tuple[float, list[SynonymGroup]] | None = None
-        self._model_loading = False
 
     @property
     def kb(self) -> KnowledgeBase:
@@ -80,17 +79,7 @@ class Retriever:
         return self._embedder
 
     def set_embedder(self, embedder: Embedder) -> None:
-        self._embedder, self._dense, self._model_loading = embedder, None, False
-
-    def start_loading_model(self) -> None:
-        """Warm the embedder in the background, once: in a fresh process the model
-        session opens (onnxruntime releases the GIL there) while the rewrite and the
-        lexical channel run; the dense stage's own ``warm()`` then waits for it."""
-        from clawkb.retrieve.stages import background
-
-        if not self._model_loading:
-            self._model_loading = True
-            background(self.embedder.warm)
+        self._embedder, self._dense = embedder, None
 
     def dense_index(self) -> DenseIndex:
         from clawkb.index.dense import DenseIndex
@@ -167,8 +156,6 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
                 warnings=list(cached.warnings),
             )  # fmt: skip
 
-    if resolved != "lexical":
-        r.start_loading_model()  # dense: a cold model loads beside the next stages
     st = time.perf_counter()
     rw = rewrite(q.text, r.synonyms(s), bundled_glossary() if s.glossary else None)
     stage(stages, "rewrite", st, "ok", f"{len(rw.expansions)} expansions")

@@ -53,12 +53,6 @@ def budget(fn: Callable[[], T], budget_ms: float) -> T | None:
         return None
 
 
-def background(fn: Callable[[], Any]) -> None:
-    """Start ``fn`` on the stage pool and do not wait (errors surface when the
-    caller later does the same work itself)."""
-    _POOL.submit(fn)
-
-
 def decisive(lex: fusion.Channel | None, margin: float) -> bool:
     """Lexical is decisive when its top-1 beats the runner-up by ``margin`` (relative)."""
     if margin <= 0 or lex is None or len(lex.scores) == 0:
