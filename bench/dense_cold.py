@@ -10,6 +10,11 @@ DIR``), so the machine's load drifts evenly over all of them. Reported per
 mode: median and best wall seconds, median CPU seconds (user + system of the
 child) and peak RSS, from ``os.wait4``. The issue's target: hybrid <= 0.3 s
 wall. Writes ``bench/results/dense-cold.json``.
+
+Every tree runs with its bytecode cached (``PYTHONPYCACHEPREFIX`` in the
+throw-away folder, written by the warm-up runs) as an installed package has:
+with ``PYTHONDONTWRITEBYTECODE`` set (the Makefile sets it) an edited source
+tree would otherwise recompile its changed modules in every timed process.
 """
 
 from __future__ import annotations
@@ -28,9 +33,15 @@ ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ["串口没有输出怎么办", "DDR 走线阻抗", "CONFIG_SMP", "user LED pin", "SPI 时钟频率"]
 
 
+def child_env(src: Path, pycache: Path) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(src), PYTHONPYCACHEPREFIX=str(pycache))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def timed(src: Path, kb: Path, mode: str, query: str) -> tuple[float, float, float]:
     """(wall s, CPU s, peak RSS MB) of one fresh ``clawkb search`` process."""
-    env = dict(os.environ, PYTHONPATH=str(src))
+    env = child_env(src, kb.parent / "pycache")
     cmd = [sys.executable, "-m", "clawkb.cli.main", "--kb", str(kb), "search", "--mode", mode]
     t = time.perf_counter()
     proc = subprocess.Popen(
@@ -51,7 +62,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         kb = Path(tmp) / "kb"
-        env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+        env = child_env(ROOT / "src", kb.parent / "pycache")
         base = [sys.executable, "-m", "clawkb.cli.main", "--kb", str(kb)]
         for step in (["index", str(ROOT / "examples"), "-q"], ["embed"]):
             subprocess.run([*base, *step], env=env, check=True, capture_output=True)

@@ -27,7 +27,7 @@ try:
 except SystemExit as exc:
     code = exc.code
 heavy = ["onnxruntime", "tokenizers", "importlib.metadata", "threadpoolctl", "hnswlib",
-         "clawkb.embed.e5_tokenizer"]
+         "clawkb.embed.e5_tokenizer"] + (["platformdirs"] if sys.platform == "linux" else [])
 print(json.dumps({"code": code, "loaded": [m for m in heavy if m in sys.modules]}))
 """
 
@@ -88,3 +88,19 @@ def test_hybrid_search_finds_the_passage(kb: str) -> None:
     hits = json.loads(out.stdout)["hits"]
     # no shared word: the dense channel alone puts the serial-port passage first
     assert Path(hits[0]["path"]).name == "uart.md" and not hits[0]["matched_terms"]
+
+
+@pytest.mark.parametrize("xdg", [None, "", "  ", "/tmp/xdg-cache"])
+def test_model_cache_folder_follows_platformdirs(monkeypatch: pytest.MonkeyPatch, xdg) -> None:
+    from platformdirs import user_cache_dir
+
+    from clawkb.embed.e5_onnx import cache_dir
+
+    monkeypatch.delenv("CLAWKB_MODEL_CACHE", raising=False)
+    if xdg is None:
+        monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_CACHE_HOME", xdg)
+    assert cache_dir() == Path(user_cache_dir("clawkb", appauthor=False)) / "models"
+    monkeypatch.setenv("CLAWKB_MODEL_CACHE", "~/models-here")
+    assert cache_dir() == Path("~/models-here").expanduser()

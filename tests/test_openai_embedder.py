@@ -53,3 +53,16 @@ def test_openai_embedder_unreachable_endpoint():
     emb = get_embedder("openai", {"base_url": "http://127.0.0.1:9/v1", "dim": 8, "timeout": 1})
     with pytest.raises(EndpointError, match=r"127.0.0.1:9/v1/embeddings: request failed"):
         emb.embed_query("x")
+
+
+def test_openai_embedder_sends_several_queries_in_one_request():
+    with embedding_server() as (url, state):
+        emb = get_embedder("openai", {"base_url": url, "model": "m1", "dim": 64})
+        texts = ["串口没有输出怎么办", "serial port no output"]
+        vecs = emb.embed_queries(texts)
+        assert vecs.shape == (2, 64)
+        assert len(state.requests) == 1
+        sent = state.requests[0]["body"]["input"]
+        assert sent == [emb.query_prefix + t for t in texts]
+        for row, text in zip(vecs, texts, strict=True):
+            assert np.allclose(row, emb.embed_query(text), atol=1e-6)

@@ -41,6 +41,13 @@ class Embedder(ABC):
     def embed_query(self, text: str) -> np.ndarray:
         """float32 [dim] for one search query."""
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 [len(texts), dim] for several queries at once (a query and its
+        translation); embedders that batch cheaply override this with one call."""
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return np.stack([self.embed_query(t) for t in texts]).astype(np.float32, copy=False)
+
     def warm(self) -> None:  # noqa: B027 - optional hook, most embedders need none
         """Load whatever the first call would (model files, sessions); budgets exclude it."""
 

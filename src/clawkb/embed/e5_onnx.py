@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,9 @@ def cache_dir() -> Path:
     env = os.environ.get("CLAWKB_MODEL_CACHE")
     if env:
         return Path(env).expanduser()
+    if sys.platform.startswith("linux"):  # platformdirs' rule, without its import on a cold start
+        xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+        return Path(xdg or Path.home() / ".cache") / "clawkb" / "models"
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("clawkb", appauthor=False)) / "models"

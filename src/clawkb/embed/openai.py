@@ -69,6 +69,11 @@ class OpenAIEmbedder(Embedder):
     def embed_query(self, text: str) -> np.ndarray:
         return self._call([self.query_prefix + text])[0]
 
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        return self._call([self.query_prefix + t for t in texts])
+
     def _call(self, inputs: list[str]) -> np.ndarray:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         data = post_json(self.url, {"model": self.model, "input": inputs}, headers, self.timeout)

@@ -61,6 +61,21 @@ def exact_top(mat: np.ndarray, q: np.ndarray, k: int) -> tuple[np.ndarray, np.nd
     else:
         with _blas_one_thread():
             scores = mat @ q
+    return _best_of(scores, k)
+
+
+def exact_top_many(mat: np.ndarray, qs: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """:func:`exact_top` for each row of ``qs``, the matrix read once for all of them."""
+    if len(qs) == 1 or len(mat) == 0 or k <= 0:
+        return [exact_top(mat, q, k) for q in qs]
+    if mat.size <= SMALL_EXACT:
+        return [exact_top(mat, q, k) for q in qs]  # no BLAS: one pass each is as cheap
+    with _blas_one_thread():
+        scores = mat @ np.ascontiguousarray(qs.T)
+    return [_best_of(np.ascontiguousarray(scores[:, j]), k) for j in range(len(qs))]
+
+
+def _best_of(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     k = min(k, len(scores))
     part = np.argpartition(-scores, k - 1)[:k]
     order = part[np.argsort(-scores[part], kind="stable")]
@@ -174,17 +189,25 @@ class DenseIndex:
         self, q: np.ndarray, k: int, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` chunk ids and cosine scores; ``allowed`` restricts the candidates."""
+        return self.search_many(np.asarray(q, np.float32)[None, :], k, allowed)[0]
+
+    def search_many(
+        self, qs: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`search` for each row of ``qs`` (a query and its translation) in one call."""
         self.refresh()
-        q = np.asarray(q, np.float32)
+        qs = np.asarray(qs, np.float32)
         if allowed is not None:
             pos = np.flatnonzero(np.isin(self.ids, allowed))
-            top, scores = exact_top(np.asarray(self.mat[pos]), q, k)
-            return self.ids[pos[top]], scores
+            sub = np.asarray(self.mat[pos])
+            return [(self.ids[pos[top]], sc) for top, sc in exact_top_many(sub, qs, k)]
         if self.uses_ann and len(self.ids) > k:
-            labels, dist = self._ann_index().knn_query(q, k=min(k, len(self.ids)))
-            return self.ids[labels[0].astype(np.int64)], (1.0 - dist[0]).astype(np.float32)
-        top, scores = exact_top(self.mat, q, k)
-        return self.ids[top], scores
+            labels, dist = self._ann_index().knn_query(qs, k=min(k, len(self.ids)))
+            return [
+                (self.ids[row.astype(np.int64)], (1.0 - d).astype(np.float32))
+                for row, d in zip(labels, dist, strict=True)
+            ]
+        return [(self.ids[top], sc) for top, sc in exact_top_many(self.mat, qs, k)]
 
     def status(self) -> dict[str, Any]:
         self.refresh()

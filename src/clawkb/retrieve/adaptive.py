@@ -28,7 +28,9 @@ bench/results/adaptive-fusion.md), and :func:`tune` is the pipeline's hook.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -57,6 +59,40 @@ def features(
     channels: Mapping[str, Channel],
 ) -> dict[str, float]:
     """The per-query signals :func:`lexical_weight` reads (all in [0, 1])."""
+    out = {**_query_signals(lexical, tokens, weights, n_glossary), "agreement": 0.0, "margin": 0.0}
+    lex, dense = channels.get("lexical"), channels.get("dense")
+    if lex is not None and len(lex.scores):
+        top = float(lex.scores[0])
+        tenth = float(lex.scores[min(len(lex.scores), AGREE_K) - 1])
+        out["margin"] = (top - tenth) / top if top > 0 else 0.0
+    if lex is not None and dense is not None and len(lex.ids) and len(dense.ids):
+        a = set(lex.ids[:AGREE_K].tolist())
+        b = set(dense.ids[:AGREE_K].tolist())
+        out["agreement"] = len(a & b) / min(AGREE_K, len(a), len(b))
+    return {k: round(v, 4) for k, v in out.items()}
+
+
+#: The last query's channel-independent signals: (weak reference to the index, key,
+#: signals). :func:`cross_lingual` (before the dense search) and :func:`tune` (at
+#: fusion) read the same ones; the key holds the index generation and the query.
+_LAST: tuple[Any, tuple, dict[str, float]] | None = None
+
+
+def _query_signals(
+    lexical: Any, tokens: Sequence[str], weights: Sequence[float], n_glossary: int
+) -> dict[str, float]:
+    """``cjk``, ``coverage`` and ``translated``: two index look-ups and two top-1 searches."""
+    global _LAST
+    key = (
+        getattr(lexical, "generation", None),
+        getattr(lexical, "applied_seq", None),
+        tuple(tokens),
+        tuple(weights),
+        n_glossary,
+    )
+    last = _LAST
+    if last is not None and last[0]() is lexical and last[1] == key:
+        return last[2]
     cut = len(tokens) - n_glossary
     own, own_w = list(tokens[:cut]), list(weights[:cut])
     coverage, own_known = _coverage(lexical, own, own_w)
@@ -69,19 +105,10 @@ def features(
         "coverage": coverage,
         # how much better the best passage fits the translations than the own words
         "translated": fit_tr / (fit_own + fit_tr) if fit_tr > 0 else 0.0,
-        "agreement": 0.0,
-        "margin": 0.0,
     }
-    lex, dense = channels.get("lexical"), channels.get("dense")
-    if lex is not None and len(lex.scores):
-        top = float(lex.scores[0])
-        tenth = float(lex.scores[min(len(lex.scores), AGREE_K) - 1])
-        out["margin"] = (top - tenth) / top if top > 0 else 0.0
-    if lex is not None and dense is not None and len(lex.ids) and len(dense.ids):
-        a = set(lex.ids[:AGREE_K].tolist())
-        b = set(dense.ids[:AGREE_K].tolist())
-        out["agreement"] = len(a & b) / min(AGREE_K, len(a), len(b))
-    return {k: round(v, 4) for k, v in out.items()}
+    with contextlib.suppress(TypeError):  # an index object without weak references
+        _LAST = (weakref.ref(lexical), key, out)
+    return out
 
 
 def channel_weights(f: Mapping[str, float]) -> tuple[float, float]:

@@ -22,8 +22,9 @@ an earlier variant of this scaling); at 0.5 cmrc2018-dev and qbqtc-dev are
 unchanged to four decimals.
 
 :func:`dense_text` renders a cross-lingual query in the other language from
-the glossary alone, and :func:`translated_dense` lets the dense channel search
-with that rendering instead of the query (see its docstring for when).
+the glossary alone; :func:`dense_translation` decides (from the lexical index,
+before any embedding) when the dense channel searches that rendering too, and
+:func:`pick_dense` keeps whichever of the two channels the gate prefers.
 
 :func:`translate_query` adds an optional LLM translation of the whole query
 (off by default, time-budgeted) as more translation tokens.
@@ -134,6 +135,44 @@ def dense_text(query: str, glossary: Glossary) -> str | None:
     return " ".join(" ".join([*parts, norm[pos:]]).split())
 
 
+def dense_translation(lexical: Any, rw: Rewritten, glossary: Glossary) -> str | None:
+    """The text a cross-lingual query's dense channel also searches, or None.
+
+    Decided from the lexical index alone, before anything is embedded, so the
+    query and its translation go through the model in one batch and through
+    the vector index in one call: a query is cross-lingual when its best
+    passage fits its glossary translations better than its own words
+    (:func:`clawkb.retrieve.adaptive.cross_lingual` above 0), and the text is
+    :func:`dense_text` when that differs from the query.
+    """
+    from clawkb.retrieve.adaptive import cross_lingual
+
+    if rw.n_glossary == 0 or cross_lingual(lexical, rw) <= 0:
+        return None
+    text = dense_text(rw.query, glossary)
+    if not text or text == normalize(rw.query):
+        return None
+    return text
+
+
+def pick_dense(dense: Any, other: Any, text: str | None) -> tuple[Any, str | None]:
+    """(dense channel, translation it searched with or None): the gate.
+
+    ``dense`` searched the query as asked, ``other`` its translation ``text``
+    (None: no translation, or its search timed out). The translated channel is
+    kept unless its top cosine is :data:`DENSE_GATE` below the original's; the
+    e5-small channel on the translation scored hit@3 0.84 on the cross-lingual
+    set against 0.32 on the question as asked (bench/results/crossling-latest.md).
+    """
+    if text is None or other is None or dense is None:
+        return dense, None
+    if not len(dense.scores) or not len(other.scores):
+        return dense, None
+    if float(other.scores[0]) < float(dense.scores[0]) - DENSE_GATE:
+        return dense, None
+    return other, text
+
+
 def translated_dense(
     lexical: Any,
     rw: Rewritten,
@@ -143,30 +182,16 @@ def translated_dense(
 ) -> tuple[Any, str | None]:
     """(dense channel, the text it searched with when that is not the query).
 
-    For a cross-lingual query (its best passage fits its glossary translations
-    better than its own words: :func:`clawkb.retrieve.adaptive.cross_lingual`
-    above 0) the dense channel is searched again with :func:`dense_text`;
-    the e5-small channel on the translation scored hit@3 0.84 on the
-    cross-lingual set against 0.32 on the question as asked
-    (bench/results/crossling-latest.md). The translated channel is kept
-    unless its top cosine is :data:`DENSE_GATE` below the original's.
-    ``search`` runs the dense channel for a text (None on time-out).
+    For callers that search one text at a time (the Milvus backend):
+    :func:`dense_translation` decides, ``search`` runs the dense channel for the
+    translation (None on time-out) and :func:`pick_dense` applies the gate.
     """
-    from clawkb.retrieve.adaptive import cross_lingual
-
     if rw.n_glossary == 0 or dense is None or not len(dense.scores):
         return dense, None
-    if cross_lingual(lexical, rw) <= 0:
+    text = dense_translation(lexical, rw, glossary)
+    if text is None:
         return dense, None
-    text = dense_text(rw.query, glossary)
-    if not text or text == normalize(rw.query):
-        return dense, None
-    other = search(text)
-    if other is None or not len(other.scores):
-        return dense, None
-    if float(other.scores[0]) < float(dense.scores[0]) - DENSE_GATE:
-        return dense, None
-    return other, text
+    return pick_dense(dense, search(text), text)
 
 
 # -- optional query translation by the configured LLM ------------------------------

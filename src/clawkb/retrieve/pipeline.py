@@ -32,7 +32,7 @@ from clawkb.embed.base import Embedder, get_embedder
 from clawkb.knowledge import search as knowledge
 from clawkb.retrieve import adaptive, fusion
 from clawkb.retrieve.cache import TTLCache
-from clawkb.retrieve.crossling import balance, llm_translation, translated_dense
+from clawkb.retrieve.crossling import balance, dense_translation, llm_translation, pick_dense
 from clawkb.retrieve.filters import allowed_ids
 from clawkb.retrieve.hits import query_terms
 from clawkb.retrieve.merge import Candidate, merge_adjacent
@@ -215,14 +215,11 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
         )
     if resolved == "dense" or (resolved == "hybrid" and not early):
         st = time.perf_counter()
-        dense = _dense_channel(r, q.text, s, k, allowed, hidden)
-        dense_tr = None
-        if dense is not None and resolved == "hybrid" and s.adaptive and s.glossary:
-            # crossling: a cross-lingual query's dense channel searches its translation
-            dense, dense_tr = translated_dense(
-                kb.lexical, rw, bundled_glossary(), dense,
-                lambda text: _dense_channel(r, text, s, k, allowed, hidden),
-            )  # fmt: skip
+        tr = None  # crossling: a cross-lingual query's dense channel also searches its translation
+        if resolved == "hybrid" and s.adaptive and s.glossary:
+            tr = dense_translation(kb.lexical, rw, bundled_glossary())
+        found = _dense_channels(r, [q.text] if tr is None else [q.text, tr], s, k, allowed, hidden)
+        dense, dense_tr = pick_dense(found[0], found[-1], tr) if found else (None, None)
         if dense is None:
             stage(stages, "dense", st, "timeout", f"over {s.budget_dense_ms:.0f} ms; skipped")
         else:
@@ -363,18 +360,34 @@ def _dense_channel(
     allowed: np.ndarray | None,
     hidden: np.ndarray,
 ) -> fusion.Channel | None:
+    got = _dense_channels(r, [query], s, k, allowed, hidden)
+    return got[0] if got else None
+
+
+def _dense_channels(
+    r: Retriever,
+    texts: list[str],
+    s: RetrievalSettings,
+    k: int,
+    allowed: np.ndarray | None,
+    hidden: np.ndarray,
+) -> list[fusion.Channel] | None:
+    """One dense channel per text (a query and its translation: one model call, one
+    vector-index call), or None when the dense budget runs out."""
     index = r.dense_index()
     index.warm()  # loading vectors, graph and model is start-up cost, not query time
     r.embedder.warm()
-    mkey = index.mkey
+    key = (index.mkey, *texts)
 
-    def work() -> fusion.Channel:
-        qv = r.qvec_cache.get((mkey, query))
+    def work() -> list[fusion.Channel]:
+        qv = r.qvec_cache.get(key)
         if qv is None:
-            qv = r.embedder.embed_query(query)
-            r.qvec_cache.put((mkey, query), qv)
-        ids, scores = index.search(qv, k + len(hidden), allowed)
-        return _drop(np.asarray(ids, np.int64), np.asarray(scores), hidden, k)
+            qv = r.embedder.embed_queries(texts)
+            r.qvec_cache.put(key, qv)
+        found = index.search_many(qv, k + len(hidden), allowed)
+        return [
+            _drop(np.asarray(ids, np.int64), np.asarray(scores), hidden, k) for ids, scores in found
+        ]
 
     return budget(work, s.budget_dense_ms)
 
