@@ -347,7 +347,9 @@ def test_explain_reads_one_terms_blocks_and_matches_the_search_score(tmp_path: P
     assert seg._raw is None or not (seg.folder / "packed.npy").exists()
 
 
-def test_exact_block_bounds_are_each_blocks_best_doc_and_follow_writes(tmp_path: Path) -> None:
+def test_exact_block_bounds_are_each_blocks_best_doc_and_follow_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The kernel caches, per block it bounds, the largest BM25F pseudo-frequency
     of the block's docs: it must equal that maximum computed from the raw
     postings, and a write that changes the average lengths (every doc's
@@ -356,6 +358,9 @@ def test_exact_block_bounds_are_each_blocks_best_doc_and_follow_writes(tmp_path:
 
     if not BLOCKMAX_AVAILABLE:
         pytest.skip("block-max kernel not built (no C compiler at install)")
+    import clawkb.index.lexical as lexical_mod
+
+    monkeypatch.setattr(lexical_mod, "EXACT_BLOCK_BOUNDS", True)  # off by default (see there)
     rng = random.Random(21)
     common = ["线", "电", "阻"]
     vocab = [f"r{i}" for i in range(200)]

@@ -105,6 +105,14 @@ class _Manifest:
 _SEG_NAME = re.compile(r"seg-\d+")
 
 
+#: Cache each block's exact bound (its best doc's BM25F pseudo-frequency), computed
+#: by the kernel the first time it bounds the block. Off: measured in one
+#: `bench/run_all.py` pass of 1,020 distinct queries at 100k docs, filling the
+#: cache cost more than it saved (p50 0.478 ms on vs 0.353 ms off, same run);
+#: warm (queries repeated on an unchanged index) it saves ~6 %. Writes drop it.
+EXACT_BLOCK_BOUNDS = False
+
+
 class LexicalIndex:
     """BM25F over segments; one writer at a time (the caller holds the KB lock).
 
@@ -684,7 +692,7 @@ class LexicalIndex:
             else:  # checked once per live array, not per query
                 entry[4], entry[5] = seg.live, (None if seg.live.all() else seg.live)
                 live = entry[5]
-            out.append((*head, *tail, live, seg.chunk_ids, xmax))
+            out.append((*head, *tail, live, seg.chunk_ids, xmax if EXACT_BLOCK_BOUNDS else None))
         return out
 
     def _block_params(self) -> np.ndarray:
