@@ -673,7 +673,7 @@ class LexicalIndex:
                         # first bounded; valid as long as the factor (dropped
                         # together on the next write). Zeroed pages cost no
                         # memory until a query touches them.
-                        np.zeros(len(p["blk_last"]), np.float32),
+                        np.zeros(len(p["blk_last"]), np.float32) if EXACT_BLOCK_BOUNDS else None,
                         None,  # the live array last seen ...
                         None,  # ... and what to pass for it (None: every doc live)
                     ]
@@ -692,7 +692,7 @@ class LexicalIndex:
             else:  # checked once per live array, not per query
                 entry[4], entry[5] = seg.live, (None if seg.live.all() else seg.live)
                 live = entry[5]
-            out.append((*head, *tail, live, seg.chunk_ids, xmax if EXACT_BLOCK_BOUNDS else None))
+            out.append((*head, *tail, live, seg.chunk_ids, xmax))
         return out
 
     def _block_params(self) -> np.ndarray:
