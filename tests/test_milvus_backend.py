@@ -23,8 +23,8 @@ from clawkb.index.segment import hash_terms
 from clawkb.kb import KnowledgeBase
 from clawkb.retrieve.filters import Filters
 from clawkb.retrieve.hits import hit_dict
-from clawkb.retrieve.pipeline import run
 from clawkb.retrieve.query import Query
+from clawkb.retrieve.source import LocalSource
 from clawkb.text import tokenize
 from milvus_helpers import make_kb_home, write_corpus
 
@@ -79,7 +79,8 @@ def test_surrogate_words_are_fixed_width_letters_and_invert_to_the_term_hash() -
 
 def lexical_search(kb: KnowledgeBase, query: str, limit: int) -> Any:
     """The local pipeline, lexical, the query's own tokens (no glossary expansion)."""
-    return run(kb, Query.make(query, limit=limit, mode="lexical", options={"glossary": False}))
+    q = Query.make(query, limit=limit, mode="lexical", options={"glossary": False})
+    return kb.run_prepared(q, source=LocalSource(kb))
 
 
 @pytest.mark.parametrize(

@@ -18,12 +18,12 @@ import clawkb  # noqa: F401  (before pymilvus: keeps gRPC fork handlers off)
 pytest.importorskip("pymilvus", reason="the milvus extra is not installed: pip install '.[milvus]'")
 
 from clawkb.backends.milvus_kb import kb_backend, kb_search
-from clawkb.backends.milvus_pipeline import WEIGHT_STEPS, weighted_words
+from clawkb.backends.milvus_source import WEIGHT_STEPS, weighted_words
 from clawkb.backends.surrogate import encode
 from clawkb.kb import KnowledgeBase
 from clawkb.knowledge.search import OFF, KnowledgeOptions
-from clawkb.retrieve.pipeline import run
 from clawkb.retrieve.query import Query
+from clawkb.retrieve.source import LocalSource
 from milvus_helpers import make_kb_home, write_corpus
 
 #: One long section: the chunker cuts it into neighbouring chunks that all match.
@@ -61,7 +61,7 @@ def local(kb: KnowledgeBase, query: str, **kw: Any) -> Any:
     has ``sources:``) wrap both backends the same way in ``kb.search``."""
     mode, limit = kw.pop("mode"), kw.pop("limit", 10)
     q = Query.make(query, limit=limit, mode=mode, options=kw, explain=True)
-    return run(kb, dataclasses.replace(q, knowledge=OFF))
+    return kb.run_prepared(dataclasses.replace(q, knowledge=OFF), source=LocalSource(kb))
 
 
 def milvus(kb: KnowledgeBase, query: str, **kw: Any) -> Any:

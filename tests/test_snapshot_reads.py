@@ -127,7 +127,6 @@ def writer_count(home: Path, sql: str) -> int:
 def test_filters_of_an_older_generation_see_its_retired_chunks(tmp_path: Path) -> None:
     """Path filters and the memory filter apply to the chunks the reader's generation holds."""
     from clawkb.retrieve.filters import Filters
-    from clawkb.retrieve.pipeline import run
     from clawkb.retrieve.query import Query
 
     corpus = tmp_path / "notes"
@@ -145,9 +144,9 @@ def test_filters_of_an_older_generation_see_its_retired_chunks(tmp_path: Path) -
             # the memory's chunks are retired, the old generation still has them
             writer.memory.forget([m.id for m in writer.memory.list()])
         reader.lexical = old  # the pipeline reads the generation the reader holds
-        res = run(reader, Query("needle002q", filters=Filters(path_globs=("*doc002.md",))))
+        res = reader.run_prepared(Query("needle002q", filters=Filters(path_globs=("*doc002.md",))))
         assert [h.anchor.path.endswith("doc002.md") for h in res.hits] == [True]
-        plain = run(reader, Query("needle002q memory"))
+        plain = reader.run_prepared(Query("needle002q memory"))
         assert plain.hits and not any(h.anchor.path.startswith("memory://") for h in plain.hits)
     finally:
         reader.close()

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from clawkb.parsers.registry import ParserRegistry
     from clawkb.retrieve.filters import Filters
     from clawkb.retrieve.query import Query
+    from clawkb.retrieve.source import Source
 
 __all__ = ["IndexReport", "KnowledgeBase", "SearchResult", "TextRecord"]
 
@@ -63,6 +64,7 @@ class KnowledgeBase:
         self._superseded: list[tuple[float, LexicalIndex]] = []
         self.lexical = self._open_lexical(writable=False)
         self._registry: ParserRegistry | None = None
+        self._source: Source | None = None
 
     def _open_lexical(self, *, writable: bool, full_check: bool | None = None) -> LexicalIndex:
         return LexicalIndex(
@@ -388,43 +390,12 @@ class KnowledgeBase:
         leaves snippets and highlights out, and matched terms below the top hit
         (evaluation needs only the ranking).
         """
-        from clawkb.knowledge.search import OFF, knowledge_search, wanted
-
-        on_milvus = self.config.backend not in (None, "local")
-        if on_milvus and wanted(self, knowledge):  # locally the pipeline runs these stages
-
-            def inner(
-                text: str, depth: int, channel: str | None, fusion: dict[str, float]
-            ) -> SearchResult:
-                return self.search(
-                    text, limit=depth, path_glob=path_glob, explain=explain,
-                    include_memory=include_memory, boards=boards, board_only=board_only,
-                    mode=channel or mode, filters=filters, snippets=snippets,
-                    knowledge=OFF, **{**fusion, **retrieval},
-                )  # fmt: skip
-
-            return knowledge_search(self, query, limit, knowledge, inner, explain)
         from clawkb.retrieve.query import Query
 
         globs = (path_glob,) if isinstance(path_glob, str) else tuple(path_glob or ())
-        if self.config.backend not in (None, "local"):  # Milvus (clawkb.backends)
-            from clawkb.backends.milvus_kb import kb_backend, kb_search
-
-            backend = kb_backend(self)
-            if backend is not None:
-                warnings = self.ensure_fresh()
-                remote = kb_search(
-                    self, backend, query, limit=limit, path_globs=globs, explain=explain,
-                    include_memory=include_memory, boards=boards, board_only=board_only,
-                    mode=mode, filters=filters, options=retrieval,
-                )  # fmt: skip
-                remote.warnings += warnings
-                return remote
         extra: dict[str, Any] = {}
         if boards:
-            from clawkb.hardware.ranking import board_restriction
-
-            extra = board_restriction(self, boards, only=board_only)
+            extra = self._board_fields(boards, board_only)
         q = Query.make(
             query,
             limit=limit,
@@ -444,14 +415,52 @@ class KnowledgeBase:
 
         return name_boards(self, self.run_query(q))
 
-    def run_query(self, q: Query) -> SearchResult:
-        """Run a prepared query through the retrieval pipeline (index made current first)."""
-        from clawkb.retrieve.pipeline import run
+    def _board_fields(self, boards: Sequence[str], only: bool) -> dict[str, Any]:
+        """The :class:`Query` fields of a board search (board names live in the store)."""
+        from clawkb.hardware.ranking import board_restriction
 
+        return board_restriction(self, boards, only=only)
+
+    @property
+    def source(self) -> Source:
+        """Where searches get their candidates, picked once from the config: the local
+        store and index, or the Milvus collection of ``backend:``."""
+        if self._source is None:
+            from clawkb.backends.settings import backend_settings
+
+            settings = backend_settings(self.config.extra, self.home)
+            if settings is None:
+                from clawkb.retrieve.source import LocalSource
+
+                self._source = LocalSource(self)
+            else:
+                from clawkb.backends.milvus_source import MilvusSource
+
+                self._source = MilvusSource(self, settings)
+        return self._source
+
+    def run_query(self, q: Query, *, source: Source | None = None) -> SearchResult:
+        """Run a prepared query through the retrieval pipeline (index made current first)."""
         warnings = self.ensure_fresh()
-        res = run(self, q)
+        res = self.run_prepared(q, source=source)
         res.warnings += warnings
         return res
+
+    def run_prepared(self, q: Query, *, source: Source | None = None) -> SearchResult:
+        """Run ``q`` on ``source`` (default :attr:`source`) with the knowledge stages
+        (tiers, domains, graph) around the pipeline when wanted; no freshness check."""
+        from clawkb.knowledge import search as knowledge
+        from clawkb.retrieve.pipeline import run
+
+        src = source if source is not None else self.source
+        settings = src.retriever.settings
+
+        def once(kb: KnowledgeBase, sub: Query) -> SearchResult:
+            return run(src, settings, sub)
+
+        if knowledge.wanted(self, q.knowledge):
+            return knowledge.run_query(self, q, once)
+        return once(self, q)
 
     def search_ids(self, query: str, limit: int = 10) -> tuple[np.ndarray, np.ndarray]:
         """Raw lexical top-k chunk ids and scores, without touching the store."""

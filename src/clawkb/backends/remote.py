@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from clawkb.backends.milvus_filters import quote
-from clawkb.backends.milvus_kb import collection_props, kb_search
+from clawkb.backends.milvus_kb import kb_search
+from clawkb.backends.milvus_source import MilvusSource, collection_props
 from clawkb.backends.milvus_schema import HIT_FIELDS, BackendError, client
 from clawkb.backends.milvus_search import entity_row
 from clawkb.backends.settings import REMOTE_FILE, backend_settings
@@ -72,8 +73,8 @@ class RemoteKnowledgeBase(KnowledgeBase):
         self.store_id = ""
         self._writing = 0
         self._superseded = []
-        self.__dict__["_backend"] = settings
         self.settings = settings
+        self._source = MilvusSource(self, settings)  # no store: Milvus is the only source
 
     @classmethod
     def open_remote(cls, home: Path) -> RemoteKnowledgeBase:
@@ -109,6 +110,23 @@ class RemoteKnowledgeBase(KnowledgeBase):
         res = super().search(query, **kwargs)
         self._remember(res.hits)
         return res
+
+    def _board_fields(self, boards: Sequence[str], only: bool) -> dict[str, Any]:
+        """Board search without a store: the boards' chunk ids come from Milvus."""
+        from clawkb.hardware.boards import normalize_board
+        from clawkb.hardware.ranking import board_boost
+        from clawkb.retrieve.query import ChunkBoost
+
+        names = tuple(normalize_board(b) for b in boards if b.strip())
+        if not names:
+            return {}
+        src = MilvusSource(self, self.settings)
+        out: dict[str, Any] = {
+            "boost": ChunkBoost.uniform("board", src.board_ids(names), board_boost(self))
+        }
+        if only:
+            out["chunk_ids"] = src.board_ids(names, generic=True)
+        return out
 
     def _query(self, expr: str, limit: int = 100) -> list[dict[str, Any]]:
         try:

@@ -26,8 +26,8 @@ import numpy as np
 from clawkb.errors import ConfigError
 from clawkb.memory.model import MemoryRecord, RecallHit, RecallResult, Weighting, memory_weight
 from clawkb.retrieve.fusion import Channel, rrf
-from clawkb.retrieve.pipeline import run
 from clawkb.retrieve.query import ChunkBoost, Query
+from clawkb.retrieve.source import LocalSource
 from clawkb.store import memory_repo as table
 from clawkb.text import tokenize
 from clawkb.types import Hit
@@ -91,7 +91,7 @@ def _memory_hits(
         boost=ChunkBoost.from_map("memory", weights),
         group_of={cid: rec.id for cid, rec in chunks.items()},
     )
-    res = run(kb, q)
+    res = kb.run_prepared(q, source=LocalSource(kb))  # memories live in the local store
     out = []
     for h, cid in zip(res.hits, res.chunk_ids, strict=True):
         rec, w = chunks[cid], weights[cid]

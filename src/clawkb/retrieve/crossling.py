@@ -245,11 +245,11 @@ def add_translation(rw: Rewritten, text: str, weight: float) -> Rewritten:
     )
 
 
-def llm_translation(kb: Any, rw: Rewritten, budget_ms: float) -> tuple[Rewritten, str]:
-    """The pipeline's translation step: (rewrite, note for the stage trace)."""
+def llm_translation(config: Any, rw: Rewritten, budget_ms: float) -> tuple[Rewritten, str]:
+    """The pipeline's translation step (``config``: the KB's): (rewrite, note for the trace)."""
     from clawkb.answer.llm import load_llm_settings, make_client
 
-    client = make_client(load_llm_settings(kb.config))
+    client = make_client(load_llm_settings(config))
     if client is None:
         return rw, "no LLM configured"
     text = translate_query(client, rw.query, budget_ms)

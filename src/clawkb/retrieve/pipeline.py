@@ -29,28 +29,24 @@ import numpy as np
 
 from clawkb.embed import vectors
 from clawkb.embed.base import Embedder, get_embedder
-from clawkb.knowledge import search as knowledge
 from clawkb.retrieve import adaptive, fusion
 from clawkb.retrieve.cache import TTLCache
 from clawkb.retrieve.crossling import balance, dense_translation, llm_translation, pick_dense
-from clawkb.retrieve.filters import allowed_ids
 from clawkb.retrieve.hits import query_terms
 from clawkb.retrieve.merge import Candidate, merge_adjacent
 from clawkb.retrieve.query import Query
 from clawkb.retrieve.result import SearchResult
 from clawkb.retrieve.rewrite import SynonymGroup, load_synonyms, rewrite
 from clawkb.retrieve.settings import RetrievalSettings, embedding_config, from_config
+from clawkb.retrieve.source import MEMORY_PREFIX, Source
 from clawkb.retrieve.stages import budget, confidence, decisive, fuse, hit, rerank, stage
-from clawkb.store.hit_rows import hit_rows
 from clawkb.text.glossary import bundled_glossary
 
 if TYPE_CHECKING:
     from clawkb.index.dense import DenseIndex
     from clawkb.kb import KnowledgeBase
 
-#: Agent memories (:mod:`clawkb.memory`) are stored as documents under this
-#: path prefix; search leaves them out unless ``include_memory`` is set.
-MEMORY_PREFIX = "memory://"
+__all__ = ["MEMORY_PREFIX", "Retriever", "retriever_for", "run"]
 
 
 class Retriever:
@@ -143,29 +139,31 @@ def retriever_for(kb: KnowledgeBase) -> Retriever:
     return r
 
 
-def run(kb: KnowledgeBase, q: Query) -> SearchResult:
-    """Run ``q`` against ``kb`` (the caller has made the index current)."""
-    if knowledge.wanted(kb, q.knowledge):  # tiers, domains, graph around this same run
-        return knowledge.run_query(kb, q, run)
+def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
+    """Run ``q`` on ``source`` with ``settings`` (the caller made the source current)."""
     t0 = time.perf_counter()
-    r = retriever_for(kb)
-    s = (
-        r.settings.with_overrides({**q.options, "mode": q.mode})
-        if q.options or q.mode
-        else r.settings
-    )
+    r = source.retriever
+    s = settings.with_overrides({**q.options, "mode": q.mode}) if q.options or q.mode else settings
     stages: list[dict[str, Any]] = []
-    resolved = s.mode if s.mode != "auto" else ("hybrid" if r.has_vectors() else "lexical")
+    resolved = s.mode if s.mode != "auto" else ("hybrid" if source.has_vectors() else "lexical")
     warnings = []
-    if resolved in ("dense", "hybrid") and not r.has_vectors():
-        warnings.append(
-            f"mode {resolved}: no vectors yet; run `clawkb embed` (lexical results only)"
-        )
+    if resolved in ("dense", "hybrid") and not source.has_vectors():
+        warnings.append(source.no_vectors(resolved))
         resolved = "lexical"
+    short = source.shortcut(q, s, resolved, warnings)
+    if short is not None:  # e.g. Milvus hybrid_search (server-side fusion)
+        return short
     key = None
-    if resolved != "lexical" and q.chunk_ids is None and q.boost is None and q.group_of is None:
+    stamp = source.stamp()
+    if (
+        stamp is not None
+        and resolved != "lexical"
+        and q.chunk_ids is None
+        and q.boost is None
+        and q.group_of is None
+    ):
         key = (q.text, q.limit, s.cache_key(), q.filters, q.explain, q.include_memory,
-               q.snippets, r.stamp())  # fmt: skip
+               q.snippets, stamp)  # fmt: skip
         cached = r.cache.get(key)
         if cached is not None:
             stages.append({"stage": "cache", "ms": 0.0, "status": "hit"})
@@ -177,13 +175,14 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
     st = time.perf_counter()
     rw = rewrite(q.text, r.synonyms(s), bundled_glossary() if s.glossary else None)
     stage(stages, "rewrite", st, "ok", f"{len(rw.expansions)} expansions")
-    allowed, hidden = _candidates(kb, q, stages)
+    scope = source.restrict(q, stages)
     if s.translate:  # crossling: optional LLM query translation (off by default)
         st = time.perf_counter()
-        rw, note = llm_translation(kb, rw, s.budget_translate_ms)
+        rw, note = llm_translation(source.config, rw, s.budget_translate_ms)
         stage(stages, "translate", st, "ok", note)
+    stats = source.term_stats(scope)
     if resolved != "dense":  # crossling: scale glossary translations to this index
-        rw = balance(kb.lexical, rw, s.glossary_share, allowed)
+        rw = balance(stats, rw, s.glossary_share, scope.allowed)
     weights = rw.weights if rw.expansions else None
     merge_on = s.merge if s.merge is not None else resolved != "lexical"
     deep = bool(s.rerank) or merge_on or q.group_of is not None or resolved != "lexical"
@@ -195,9 +194,10 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
         st = time.perf_counter()
 
         def lexical() -> tuple[fusion.Channel, int]:
-            return _lexical(kb, rw.tokens, weights, k, allowed, hidden, q)
+            return source.lexical(rw.tokens, weights, k, scope, q.boost)
 
-        got = lexical() if resolved == "lexical" else budget(lexical, s.budget_lexical_ms)
+        inline = resolved == "lexical" or not source.budgeted
+        got = lexical() if inline else budget(lexical, s.budget_lexical_ms)
         if got is None:
             stage(stages, "lexical", st, "timeout", "lexical channel skipped")
         else:
@@ -217,31 +217,38 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
         st = time.perf_counter()
         tr = None  # crossling: a cross-lingual query's dense channel also searches its translation
         if resolved == "hybrid" and s.adaptive and s.glossary:
-            tr = dense_translation(kb.lexical, rw, bundled_glossary())
-        found = _dense_channels(r, [q.text] if tr is None else [q.text, tr], s, k, allowed, hidden)
+            tr = dense_translation(stats, rw, bundled_glossary())
+        texts = [q.text] if tr is None else [q.text, tr]
+
+        def dense_work() -> list[fusion.Channel]:
+            return source.dense(texts, k, scope)
+
+        found = budget(dense_work, s.budget_dense_ms) if source.budgeted else dense_work()
         dense, dense_tr = pick_dense(found[0], found[-1], tr) if found else (None, None)
         if dense is None:
             stage(stages, "dense", st, "timeout", f"over {s.budget_dense_ms:.0f} ms; skipped")
-        else:
+        elif len(dense.ids) or source.name == "local":
             channels["dense"] = dense
             matched = max(matched, len(dense.ids))
             on = f" (on the translation {dense_tr!r})" if dense_tr else ""
             stage(stages, "dense", st, "ok", f"{len(dense.ids)} candidates{on}")
+        else:
+            stage(stages, "dense", st, "ok", "0 candidates")
 
     st = time.perf_counter()
     fs, note = s, s.fusion if len(channels) > 1 else "single channel"
     if s.adaptive and len(channels) > 1:  # crossling hook: per-query weights (adaptive.py)
-        fs, trace = adaptive.tune(kb.lexical, rw, channels, s, dense_translated=bool(dense_tr))
+        fs, trace = adaptive.tune(stats, rw, channels, s, dense_translated=bool(dense_tr))
         note += " adaptive " + " ".join(f"{k}={v}" for k, v in trace.items())
-    fused = fuse(kb, channels, fs)
-    stage(stages, "fusion", st, "ok", note)
+    fused = fuse(channels, fs, partial(source.recency, scope=scope))
+    stage(stages, "fusion", st, "ok", note if source.name == "local" else f"{note} (client side)")
     if q.boost is not None:
         fused = _boost(fused, q)
     if q.group_of is not None:
         fused = _best_per_group(fused, q.group_of)
     depth = max(q.limit * 3, s.rerank_depth) if deep else q.limit
-    rows = hit_rows(kb.repo, kb.memo, [f.chunk_id for f in fused[:depth]])
-    lex = kb.lexical if q.explain and "lexical" in channels else None
+    rows = source.rows([f.chunk_id for f in fused[:depth]], scope)
+    lex = source.explainer() if q.explain and "lexical" in channels else None
     make = partial(hit, tokens=rw.tokens, mode=resolved, explain=q.explain, lexical=lex,
                    snippets=q.snippets, labels=_labels(q), terms=query_terms(rw.tokens))  # fmt: skip
     # a row deleted between index read and store read is skipped
@@ -260,6 +267,14 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
             make(row, f, rank=i, score=f.score) for i, (row, f) in enumerate(ranked[: q.limit], 1)
         ]
         chunk_ids = [row.id for row, _ in ranked[: q.limit]]
+    if q.explain:
+        notes = source.explain_notes(fs)
+        for h in hits:
+            if h.explanation is not None and notes:
+                h.explanation.update(notes)
+    if source.name != "local":  # the trace says which backend answered each stage
+        for entry in stages:
+            entry.setdefault("backend", source.name)
     conf = confidence(hits, rw.tokens, channels)
     res = SearchResult(
         q.text,
@@ -281,118 +296,8 @@ def run(kb: KnowledgeBase, q: Query) -> SearchResult:
 
 
 # -- stages ------------------------------------------------------------------
-def _candidates(
-    kb: KnowledgeBase, q: Query, stages: list[dict[str, Any]]
-) -> tuple[np.ndarray | None, np.ndarray]:
-    """Allowed chunk ids (None = all) and the memory chunks to drop from channels.
-
-    With an allowed set the memories are removed from it; otherwise the
-    channels fetch that many more candidates and drop them, so a KB without
-    memories pays one indexed lookup.
-    """
-    allowed = None
-    if q.filters.active:
-        st = time.perf_counter()
-        allowed = allowed_ids(kb.repo, q.filters)
-        stage(stages, "filters", st, "ok", f"{len(allowed)} chunks allowed")
-    if q.chunk_ids is not None:
-        ids = np.unique(np.asarray(q.chunk_ids, np.int64))
-        allowed = ids if allowed is None else np.intersect1d(allowed, ids)
-    hidden = np.empty(0, np.int64)
-    if not q.include_memory:
-        hidden = kb.memo.get("memory_chunk_ids", lambda: _memory_ids(kb))
-    if allowed is not None and len(hidden):
-        allowed, hidden = np.setdiff1d(allowed, hidden), np.empty(0, np.int64)
-    return allowed, hidden
-
-
-def _memory_ids(kb: KnowledgeBase) -> np.ndarray:
-    ids = np.asarray(kb.repo.chunk_ids_under_path(MEMORY_PREFIX), np.int64)
-    ids.flags.writeable = False  # shared by every search until the store changes
-    return ids
-
-
-def _drop(ids: np.ndarray, scores: np.ndarray, hidden: np.ndarray, k: int) -> fusion.Channel:
-    if len(hidden):
-        keep = ~np.isin(ids, hidden)
-        ids, scores = ids[keep], scores[keep]
-    return fusion.Channel(ids[:k], scores[:k])
-
-
-def _lexical(
-    kb: KnowledgeBase,
-    tokens: list[str],
-    weights: list[float] | None,
-    k: int,
-    allowed: np.ndarray | None,
-    hidden: np.ndarray,
-    q: Query,
-) -> tuple[fusion.Channel, int]:
-    """BM25F top-k; with a boost, the boosted chunks' own top-k joins it (exact boost)."""
-    ids, scores, matched = kb.lexical.search(
-        tokens, k=k + len(hidden), allowed=allowed, term_weights=weights
-    )
-    if matched >= 0 and len(hidden):
-        matched -= int(np.isin(ids, hidden).sum())
-    ch = _drop(ids, scores, hidden, k)
-    b = q.boost
-    if b is not None and len(b.ids) and float(b.factors.max()) > 1.0:
-        within = b.ids if allowed is None else np.intersect1d(b.ids, allowed)
-        if allowed is None or len(within) < len(allowed):
-            if len(hidden):
-                within = np.setdiff1d(within, hidden)
-            more_ids, more_scores, _ = kb.lexical.search(
-                tokens, k=k, allowed=within, term_weights=weights
-            )
-            new = ~np.isin(more_ids, ch.ids)
-            all_ids = np.concatenate([ch.ids, more_ids[new]])
-            all_scores = np.concatenate([ch.scores, more_scores[new]])
-            order = np.argsort(-all_scores, kind="stable")
-            ch = fusion.Channel(all_ids[order], all_scores[order])
-    return ch, matched
-
-
-def _dense_channel(
-    r: Retriever,
-    query: str,
-    s: RetrievalSettings,
-    k: int,
-    allowed: np.ndarray | None,
-    hidden: np.ndarray,
-) -> fusion.Channel | None:
-    got = _dense_channels(r, [query], s, k, allowed, hidden)
-    return got[0] if got else None
-
-
-def _dense_channels(
-    r: Retriever,
-    texts: list[str],
-    s: RetrievalSettings,
-    k: int,
-    allowed: np.ndarray | None,
-    hidden: np.ndarray,
-) -> list[fusion.Channel] | None:
-    """One dense channel per text (a query and its translation: one model call, one
-    vector-index call), or None when the dense budget runs out."""
-    index = r.dense_index()
-    index.warm()  # loading vectors, graph and model is start-up cost, not query time
-    r.embedder.warm()
-    key = (index.mkey, *texts)
-
-    def work() -> list[fusion.Channel]:
-        qv = r.qvec_cache.get(key)
-        if qv is None:
-            qv = r.embedder.embed_queries(texts)
-            r.qvec_cache.put(key, qv)
-        found = index.search_many(qv, k + len(hidden), allowed)
-        return [
-            _drop(np.asarray(ids, np.int64), np.asarray(scores), hidden, k) for ids, scores in found
-        ]
-
-    return budget(work, s.budget_dense_ms)
-
-
 def _boost(fused: list[fusion.Fused], q: Query) -> list[fusion.Fused]:
+    """Per-chunk multipliers after fusion (boards, memory weights), for every source."""
     assert q.boost is not None
     ids = np.fromiter((f.chunk_id for f in fused), np.int64, len(fused))
     for f, m in zip(fused, q.boost.factor_of(ids).tolist(), strict=True):

@@ -24,7 +24,6 @@ from clawkb.store.repo import ChunkRow
 from clawkb.types import Hit
 
 if TYPE_CHECKING:
-    from clawkb.kb import KnowledgeBase
     from clawkb.retrieve.pipeline import Retriever
 
 #: A stage that overruns keeps its worker until it ends; spare workers keep the
@@ -63,8 +62,11 @@ def decisive(lex: fusion.Channel | None, margin: float) -> bool:
 
 
 def fuse(
-    kb: KnowledgeBase, channels: dict[str, fusion.Channel], s: RetrievalSettings
+    channels: dict[str, fusion.Channel],
+    s: RetrievalSettings,
+    recency: Callable[[list[int], float], dict[int, float]],
 ) -> list[fusion.Fused]:
+    """Fuse the channels; ``recency(ids, half_life_days)`` scores ages (linear fusion)."""
     weights = {"lexical": s.w_lexical, "dense": s.w_dense}
     if not channels:
         return []
@@ -76,19 +78,11 @@ def fuse(
         ]
     if s.fusion == "rrf":
         return fusion.rrf(channels, weights, s.rrf_k)
-    recency = None
+    scores = None
     if s.w_recency:
         ids = sorted({int(i) for ch in channels.values() for i in ch.ids})
-        recency = recency_by_chunk(kb, ids, s.half_life_days)
-    return fusion.linear(channels, weights, s.norm, recency, s.w_recency)
-
-
-def recency_by_chunk(kb: KnowledgeBase, ids: list[int], half_life_days: float) -> dict[int, float]:
-    now = time.time()
-    return {
-        cid: fusion.recency_score(mtime_s, now, half_life_days)
-        for cid, mtime_s in kb.repo.chunk_mtimes(ids).items()
-    }
+        scores = recency(ids, s.half_life_days)
+    return fusion.linear(channels, weights, s.norm, scores, s.w_recency)
 
 
 def rerank(

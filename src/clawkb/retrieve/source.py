@@ -1,0 +1,268 @@
+"""Where the one pipeline (:mod:`clawkb.retrieve.pipeline`) gets its candidates.
+
+A :class:`Source` answers the channel questions — lexical top-k, dense top-k,
+index-wide term statistics, stored rows, restriction of candidates — and the
+pipeline does everything else the same way for every source: rewrite,
+translate, balance, early return, adaptive weights, fusion, boosts, rerank,
+section merge, hits and confidence.
+
+:class:`LocalSource` reads the KB's own store, BM25F segments and vectors.
+:class:`clawkb.backends.milvus_source.MilvusSource` asks a Milvus collection;
+a remote-only KB (no local store) has only that source.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from clawkb.embed import vectors
+from clawkb.retrieve import fusion
+from clawkb.retrieve.filters import allowed_ids
+from clawkb.retrieve.stages import stage
+from clawkb.store.hit_rows import hit_rows
+
+if TYPE_CHECKING:
+    from clawkb.config import Config
+    from clawkb.index.lexical import LexicalIndex
+    from clawkb.kb import KnowledgeBase
+    from clawkb.retrieve.pipeline import Retriever
+    from clawkb.retrieve.query import ChunkBoost, Query
+    from clawkb.retrieve.result import SearchResult
+    from clawkb.retrieve.settings import RetrievalSettings
+    from clawkb.store.repo import ChunkRow
+
+#: Agent memories (:mod:`clawkb.memory`) are stored as documents under this
+#: path prefix; search leaves them out unless ``include_memory`` is set.
+MEMORY_PREFIX = "memory://"
+
+
+class TermCounts(Protocol):
+    """Index-wide document frequencies (a remote-only KB has uniform ones)."""
+
+    @property
+    def n_docs(self) -> int: ...
+
+    def doc_freqs(self, hashes: np.ndarray) -> np.ndarray: ...
+
+    def idf(self, df: np.ndarray) -> np.ndarray: ...
+
+
+class TermStats(TermCounts, Protocol):
+    """What the query stages read from the lexical side (glossary balance, adaptive
+    weights, crossling): document frequencies and best-passage scores."""
+
+    def search(
+        self, tokens: list[str], k: int = 10, term_weights: list[float] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Best-passage ids and scores (adaptive weights read the top-1)."""
+        ...
+
+
+@dataclass
+class Scope:
+    """What one query may see: allowed chunk ids (None = all) and the memory chunks
+    to drop from channels. A source keeps its own per-query state in a subclass."""
+
+    allowed: np.ndarray | None = None
+    hidden: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+
+class Source(Protocol):
+    """The channel side of a search (see the module docstring)."""
+
+    #: ``local`` or the backend's name (shown in ``--explain``)
+    name: str
+    #: run the lexical and dense channels under the settings' time budgets
+    budgeted: bool
+    config: Config
+    retriever: Retriever
+
+    def has_vectors(self) -> bool: ...
+
+    def no_vectors(self, mode: str) -> str:
+        """The warning when ``mode`` needs vectors this source does not have."""
+        ...
+
+    def term_stats(self, scope: Scope) -> TermStats: ...
+
+    def stamp(self) -> tuple[int, int] | None:
+        """Changes when the data changes (result cache key); None: do not cache."""
+        ...
+
+    def shortcut(
+        self, q: Query, s: RetrievalSettings, mode: str, warnings: list[str]
+    ) -> SearchResult | None:
+        """A whole result computed by the source itself (server-side fusion), or None."""
+        ...
+
+    def restrict(self, q: Query, stages: list[dict[str, Any]]) -> Scope: ...
+
+    def lexical(
+        self,
+        tokens: list[str],
+        weights: list[float] | None,
+        k: int,
+        scope: Scope,
+        boost: ChunkBoost | None,
+    ) -> tuple[fusion.Channel, int]:
+        """Top-``k`` lexical channel and the number of matching chunks; with a boost,
+        the boosted chunks' own top-``k`` joins it (exact boost)."""
+        ...
+
+    def dense(self, texts: list[str], k: int, scope: Scope) -> list[fusion.Channel]:
+        """One dense channel per text (a query and its translation)."""
+        ...
+
+    def recency(self, ids: list[int], half_life_days: float, scope: Scope) -> dict[int, float]:
+        """Recency scores of ``ids`` (linear fusion's ``w_recency``)."""
+        ...
+
+    def rows(self, ids: list[int], scope: Scope) -> dict[int, ChunkRow]: ...
+
+    def explainer(self) -> LexicalIndex | None:
+        """The lexical index that explains a hit's BM25F score, if any."""
+        ...
+
+    def explain_notes(self, s: RetrievalSettings) -> dict[str, Any]:
+        """Extra fields of every hit's explanation."""
+        ...
+
+
+def drop(ids: np.ndarray, scores: np.ndarray, hidden: np.ndarray, k: int) -> fusion.Channel:
+    """The first ``k`` of a channel without the ``hidden`` ids."""
+    if len(hidden):
+        keep = ~np.isin(ids, hidden)
+        ids, scores = ids[keep], scores[keep]
+    return fusion.Channel(ids[:k], scores[:k])
+
+
+class LocalSource:
+    """The KB's own store, lexical segments and dense vectors."""
+
+    name = "local"
+    budgeted = True
+
+    def __init__(self, kb: KnowledgeBase) -> None:
+        from clawkb.retrieve.pipeline import retriever_for
+
+        self.kb = kb
+        self.config = kb.config
+        self.retriever = retriever_for(kb)
+
+    def has_vectors(self) -> bool:
+        return self.retriever.has_vectors()
+
+    def no_vectors(self, mode: str) -> str:
+        return f"mode {mode}: no vectors yet; run `clawkb embed` (lexical results only)"
+
+    def term_stats(self, scope: Scope) -> LexicalIndex:
+        return self.kb.lexical
+
+    def stamp(self) -> tuple[int, int] | None:
+        return self.retriever.stamp()
+
+    def shortcut(
+        self, q: Query, s: RetrievalSettings, mode: str, warnings: list[str]
+    ) -> SearchResult | None:
+        return None
+
+    def restrict(self, q: Query, stages: list[dict[str, Any]]) -> Scope:
+        """Allowed ids from the filters and ``chunk_ids``; memories hidden.
+
+        With an allowed set the memories are removed from it; otherwise the
+        channels fetch that many more candidates and drop them, so a KB without
+        memories pays one indexed lookup.
+        """
+        kb = self.kb
+        allowed = None
+        if q.filters.active:
+            st = time.perf_counter()
+            allowed = allowed_ids(kb.repo, q.filters)
+            stage(stages, "filters", st, "ok", f"{len(allowed)} chunks allowed")
+        if q.chunk_ids is not None:
+            ids = np.unique(np.asarray(q.chunk_ids, np.int64))
+            allowed = ids if allowed is None else np.intersect1d(allowed, ids)
+        hidden = np.empty(0, np.int64)
+        if not q.include_memory:
+            hidden = kb.memo.get("memory_chunk_ids", self._memory_ids)
+        if allowed is not None and len(hidden):
+            allowed, hidden = np.setdiff1d(allowed, hidden), np.empty(0, np.int64)
+        return Scope(allowed, hidden)
+
+    def _memory_ids(self) -> np.ndarray:
+        ids = np.asarray(self.kb.repo.chunk_ids_under_path(MEMORY_PREFIX), np.int64)
+        ids.flags.writeable = False  # shared by every search until the store changes
+        return ids
+
+    def lexical(
+        self,
+        tokens: list[str],
+        weights: list[float] | None,
+        k: int,
+        scope: Scope,
+        boost: ChunkBoost | None,
+    ) -> tuple[fusion.Channel, int]:
+        lex, allowed, hidden = self.kb.lexical, scope.allowed, scope.hidden
+        ids, scores, matched = lex.search(
+            tokens, k=k + len(hidden), allowed=allowed, term_weights=weights
+        )
+        if matched >= 0 and len(hidden):
+            matched -= int(np.isin(ids, hidden).sum())
+        ch = drop(ids, scores, hidden, k)
+        if boost is not None and len(boost.ids) and float(boost.factors.max()) > 1.0:
+            within = boost.ids if allowed is None else np.intersect1d(boost.ids, allowed)
+            if allowed is None or len(within) < len(allowed):
+                if len(hidden):
+                    within = np.setdiff1d(within, hidden)
+                more_ids, more_scores, _ = lex.search(
+                    tokens, k=k, allowed=within, term_weights=weights
+                )
+                ch = join(ch, fusion.Channel(more_ids, more_scores))
+        return ch, matched
+
+    def dense(self, texts: list[str], k: int, scope: Scope) -> list[fusion.Channel]:
+        r = self.retriever
+        index = r.dense_index()
+        index.warm()  # loading vectors, graph and model is start-up cost, not query time
+        r.embedder.warm()
+        key = (index.mkey, *texts)
+        qv = r.qvec_cache.get(key)
+        if qv is None:
+            qv = r.embedder.embed_queries(texts)
+            r.qvec_cache.put(key, qv)
+        found = index.search_many(qv, k + len(scope.hidden), scope.allowed)
+        return [
+            drop(np.asarray(ids, np.int64), np.asarray(scores), scope.hidden, k)
+            for ids, scores in found
+        ]
+
+    def recency(self, ids: list[int], half_life_days: float, scope: Scope) -> dict[int, float]:
+        now = time.time()
+        return {
+            cid: fusion.recency_score(mtime_s, now, half_life_days)
+            for cid, mtime_s in self.kb.repo.chunk_mtimes(ids).items()
+        }
+
+    def rows(self, ids: list[int], scope: Scope) -> dict[int, ChunkRow]:
+        return hit_rows(self.kb.repo, self.kb.memo, ids)
+
+    def explainer(self) -> LexicalIndex | None:
+        return self.kb.lexical
+
+    def explain_notes(self, s: RetrievalSettings) -> dict[str, Any]:
+        return {}
+
+
+def join(ch: fusion.Channel, more: fusion.Channel) -> fusion.Channel:
+    """``ch`` plus the ids of ``more`` it lacks, best first (ties keep their order)."""
+    new = ~np.isin(more.ids, ch.ids)
+    all_ids = np.concatenate([ch.ids, more.ids[new]])
+    all_scores = np.concatenate([ch.scores, more.scores[new]])
+    order = np.argsort(-all_scores, kind="stable")
+    return fusion.Channel(all_ids[order], all_scores[order])
+
+
