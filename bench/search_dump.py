@@ -50,7 +50,9 @@ def _homes(work: Path, tag: str) -> dict[str, Path]:
     _write_config(homes["milvus"], "config.yaml", {"embedding": "static", "backend": backend})
     _write_config(homes["remote"], "remote.yaml", {"embedding": "static", "backend": backend})
     _write_config(
-        homes["server"], "remote.yaml", {"embedding": "static", "backend": {**backend, "fuse": "server"}}
+        homes["server"],
+        "remote.yaml",
+        {"embedding": "static", "backend": {**backend, "fuse": "server"}},
     )
     return homes
 
@@ -95,9 +97,7 @@ def _dump(home: Path, runs: list[tuple[str, dict[str, Any]]]) -> list[Any]:
     with KnowledgeBase.open(home) as kb:
         for text, kwargs in runs:
             res = kb.search(text, limit=10, **kwargs)
-            out.append(
-                [text, kwargs, res.mode, [[h.anchor.id, h.score] for h in res.hits]]
-            )
+            out.append([text, kwargs, res.mode, [[h.anchor.id, h.score] for h in res.hits]])
     _close_lite(home)
     return out
 
@@ -136,7 +136,14 @@ def example_runs(work: Path) -> dict[str, Any]:
     boards = [(h["query"], {"mode": m}) for h in hard for m in ("lexical", "hybrid")]
     runs += boards
     board_runs = [
-        (h["query"], {"mode": m, "boards": [h["board"]] if isinstance(h["board"], str) else h["board"], "board_only": only})
+        (
+            h["query"],
+            {
+                "mode": m,
+                "boards": [h["board"]] if isinstance(h["board"], str) else h["board"],
+                "board_only": only,
+            },
+        )
         for h in hard
         if h.get("board")
         for m in ("lexical", "hybrid")

@@ -1,4 +1,5 @@
-"""Milvus search runs the local pipeline's query stages (real Milvus Lite, one file).
+"""One pipeline, every source: the local store, a Milvus collection and a remote-only
+KB on it (real Milvus Lite, one file). ``TABLE`` runs each row on every source.
 
 Rewrite (synonyms, glossary) with weighted words, client-side fusion with the
 local fusion code, rerank, section merge and the knowledge tiers/domains — each
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import clawkb  # noqa: F401  (before pymilvus: keeps gRPC fork handlers off)
 
@@ -54,6 +56,92 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeBase:
     rep = k.index([docs])
     assert rep.warnings == []
     return k
+
+
+@pytest.fixture(scope="module")
+def remote(kb: KnowledgeBase) -> KnowledgeBase:
+    """A remote-only KB on the same collection: Milvus is its only source, no store."""
+    s = kb_backend(kb)
+    assert s is not None
+    home = kb.home.parent / "remote"
+    home.mkdir()
+    conf = {"embedding": "static", "sources": {"manuals/*": "official", "forum/*": "community"},
+            "backend": {"kind": "milvus", "uri": s.uri, "collection": s.collection}}  # fmt: skip
+    (home / "remote.yaml").write_text(yaml.safe_dump(conf), encoding="utf-8")
+    return KnowledgeBase.open(home)
+
+
+SOURCES = ("local", "milvus", "remote")
+
+
+def search(kb: KnowledgeBase, remote: KnowledgeBase, source: str, query: str, **kw: Any) -> Any:
+    """One query through the one pipeline on ``source``, knowledge stages off."""
+    mode, limit = kw.pop("mode"), kw.pop("limit", 10)
+    globs = tuple(kw.pop("path_glob", ()))
+    q = Query.make(query, limit=limit, mode=mode, options=kw, explain=True, path_globs=globs)
+    q = dataclasses.replace(q, knowledge=OFF)
+    if source == "local":
+        return kb.run_prepared(q, source=LocalSource(kb))
+    return (kb if source == "milvus" else remote).run_prepared(q)
+
+
+def _paths(res: Any) -> list[str]:
+    return [h.anchor.path for h in res.hits]
+
+
+#: (query, options, check): every row runs on every source through the same pipeline.
+TABLE: list[tuple[str, dict[str, Any], Any]] = [
+    ("USART2 baud", {"mode": "lexical"},
+     lambda r: r.mode == "lexical" and _paths(r)[0].endswith("uart.md")),
+    ("USART2 baud", {"mode": "hybrid", "early_return": 0},
+     lambda r: r.mode == "hybrid" and {"lexical", "dense"} <= set(r.hits[0].explanation["channels"])),
+    ("USART2 baud", {"mode": "dense"},
+     lambda r: r.mode == "dense" and "lexical" not in r.hits[0].explanation["channels"]),
+    ("时钟", {"mode": "lexical"},
+     lambda r: r.rewrites and any(p.endswith("manuals/clock.md") for p in _paths(r))),
+    ("时钟", {"mode": "lexical", "glossary": False},
+     lambda r: not any(p.endswith("manuals/clock.md") for p in _paths(r))),
+    ("UART baud", {"mode": "lexical", "path_glob": ["*forum*"]},
+     lambda r: r.hits and all("/forum/" in p for p in _paths(r))),
+    ("flywheel rotor trim weight", {"mode": "hybrid"},
+     lambda r: any(len(h.explanation.get("merged", [])) > 1 for h in r.hits)),
+    ("flywheel rotor trim weight", {"mode": "hybrid", "merge": False},
+     lambda r: len({h.anchor.path for h in r.hits[:3]}) == 1),
+    ("USART2 baud PA2", {"mode": "hybrid", "rerank": "dense", "rerank_depth": 5},
+     lambda r: [h.explanation["rerank"]["score"] for h in r.hits[:5]]
+     == sorted((h.explanation["rerank"]["score"] for h in r.hits[:5]), reverse=True)),
+    ("PLL clock APB2", {"mode": "hybrid", "fusion": "linear", "w_recency": 0.1},
+     lambda r: _paths(r)[0].endswith("manuals/clock.md")),
+    ("register mode GPIO", {"mode": "hybrid", "early_return": 0, "limit": 3},
+     lambda r: len(r.hits) == 3 and r.confidence > 0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("source", SOURCES)
+@pytest.mark.parametrize("row", range(len(TABLE)))
+def test_the_pipeline_table_holds_on_every_source(
+    kb: KnowledgeBase, remote: KnowledgeBase, source: str, row: int
+) -> None:
+    query, options, check = TABLE[row]
+    res = search(kb, remote, source, query, **dict(options))
+    assert check(res), (source, query, options, _paths(res))
+    if source != "local" and res.hits:
+        assert res.hits[0].explanation.get("backend") == "milvus"
+
+
+@pytest.mark.parametrize("row", range(len(TABLE)))
+def test_milvus_and_remote_rank_like_the_local_store(
+    kb: KnowledgeBase, remote: KnowledgeBase, row: int
+) -> None:
+    """Same chunks on top on every source (near-ties may swap: BM25F fields locally,
+    one BM25 field in Milvus; uniform term statistics on the remote-only KB)."""
+    query, options, _ = TABLE[row]
+    tops = {s: {h.anchor.id for h in search(kb, remote, s, query, **dict(options)).hits[:3]}
+            for s in SOURCES}  # fmt: skip
+    if not tops["local"]:
+        assert not tops["milvus"] and not tops["remote"]
+    else:
+        assert tops["milvus"] & tops["local"] and tops["remote"] & tops["local"]
 
 
 def local(kb: KnowledgeBase, query: str, **kw: Any) -> Any:

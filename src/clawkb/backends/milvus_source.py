@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -119,9 +120,10 @@ class MilvusTermStats:
         return self.stats.idf(df)
 
     def search(
-        self, tokens: list[str], k: int = 10, term_weights: list[float] | None = None, **_: Any
+        self, terms: Sequence[str], k: int = 10, *, term_weights: Sequence[float] | None = None
     ) -> tuple[np.ndarray, np.ndarray, int]:
-        rows = self.lexical(tokens, term_weights, k)
+        weights = None if term_weights is None else [float(w) for w in term_weights]
+        rows = self.lexical(list(terms), weights, k)
         ids = np.asarray([int(r.get("chunk_id", 0)) for r in rows], np.int64)
         return ids, np.asarray([r["_score"] for r in rows]), len(rows)
 
@@ -299,6 +301,9 @@ class MilvusSource:
             self._model_checked = True
         return [emb.embed_query(t) for t in texts]
 
+    def warm_dense(self) -> None:
+        """Nothing to load ahead: the query is embedded when the channel runs."""
+
     def dense(self, texts: list[str], k: int, scope: Scope) -> list[fusion.Channel]:
         assert isinstance(scope, MilvusScope)
         out = []
@@ -347,4 +352,3 @@ class MilvusSource:
         except Exception as exc:
             raise BackendError(f"Milvus query failed: {str(exc).strip()[-200:]}") from exc
         return np.unique(np.asarray([int(r["chunk_id"]) for r in rows], np.int64))
-

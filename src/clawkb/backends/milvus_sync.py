@@ -20,12 +20,15 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawkb.backends.milvus_rows import build_rows
 from clawkb.backends.milvus_schema import NO_MODEL, client, open_collection
 from clawkb.backends.settings import MilvusSettings
 from clawkb.store import db
+
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
 
 HOLD_PREFIX = "changes_hold:milvus:"
 SOURCE_KEY = "kb_id"
@@ -46,7 +49,7 @@ class SyncReport:
         return {**self.__dict__, "seconds": round(self.seconds, 3)}
 
 
-def source_id(kb: Any) -> str:
+def source_id(kb: KnowledgeBase) -> str:
     """This KB's id in shared collections (made once, kept in the store)."""
     value = db.get_meta(kb.conn, SOURCE_KEY)
     if value is None:
@@ -56,17 +59,17 @@ def source_id(kb: Any) -> str:
     return value
 
 
-def cursor(kb: Any, s: MilvusSettings) -> int | None:
+def cursor(kb: KnowledgeBase, s: MilvusSettings) -> int | None:
     raw = db.get_meta(kb.conn, HOLD_PREFIX + s.key)
     return None if raw is None else int(raw)
 
 
-def _set_cursor(kb: Any, s: MilvusSettings, seq: int) -> None:
+def _set_cursor(kb: KnowledgeBase, s: MilvusSettings, seq: int) -> None:
     with db.transaction(kb.conn):
         db.set_meta(kb.conn, HOLD_PREFIX + s.key, str(seq))
 
 
-def model_of(kb: Any, s: MilvusSettings) -> tuple[str, int, Any]:
+def model_of(kb: KnowledgeBase, s: MilvusSettings) -> tuple[str, int, Any]:
     """(model key, dim, embedder) of the KB's configured embedder; none when not dense."""
     if not s.dense:
         return NO_MODEL, 0, None
@@ -79,7 +82,7 @@ def model_of(kb: Any, s: MilvusSettings) -> tuple[str, int, Any]:
 
 
 def sync_milvus(
-    kb: Any, s: MilvusSettings, *, full: bool = False, progress: Progress | None = None
+    kb: KnowledgeBase, s: MilvusSettings, *, full: bool = False, progress: Progress | None = None
 ) -> SyncReport:
     """Bring the collection up to date with the store (the caller holds the write lock)."""
     t0 = time.perf_counter()
@@ -141,7 +144,9 @@ def _delete_ids(s: MilvusSettings, src: str, ids: list[int]) -> int:
     return len(ids)
 
 
-def _upsert(kb: Any, s: MilvusSettings, src: str, ids: list[int], vec_key: str | None) -> int:
+def _upsert(
+    kb: KnowledgeBase, s: MilvusSettings, src: str, ids: list[int], vec_key: str | None
+) -> int:
     n = 0
     for i in range(0, len(ids), s.batch):
         rows = build_rows(kb.conn, src, ids[i : i + s.batch], vec_key)
@@ -169,7 +174,7 @@ def remote_chunk_ids(s: MilvusSettings, src: str) -> set[int]:
 
 
 def _reconcile(
-    kb: Any,
+    kb: KnowledgeBase,
     s: MilvusSettings,
     src: str,
     vec_key: str | None,
@@ -186,7 +191,7 @@ def _reconcile(
             progress(min(i + s.batch, len(todo)), len(todo))
 
 
-def sync_status(kb: Any, s: MilvusSettings) -> dict[str, Any]:
+def sync_status(kb: KnowledgeBase, s: MilvusSettings) -> dict[str, Any]:
     """The ``backend`` block of ``clawkb status``: where, and how far behind."""
     pos = cursor(kb, s)
     head = kb.repo.max_seq()

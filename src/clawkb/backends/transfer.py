@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from clawkb.store import db, replica_repo, vectors_repo
 from clawkb.store.repo import content_hash
 from clawkb.text import TOKENIZER_VERSION
 from clawkb.types import Chunk
+
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
 
 MANIFEST = "manifest.json"
 CHUNKS = "chunks.jsonl"
@@ -66,16 +69,16 @@ def target_settings(target: str, collection: str | None, home: Path) -> MilvusSe
     return None
 
 
-def _kb_model(kb: Any) -> tuple[str, dict[str, Any] | None]:
+def _kb_model(kb: KnowledgeBase) -> tuple[str, dict[str, Any] | None]:
     sig = vectors.stored_signature(kb.conn)
     return (vectors.model_key(sig), sig) if sig else (NO_MODEL, None)
 
 
-def _missing_vectors(kb: Any, mkey: str) -> int:
+def _missing_vectors(kb: KnowledgeBase, mkey: str) -> int:
     return len(vectors.pending_chunk_ids(kb.conn, mkey))
 
 
-def export_kb(kb: Any, target: str, *, collection: str | None = None) -> TransferReport:
+def export_kb(kb: KnowledgeBase, target: str, *, collection: str | None = None) -> TransferReport:
     mkey, sig = _kb_model(kb)
     if sig is not None and (n := _missing_vectors(kb, mkey)):
         raise IndexError_(
@@ -101,7 +104,9 @@ def export_kb(kb: Any, target: str, *, collection: str | None = None) -> Transfe
     return rep
 
 
-def _export_dir(kb: Any, folder: Path, mkey: str, sig: dict[str, Any] | None) -> TransferReport:
+def _export_dir(
+    kb: KnowledgeBase, folder: Path, mkey: str, sig: dict[str, Any] | None
+) -> TransferReport:
     if folder.exists() and any(folder.iterdir()):
         raise ConfigError(f"{folder}: export folder must be new or empty")
     folder.mkdir(parents=True, exist_ok=True)
@@ -184,7 +189,7 @@ def _read_milvus(s: MilvusSettings) -> tuple[dict[str, Any], Iterator[tuple[dict
     return manifest, rows()
 
 
-def import_kb(kb: Any, source: str, *, collection: str | None = None) -> TransferReport:
+def import_kb(kb: KnowledgeBase, source: str, *, collection: str | None = None) -> TransferReport:
     """Copy an export folder or a Milvus collection into this local KB (write lock held)."""
     s = target_settings(source, collection, kb.home)
     manifest, rows = _read_milvus(s) if s is not None else _read_dir(Path(source))
@@ -216,7 +221,7 @@ def import_kb(kb: Any, source: str, *, collection: str | None = None) -> Transfe
 
 
 def _import_doc(
-    kb: Any, path: str, items: list[tuple[dict[str, Any], Any]], mkey: str | None
+    kb: KnowledgeBase, path: str, items: list[tuple[dict[str, Any], Any]], mkey: str | None
 ) -> int:
     items.sort(key=lambda it: it[0]["ordinal"])
     first = items[0][0]

@@ -5,7 +5,7 @@ a deeper candidate list, routes the query to its domain(s) when domains are
 configured and none was named, applies :func:`clawkb.knowledge.stages.refine`
 and cuts to ``limit``. It runs when a query names a knowledge option or the
 KB configures ``sources:`` or ``domains:``; other KBs search exactly as before.
-:func:`run_query` is the pipeline's entry (``clawkb.retrieve.pipeline.run``), so
+:func:`run_query` wraps the pipeline (``KnowledgeBase.run_prepared``), so
 search, ask, context and memory recall all get the same stages.
 """
 

@@ -220,6 +220,8 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
             tr = dense_translation(stats, rw, bundled_glossary())
         texts = [q.text] if tr is None else [q.text, tr]
 
+        source.warm_dense()
+
         def dense_work() -> list[fusion.Channel]:
             return source.dense(texts, k, scope)
 

@@ -14,12 +14,12 @@ a remote-only KB (no local store) has only that source.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from clawkb.embed import vectors
 from clawkb.retrieve import fusion
 from clawkb.retrieve.filters import allowed_ids
 from clawkb.retrieve.stages import stage
@@ -56,7 +56,7 @@ class TermStats(TermCounts, Protocol):
     weights, crossling): document frequencies and best-passage scores."""
 
     def search(
-        self, tokens: list[str], k: int = 10, term_weights: list[float] | None = None
+        self, terms: Sequence[str], k: int = 10, *, term_weights: Sequence[float] | None = None
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """Best-passage ids and scores (adaptive weights read the top-1)."""
         ...
@@ -111,6 +111,10 @@ class Source(Protocol):
     ) -> tuple[fusion.Channel, int]:
         """Top-``k`` lexical channel and the number of matching chunks; with a boost,
         the boosted chunks' own top-``k`` joins it (exact boost)."""
+        ...
+
+    def warm_dense(self) -> None:
+        """Load what the dense channel needs (start-up cost, outside the time budget)."""
         ...
 
     def dense(self, texts: list[str], k: int, scope: Scope) -> list[fusion.Channel]:
@@ -224,11 +228,13 @@ class LocalSource:
                 ch = join(ch, fusion.Channel(more_ids, more_scores))
         return ch, matched
 
+    def warm_dense(self) -> None:
+        self.retriever.dense_index().warm()  # vectors, graph and model: not query time
+        self.retriever.embedder.warm()
+
     def dense(self, texts: list[str], k: int, scope: Scope) -> list[fusion.Channel]:
         r = self.retriever
         index = r.dense_index()
-        index.warm()  # loading vectors, graph and model is start-up cost, not query time
-        r.embedder.warm()
         key = (index.mkey, *texts)
         qv = r.qvec_cache.get(key)
         if qv is None:
@@ -264,5 +270,3 @@ def join(ch: fusion.Channel, more: fusion.Channel) -> fusion.Channel:
     all_scores = np.concatenate([ch.scores, more.scores[new]])
     order = np.argsort(-all_scores, kind="stable")
     return fusion.Channel(all_ids[order], all_scores[order])
-
-
