@@ -47,8 +47,9 @@ def collect(name: str, n_queries: int) -> dict:
     from clawkb.evaluate.beir import load_beir
     from clawkb.kb import KnowledgeBase
     from clawkb.retrieve.crossling import balance
-    from clawkb.retrieve.pipeline import _dense_channel, retriever_for
+    from clawkb.retrieve.pipeline import retriever_for
     from clawkb.retrieve.rewrite import rewrite
+    from clawkb.retrieve.source import LocalSource, Scope
     from clawkb.text.glossary import bundled_glossary
 
     ds = load_beir(dataset_dir(name))
@@ -63,7 +64,7 @@ def collect(name: str, n_queries: int) -> dict:
     for q in queries:
         rw = balance(kb.lexical, rewrite(q.text, [], bundled_glossary()), s.glossary_share)
         ids, scores, _ = kb.lexical.search(rw.tokens, k=s.candidates, term_weights=rw.weights)
-        dense = _dense_channel(r, q.text, s, None)
+        (dense,) = LocalSource(kb).dense([q.text], s.candidates, Scope())
         rows.append(
             {
                 "id": q.id,

@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from clawkb.backends.milvus_kb import kb_backend, kb_search, sync_kb  # noqa: E402
 from clawkb.backends.milvus_schema import client, close_client  # noqa: E402
 from clawkb.kb import KnowledgeBase, TextRecord  # noqa: E402
-from clawkb.retrieve.pipeline import run as run_local  # noqa: E402
 from clawkb.retrieve.query import Query  # noqa: E402
+from clawkb.retrieve.source import LocalSource  # noqa: E402
 from synth import generate  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -73,7 +73,7 @@ def _queries(kb: KnowledgeBase, s: object, queries: list, mode: str) -> dict[str
     local_ms, milvus_ms, found_local, found_milvus = [], [], 0, 0
     for q in queries:
         a = time.perf_counter()
-        lo = run_local(kb, Query.make(q.text, limit=10, mode=mode))
+        lo = kb.run_prepared(Query.make(q.text, limit=10, mode=mode), source=LocalSource(kb))
         b = time.perf_counter()
         mi = kb_search(kb, s, q.text, limit=10, mode=mode)  # type: ignore[arg-type]
         c = time.perf_counter()
