@@ -242,6 +242,7 @@ class MilvusSource:
         return _and(base, _ids_expr(np.unique(np.asarray(q.chunk_ids, np.int64))))
 
     def restrict(self, q: Query, stages: list[dict[str, Any]]) -> Scope:
+        collection_props(self.settings)  # opened and loaded once per process
         expr = self.expr(q)
         return MilvusScope(expr=expr, stats=MilvusTermStats(self.settings, self.kb.lexical, expr))
 
@@ -251,6 +252,7 @@ class MilvusSource:
         """``fuse: server``: the whole search is one Milvus call (``hybrid_search``)."""
         if self.settings.fuse != "server" or q.boost is not None:
             return None  # a boost needs the fused list: client-side fusion
+        collection_props(self.settings)
         vector = self._embed([q.text])[0] if mode != "lexical" else None
         res = search(
             self.settings,
