@@ -98,3 +98,46 @@ def test_no_private_imports_across_packages() -> None:
             if private:
                 found.append(f"{_rel(path)}: from {node.module} import {', '.join(private)}")
     assert not found, "private names imported from another package:\n" + "\n".join(found)
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """Modules ``path`` imports when it runs (``if TYPE_CHECKING:`` blocks left out)."""
+    tree = ast.parse(path.read_text("utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return out
+
+
+def test_one_pipeline_over_the_source_seam() -> None:
+    """The pipeline takes a Source, not a KB: retrieve/ never reaches a backend, and the
+    pipeline and its sources do not import the KB facade or the knowledge stages (those
+    wrap the pipeline from ``KnowledgeBase.run_prepared``)."""
+    retrieve = PACKAGE / "retrieve"
+    bad = [
+        f"{_rel(p)}: {m}"
+        for p in retrieve.glob("*.py")
+        for m in _runtime_imports(p)
+        if m.startswith("clawkb.backends")
+        or (
+            p.name in ("pipeline.py", "source.py")
+            and (m == "clawkb.kb" or m.startswith("clawkb.knowledge"))
+        )
+    ]
+    assert not bad, "retrieve/ imports above the seam:\n" + "\n".join(bad)
+    runs = [
+        _rel(p)
+        for folder in (retrieve, PACKAGE / "backends")
+        for p in folder.glob("*.py")
+        if re.search(r"^def run\(", p.read_text("utf-8"), re.M)
+    ]
+    assert runs == ["retrieve/pipeline.py"]
