@@ -56,7 +56,7 @@ NOT_SETTINGS = frozenset(
 #: Read by pydantic when :mod:`clawkb.config_load` validates a file or the
 #: environment; this module never imports pydantic, so opening a KB with no
 #: ``config.yaml`` costs no validation library at all.
-STRICT = {"extra": "forbid"}
+STRICT = {"extra": "forbid", "allow_inf_nan": False}
 
 
 def _check_retrieval(self: Any) -> None:

@@ -15,12 +15,15 @@ mo    30 days
 y     365 days
 ====  ==================
 
-``m`` is always minutes; months are ``mo``. Anything else is a
-:class:`~clawkb.errors.ConfigError` whose message lists the forms above.
+``m`` is always minutes; months are ``mo``. Anything else — including NaN,
+infinity, a negative number and anything longer than :data:`MAX_SECONDS`
+(1000 years) — is a :class:`~clawkb.errors.ConfigError` whose message lists
+the forms above.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 from clawkb.errors import ConfigError
@@ -35,6 +38,8 @@ UNITS = {
     "mo": 30 * 86400.0,
     "y": 365 * 86400.0,
 }
+#: The longest duration accepted: 1000 years (longer ones overflow date arithmetic).
+MAX_SECONDS = 1000 * 365 * 86400.0
 FORMS = "a number of seconds or e.g. 90s, 30m, 12h, 7d, 2w, 6mo, 1y"
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(mo|[smhdwy]?)\s*$", re.IGNORECASE)
 
@@ -44,11 +49,17 @@ def parse_duration(value: str | float | int, what: str = "duration") -> float:
     if isinstance(value, bool):
         raise ConfigError(f"{what} {value!r}: write {FORMS}")
     if isinstance(value, int | float):
-        return float(value)
-    m = _DURATION.match(value)
-    if not m:
+        seconds = float(value)
+    else:
+        m = _DURATION.match(value)
+        if not m:
+            raise ConfigError(f"{what} {value!r}: write {FORMS}")
+        seconds = float(m.group(1)) * UNITS[m.group(2).lower()]
+    if not math.isfinite(seconds) or seconds < 0:
         raise ConfigError(f"{what} {value!r}: write {FORMS}")
-    return float(m.group(1)) * UNITS[m.group(2).lower()]
+    if seconds > MAX_SECONDS:
+        raise ConfigError(f"{what} {value!r} is too long: at most 1000 years (1000y)")
+    return seconds
 
 
 def is_duration(value: str) -> bool:

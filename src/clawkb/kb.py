@@ -520,9 +520,20 @@ class KnowledgeBase:
             "dense": _dense_status(self),
             "backend": _backend_status(self),
             "last_run": (
-                {"started_at": last[0], "finished_at": last[1], "status": last[2]} if last else None
+                {"started_at": last[0], "finished_at": last[1], "status": self._run_state(last[2])}
+                if last
+                else None
             ),
         }
+
+    def _run_state(self, status: str) -> str:
+        """A run marked ``running`` whose writer lock nobody holds was killed: ``interrupted``
+        (the next run records that in the store)."""
+        from clawkb.store.locking import is_locked
+
+        if status == "running" and not is_locked(self.home / LOCK_NAME):
+            return "interrupted"
+        return status
 
     def runs(self, limit: int = 20) -> list[dict[str, Any]]:
         """The last indexing runs, newest first (roots, status, counts, failed files)."""
@@ -539,7 +550,7 @@ class KnowledgeBase:
                 "id": r[0],
                 "started_at": r[1],
                 "finished_at": r[2],
-                "status": r[3],
+                "status": self._run_state(r[3]),
                 "roots": json.loads(r[4] or "[]"),
                 "counts": json.loads(r[5] or "{}"),
                 "errors": errors(r[0]),

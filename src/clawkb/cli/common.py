@@ -48,6 +48,16 @@ def clean(text: object) -> str:
     return str(text).translate(_CONTROLS)
 
 
+_LINE_BREAKS = {0x09: "\u2409", 0x0A: "\u240a", 0x0B: "\u240b", 0x0C: "\u240c",
+                0x0D: "\u240d", 0x85: "\ufffd", 0x2028: "\ufffd", 0x2029: "\ufffd"}  # fmt: skip
+
+
+def one_line(text: object) -> str:
+    """Like :func:`clean`, and tab and line breaks shown too: for a file name, a title or a
+    heading printed inside one output line (a name with a newline cannot start a fake hit)."""
+    return clean(text).translate(_LINE_BREAKS)
+
+
 def echo(message: object = "", *, err: bool = False, nl: bool = True, **style: Any) -> None:
     """Print one line of human output (cleaned; ``style`` as in ``click.style``)."""
     click.secho(clean(message), err=err, nl=nl, **style)

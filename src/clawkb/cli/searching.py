@@ -15,6 +15,7 @@ from clawkb.cli.common import (
     echo_json,
     emit,
     handle_errors,
+    one_line,
     open_kb,
     print_result_or_stop,
 )
@@ -33,14 +34,14 @@ from clawkb.retrieve.hits import anchor_dict
 
 
 def display_path(path: str) -> str:
-    """Show paths relative to the current folder when that is shorter."""
+    """Show paths relative to the current folder when that is shorter, on one line."""
     if not os.path.isabs(path):
-        return path
+        return one_line(path)
     try:
         rel = os.path.relpath(path)
     except ValueError:
-        return path
-    return rel if len(rel) < len(path) else path
+        return one_line(path)
+    return one_line(rel if len(rel) < len(path) else path)
 
 
 @click.command()
@@ -116,7 +117,7 @@ def search(
         loc = f"{display_path(a.path)}:{a.line_start}-{a.line_end}" + (
             f" p.{a.page}" if a.page else ""
         )
-        head = " > ".join(a.heading_path) or hit.title
+        head = one_line(" > ".join(a.heading_path) or hit.title)
         emit(
             click.style(f"{hit.rank:>2}. ", bold=True)
             + click.style(clean(loc), fg="cyan" if color else None)

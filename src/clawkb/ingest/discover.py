@@ -11,6 +11,10 @@
   whose target leaves the root is skipped with a line in the report, unless
   ``follow_symlinks: outside`` is set (``never`` skips every symlink).
   Symlinked folders inside the root are followed once (a loop is reported).
+  A **hard-linked file** (more than one name, ``st_nlink > 1``) is treated
+  like a symlink that may leave the root: its other names cannot be found
+  without searching the whole disk, so it is skipped with a line in the
+  report, unless ``follow_symlinks: outside`` is set.
 * An unreadable folder, or one whose ignore file cannot be read, is one
   problem line and the walk goes on (its files keep their indexed content).
   So is a folder nested deeper than :data:`MAX_DEPTH`; loops and broken
@@ -120,6 +124,20 @@ class WalkOptions:
     skipped: list[Problem] = field(default_factory=list)
 
 
+def hardlink_reason(path: Path) -> str | None:
+    """Why a file with several hard links is not read (its other names may be anywhere)."""
+    try:
+        links = os.stat(path).st_nlink
+    except OSError:
+        return None  # the reader reports what is wrong with it
+    if links <= 1:
+        return None
+    return (
+        f"hard link ({links} names; the others may be outside the indexed folder)"
+        " (set follow_symlinks: outside in config.yaml to index it)"
+    )
+
+
 def check_symlink_policy(value: str) -> str:
     if value not in SYMLINK_POLICIES:
         allowed = ", ".join(SYMLINK_POLICIES)
@@ -156,6 +174,10 @@ def discover(
         opts.problems.append(Problem(str(root), f"cannot read ({exc.strerror or exc})"))
         return
     if is_file:
+        reason = None if opts.follow_symlinks == "outside" else hardlink_reason(root)
+        if reason is not None:
+            opts.skipped.append(Problem(str(root), reason + "; skipped"))
+            return
         yield Found(root, root.parent)
         return
     if not exists:
@@ -254,8 +276,17 @@ class _Walker:
             return
         if is_dir:
             yield from self.walk(path, specs, depth + 1)
-        else:
+        elif self._hardlink_allowed(path):
             yield Found(path, self.root)
+
+    def _hardlink_allowed(self, path: Path) -> bool:
+        if self.opts.follow_symlinks == "outside":
+            return True
+        reason = hardlink_reason(path)
+        if reason is not None:
+            self.opts.skipped.append(Problem(str(path), reason + "; skipped"))
+            return False
+        return True
 
     def _link_allowed(self, path: Path) -> bool:
         policy = self.opts.follow_symlinks

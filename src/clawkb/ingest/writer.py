@@ -95,6 +95,8 @@ def write_batch(
         changes += _insert(repo, waiting, root, olds, done, report)
         for doc_id, p, _ in done:
             report.warnings.extend((p.path, w) for w in p.warnings)
+            if not p.rows and p.size > 0:
+                report.warnings.append((p.path, NO_TEXT))
             if p.parsed is not None:
                 for hook in hooks:
                     hook.stored(repo, doc_id, p.path, p.parsed)
@@ -102,6 +104,10 @@ def write_batch(
         report.updated += updated
         report.added += not updated
     return changes
+
+
+#: A non-empty file that gave nothing to search (deeply nested markup, a PDF without text).
+NO_TEXT = "no searchable text found: indexed with 0 chunks"
 
 
 def _row(doc_id: int, p: Prepared, root: str) -> DocRow:

@@ -7,6 +7,7 @@ the fusion sweep on the shared datasets (``bench/fusion_sweep.py``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -58,6 +59,14 @@ class RetrievalSettings:
             raise ConfigError(f"fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
         if self.norm not in ("minmax", "zscore"):
             raise ConfigError(f"fusion norm must be minmax or zscore, got {self.norm!r}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(
+                    f"retrieval setting {f.name} must be a finite number, got {value}"
+                )
+        if min(self.w_lexical, self.w_dense, self.w_recency) < 0:
+            raise ConfigError("fusion weights w_lexical, w_dense and w_recency must be >= 0")
         if self.candidates < 1 or self.rrf_k < 0:
             raise ConfigError("retrieval candidates must be >= 1 and rrf_k >= 0")
         if self.rerank:

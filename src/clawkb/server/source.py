@@ -6,6 +6,7 @@ vanished since is reported, and the stored chunk text is still returned.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ def source_view(kb: KnowledgeBase, row: ChunkRow, context: int) -> dict[str, Any
         out["kind"] = "page"
         out["passages"] = _page_passages(kb, row, a.page)
         return out
-    lines, note = _file_lines(a.path)
+    lines, note = _file_lines(a.path, kb.config.follow_symlinks == "outside")
     out["note"] = note
     if lines:
         first = max(1, a.line_start - context)
@@ -56,16 +57,22 @@ def _page_passages(kb: KnowledgeBase, row: ChunkRow, page: int) -> list[dict[str
     ]
 
 
-def _file_lines(path: str) -> tuple[list[str], str]:
+def _file_lines(path: str, hardlinks: bool = False) -> tuple[list[str], str]:
+    """The file's lines now; a file with several hard links is not read (one of its other
+    names may be outside the served folders) unless ``follow_symlinks: outside``."""
     if path.startswith("memory://"):
         return [], "an agent memory: no file"
     p = Path(path)
     try:
         if not p.is_file():
             return [], "the file is no longer there; showing the indexed text"
-        if p.stat().st_size > MAX_VIEW_BYTES:
-            return [], "the file is too large to show; showing the indexed text"
-        data = p.read_bytes()
+        with p.open("rb") as fh:  # checked on the open file: no swap between check and read
+            st = os.fstat(fh.fileno())
+            if st.st_size > MAX_VIEW_BYTES:
+                return [], "the file is too large to show; showing the indexed text"
+            if st.st_nlink > 1 and not hardlinks:
+                return [], "the file has other hard links; showing the indexed text"
+            data = fh.read(MAX_VIEW_BYTES + 1)
     except OSError as exc:
         return [], f"cannot read the file ({exc.strerror}); showing the indexed text"
     from clawkb.errors import ClawkbError
