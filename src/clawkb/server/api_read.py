@@ -140,7 +140,8 @@ def _chunk_dict(row: Any) -> dict[str, Any]:
 
 @router.get("/source/{anchor}", summary="The source around an anchor: its lines, or its page")
 async def source(request: Request, anchor: str, context: int = 200) -> dict[str, Any]:
-    """Only documents in the store, and only inside the served roots."""
+    """Only documents in the store, and only inside the served roots or the KB's own
+    ``learned/`` notes."""
     if not 0 <= context <= 5000:
         raise ConfigError(f"context must be between 0 and 5000, got {context}")
     st = state_of(request)
@@ -149,7 +150,8 @@ async def source(request: Request, anchor: str, context: int = 200) -> dict[str,
         from clawkb.server.source import source_view
 
         row = kb.chunk(anchor.strip().lstrip("#"))
-        if not row.path.startswith("memory://") and not inside_roots(Path(row.path), st.roots):
+        readable = [*st.roots, kb.home / "learned"]
+        if not row.path.startswith("memory://") and not inside_roots(Path(row.path), readable):
             raise PathOutsideRoots(f"{row.path} is outside the served folders")
         return source_view(kb, row, context)
 
