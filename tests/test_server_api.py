@@ -198,7 +198,8 @@ def test_upload_into_the_inbox(srv: Server, setup: tuple[Path, ...]) -> None:
             "text/markdown",
         )
     }
-    out = srv.ok("POST", "/api/v1/upload", files=files)
+    form = {"x-clawkb-request": "1"}  # what the page sends with a form body
+    out = srv.ok("POST", "/api/v1/upload", files=files, headers=form)
     dest = Path(out["path"])
     assert dest.parent == (root / "inbox").resolve() and dest.name == "evil name.md"
     assert out["report"]["added"] == 1
@@ -206,9 +207,9 @@ def test_upload_into_the_inbox(srv: Server, setup: tuple[Path, ...]) -> None:
         srv.ok("GET", "/api/v1/search", params={"q": "relay K3"})["hits"][0]["path"] == out["path"]
     )
     big = {"file": ("big.md", b"x" * 5000, "text/markdown")}
-    error(srv.post("/api/v1/upload", files=big), 413, "too_large")
+    error(srv.post("/api/v1/upload", files=big, headers=form), 413, "too_large")
     exe = {"file": ("tool.exe", b"MZ\x90\x00", "application/octet-stream")}
-    assert ".exe" in error(srv.post("/api/v1/upload", files=exe), 400, "bad_request")
+    assert ".exe" in error(srv.post("/api/v1/upload", files=exe, headers=form), 400, "bad_request")
     assert not list((root / "inbox").glob(".upload-*"))
 
 

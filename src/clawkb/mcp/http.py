@@ -1,8 +1,8 @@
 """``clawkb mcp --http``: the MCP streamable-HTTP endpoint under the server's rules.
 
 The same token rule as ``clawkb serve`` (a non-loopback bind needs a token;
-bearer header, constant-time compare), the same Host check, a ``/health``
-probe, and the URL printed once the socket listens.
+bearer header, constant-time compare), the same Host and Origin checks and
+read deadlines, a ``/health`` probe, and the URL printed once the socket listens.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def run_http(
     from starlette.requests import Request
     from starlette.responses import JSONResponse
 
-    from clawkb.server import bind
+    from clawkb.server import bind, uvicorn_config
     from clawkb.server.security import Guard
     from clawkb.server.settings import ServerSettings
 
@@ -44,6 +44,6 @@ def run_http(
     guarded = Guard(app, settings, upload_path="")
     sock = bind(host, port)
     settings.port = sock.getsockname()[1]
-    config = uvicorn.Config(guarded, log_level="warning", access_log=False, server_header=False)
+    config = uvicorn_config(guarded, settings)
     announce(f"MCP on {settings.url}/mcp  (health: {settings.url}/health; knowledge base: {home})")
     uvicorn.Server(config).run(sockets=[sock])

@@ -12,7 +12,7 @@ from typing import Any
 
 from clawkb.errors import MissingDependencyError
 
-__all__ = ["bind", "run"]
+__all__ = ["bind", "run", "uvicorn_config"]
 
 
 def run(settings: Any, *, watch: bool = False, announce: Callable[[str], None] = print) -> None:
@@ -33,14 +33,24 @@ def run(settings: Any, *, watch: bool = False, announce: Callable[[str], None] =
         watch=factory,
         on_ready=lambda: announce(f"Serving on {settings.url}  (knowledge base: {settings.home})"),
     )
-    config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
-        lifespan="on", server_header=False,
-    )  # fmt: skip
+    config = uvicorn_config(app, settings, lifespan="on")
     sock = bind(settings.host, settings.port)
     settings.port = sock.getsockname()[1]
     server = uvicorn.Server(config)
     server.run(sockets=[sock])
+
+
+def uvicorn_config(app: Any, settings: Any, **kw: Any) -> Any:
+    """uvicorn's settings for ``app``: quiet, no Server header, the header deadline."""
+    import uvicorn
+
+    from clawkb.server.protocol import protocol_class
+
+    return uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
+        server_header=False, http=protocol_class(settings.header_timeout_s),
+        timeout_keep_alive=5, **kw,
+    )  # fmt: skip
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -114,7 +114,23 @@ def _clean_name(raw: str | None) -> str:
     name = _SAFE_NAME.sub("_", name).strip(" .")
     if not name or name in (".", ".."):
         raise ConfigError(f"upload: {raw!r} is not a usable file name")
-    return name[:200]
+    return _shorten(name, NAME_MAX_BYTES)
+
+
+#: A saved name's length in UTF-8 bytes (file systems allow 255; "-N" may be added).
+NAME_MAX_BYTES = 200
+
+
+def _shorten(name: str, limit: int) -> str:
+    """``name`` cut to ``limit`` UTF-8 bytes, its extension kept (the type check reads it)."""
+    if len(name.encode()) <= limit:
+        return name
+    stem, ext = os.path.splitext(name)
+    if len(ext.encode()) > 32:  # not an extension anyone registers: cut it like the rest
+        stem, ext = name, ""
+    room = limit - len(ext.encode())
+    short = stem.encode()[:room].decode("utf-8", "ignore").rstrip(" .")
+    return (short or "upload") + ext
 
 
 @router.post("/upload", summary="Upload a file into the inbox folder and index it")

@@ -25,12 +25,12 @@ from clawkb.server.ask import RateLimited
 from clawkb.server.errors import error_for, validation_message
 from clawkb.server.metrics import Metrics
 from clawkb.server.runtime import Runtime
-from clawkb.server.security import BodyTooLarge, Guard, RateLimiter
+from clawkb.server.security import BodyTimeout, BodyTooLarge, Guard, RateLimiter
 from clawkb.server.settings import ServerSettings
 
 STATIC = Path(str(resources.files("clawkb.server") / "static"))
 _HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-               405: "method_not_allowed", 413: "too_large", 429: "rate_limited"}  # fmt: skip
+               405: "method_not_allowed", 408: "timeout", 413: "too_large", 429: "rate_limited"}  # fmt: skip
 
 
 class ServerState:
@@ -124,7 +124,7 @@ def create_app(settings: ServerSettings, *, watch: Any = None, on_ready: Any = N
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(
-            CORSMiddleware, allow_origins=settings.cors_origins, allow_headers=["authorization", "content-type"],
+            CORSMiddleware, allow_origins=settings.cors_origins, allow_headers=["authorization", "content-type", "x-clawkb-request"],
             allow_methods=["GET", "POST"],
         )  # fmt: skip
     app.add_middleware(_Timing, metrics=state.metrics)
@@ -187,7 +187,7 @@ def _install_errors(app: FastAPI) -> None:
 
     # Known errors are handled inside the middleware stack (so metrics see their
     # status); anything else reaches the outermost handler as `internal`.
-    for cls in (ClawkbError, RateLimited, BodyTooLarge, Exception):
+    for cls in (ClawkbError, RateLimited, BodyTooLarge, BodyTimeout, Exception):
         app.add_exception_handler(cls, domain)
 
 

@@ -27,12 +27,14 @@ def error_for(exc: BaseException) -> tuple[int, str, str]:
     """(HTTP status, code, message) for an exception."""
     from clawkb.server.api_write import UploadTooLarge
     from clawkb.server.ask import RateLimited
-    from clawkb.server.security import BodyTooLarge, PathOutsideRoots
+    from clawkb.server.security import BodyTimeout, BodyTooLarge, PathOutsideRoots
 
     if isinstance(exc, RateLimited):
         return 429, "rate_limited", str(exc)
     if isinstance(exc, BodyTooLarge | UploadTooLarge):
         return 413, "too_large", str(exc)
+    if isinstance(exc, BodyTimeout):
+        return 408, "timeout", str(exc)
     if isinstance(exc, PathOutsideRoots):
         return 403, "outside_roots", str(exc)
     if isinstance(exc, NotFoundError):

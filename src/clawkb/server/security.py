@@ -1,12 +1,25 @@
-"""Who may call, from where, with how much: token, Host header, body size, rate, roots.
+"""Who may call, from where, with how much: token, Host header, origin, body size, rate, roots.
 
 The checks run as one plain ASGI middleware in front of every route (the web
 page's own files and the health probes excepted from the token), so the JSON
 API, ``/metrics`` and ``/mcp`` share exactly the same rules.
+
+Cross-site writes: a browser lets any web page send a "simple" request (a
+form POST: ``multipart/form-data``, ``application/x-www-form-urlencoded`` or
+``text/plain``) to the loopback server without asking. So every
+state-changing request (POST, PUT, PATCH, DELETE) that names an origin
+(``Origin``, else the ``Referer``'s) must come from the server's own origin or
+one listed in ``server.allowed_origins`` / ``server.cors_origins``; and one
+with a simple content type must also carry the ``X-Clawkb-Request`` header,
+which no page can add to a cross-site request without a CORS preflight that
+this server does not grant. ``/mcp`` checks the origin on every method.
+Every response carries a Content-Security-Policy, ``X-Frame-Options: DENY``
+and ``X-Content-Type-Options: nosniff``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import os
@@ -18,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from clawkb.errors import ConfigError
-from clawkb.server.settings import LOOPBACK_NAMES, ServerSettings, is_loopback
+from clawkb.server.settings import LOOPBACK_NAMES, ServerSettings, is_loopback, normal_origin
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -29,6 +42,24 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: Paths anyone who can reach the server may GET: the page asks for the token itself.
 PUBLIC_PREFIXES = ("/static/", "/healthz", "/readyz", "/health")
 PUBLIC_PATHS = {"/", "/favicon.ico"}
+#: Methods that change something: their origin is checked.
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: The header the page (and any script of ours) sends with a form-type body.
+CLIENT_HEADER = "x-clawkb-request"
+#: Content types a cross-site page may send without a CORS preflight.
+SIMPLE_TYPES = frozenset({"multipart/form-data", "application/x-www-form-urlencoded", "text/plain"})
+#: On every response: no framing, no type sniffing, only our own scripts and styles.
+SECURITY_HEADERS = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+        b" connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self';"
+        b" frame-ancestors 'none'",
+    ),
+    (b"referrer-policy", b"same-origin"),
+)
 
 
 class PathOutsideRoots(ConfigError):
@@ -75,8 +106,61 @@ def _host_of(header: str) -> str:
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
+def _origin_of(headers: dict[str, str]) -> str | None:
+    """The origin a browser says the request comes from: ``Origin``, else the Referer's."""
+    origin = headers.get("origin")
+    if origin is not None:
+        return origin.strip().lower()
+    referer = headers.get("referer")
+    if not referer:
+        return None
+    scheme, sep, rest = referer.strip().partition("://")
+    if not sep:
+        return "null"
+    return f"{scheme}://{rest.split('/', 1)[0].split('?', 1)[0].split('#', 1)[0]}".lower()
+
+
+def cross_site_reason(
+    method: str, path: str, headers: dict[str, str], trusted: frozenset[str]
+) -> str | None:
+    """Why this request must be refused as cross-site, or None when it may pass."""
+    checked = method in UNSAFE_METHODS or path == "/mcp" or path.startswith("/mcp/")
+    if not checked:
+        return None
+    origin = _origin_of(headers)
+    if origin is not None:
+        own = {
+            f"http://{headers.get('host', '').lower()}",
+            f"https://{headers.get('host', '').lower()}",
+        }
+        if origin not in own and origin not in trusted:
+            return (
+                f"requests from origin {origin!r} are not allowed"
+                " (list it in server.allowed_origins to allow it)"
+            )
+    if method in UNSAFE_METHODS and CLIENT_HEADER not in headers:
+        ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if ctype in SIMPLE_TYPES:
+            return (
+                f"a {ctype} request must carry the header X-Clawkb-Request: 1"
+                " (it keeps other web sites from posting forms here)"
+            )
+    return None
+
+
+def with_security_headers(send: Send) -> Send:
+    async def wrapped(msg: Message) -> None:
+        if msg["type"] == "http.response.start":
+            present = {k.lower() for k, _ in msg.get("headers", [])}
+            extra = [(k, v) for k, v in SECURITY_HEADERS if k not in present]
+            msg = {**msg, "headers": [*msg.get("headers", []), *extra]}
+        await send(msg)
+
+    return wrapped
+
+
 class Guard:
-    """ASGI middleware: Host check, bearer token, request body limit."""
+    """ASGI middleware: Host check, bearer token, origin check, request body limit."""
 
     def __init__(self, app: ASGIApp, settings: ServerSettings, upload_path: str) -> None:
         self.app = app
@@ -84,11 +168,15 @@ class Guard:
         self.hosts = allowed_hosts(settings)
         self.token = settings.token.encode() if settings.token else None
         self.upload_path = upload_path
+        self.trusted = frozenset(
+            normal_origin(o) for o in [*settings.allowed_origins, *settings.cors_origins]
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        send = with_security_headers(send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if self.hosts is not None and _host_of(headers.get("host", "")) not in self.hosts:
             await send_error(
@@ -96,6 +184,10 @@ class Guard:
             )
             return
         path = scope["path"]
+        refused = cross_site_reason(scope["method"], path, headers, self.trusted)
+        if refused is not None:
+            await send_error(send, 403, "cross_site", refused)
+            return
         if self.token is not None and not _public(path) and not self._authorized(headers):
             await send_error(
                 send,
@@ -114,7 +206,8 @@ class Guard:
         if length is not None and length.isdigit() and int(length) > limit:
             await send_error(send, 413, "too_large", f"the request body is over {limit} bytes")
             return
-        await self.app(scope, _limited(receive, limit), send)
+        body = BodyReader(receive, limit, self.settings.body_timeout_s, self.settings.body_min_rate)
+        await self.app(scope, body.receive, body.wrap(send))
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         auth = headers.get("authorization", "")
@@ -133,19 +226,75 @@ class BodyTooLarge(Exception):
     pass
 
 
-def _limited(receive: Receive, limit: int) -> Receive:
-    seen = 0
+class BodyTimeout(Exception):
+    pass
 
-    async def wrapped() -> Message:
-        nonlocal seen
-        msg = await receive()
+
+class BodyReader:
+    """The request body as the app reads it, with a size limit and a read deadline.
+
+    The body must arrive within ``timeout`` seconds plus one second per
+    ``min_rate`` bytes received (so a large upload on a slow link passes and a
+    1-byte/s trickle does not). Past either limit the read fails and the
+    response becomes 413 / 408, whatever the app's body parser made of it.
+    """
+
+    def __init__(self, receive: Receive, limit: int, timeout: float, min_rate: int) -> None:
+        self._receive, self.limit, self.timeout, self.min_rate = receive, limit, timeout, min_rate
+        self.seen = 0
+        self.done = False
+        self.started: float | None = None
+        self.verdict: tuple[int, str, str] | None = None
+
+    async def receive(self) -> Message:
+        if self.verdict is not None:
+            raise (
+                BodyTooLarge(self.verdict[2])
+                if self.verdict[0] == 413
+                else BodyTimeout(self.verdict[2])
+            )
+        if self.done:  # the body is in: what follows is waiting for a disconnect
+            return await self._receive()
+        loop = asyncio.get_running_loop()
+        if self.started is None:
+            self.started = loop.time()
+        deadline = self.started + self.timeout + self.seen / max(self.min_rate, 1)
+        try:
+            msg = await asyncio.wait_for(self._receive(), max(0.0, deadline - loop.time()))
+        except TimeoutError:
+            message = (
+                f"the request body did not arrive in time ({self.seen} bytes after"
+                f" {loop.time() - self.started:.0f} s)"
+            )
+            self.verdict = (408, "timeout", message)
+            raise BodyTimeout(message) from None
         if msg["type"] == "http.request":
-            seen += len(msg.get("body", b""))
-            if seen > limit:
-                raise BodyTooLarge(f"the request body is over {limit} bytes")
+            self.seen += len(msg.get("body", b""))
+            if self.seen > self.limit:
+                message = f"the request body is over {self.limit} bytes"
+                self.verdict = (413, "too_large", message)
+                raise BodyTooLarge(message)
+            self.done = not msg.get("more_body", False)
+        else:
+            self.done = True
         return msg
 
-    return wrapped
+    def wrap(self, send: Send) -> Send:
+        """``send`` that answers the body's verdict instead of what the app made of it."""
+        replaced = False
+
+        async def wrapped(msg: Message) -> None:
+            nonlocal replaced
+            if replaced:
+                return
+            if msg["type"] == "http.response.start" and self.verdict is not None:
+                replaced = True
+                status, code, message = self.verdict
+                await send_error(send, status, code, message, [(b"connection", b"close")])
+                return
+            await send(msg)
+
+        return wrapped
 
 
 class RateLimiter:

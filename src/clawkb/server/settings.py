@@ -7,11 +7,15 @@
       inbox: ~/team-kb/inbox      # where uploads land (inside a root); unset = uploads off
       allowed_hosts: [kb.lan]     # extra Host header values accepted
       cors_origins: []            # CORS is off unless origins are listed
+      allowed_origins: []         # other origins (scheme://host:port) whose pages may write
       max_body_bytes: 1048576     # any request body
       upload_max_bytes: 20971520  # one uploaded file
       upload_types: [.md, .txt]   # default: every extension a parser claims
       ask_per_minute: 30          # per client address
       watch_debounce_ms: 300
+      header_timeout_s: 10        # a request's headers must arrive within this
+      body_timeout_s: 30          # its body within this, plus 1 s per body_min_rate bytes
+      body_min_rate: 1024         # bytes per second
 """
 
 from __future__ import annotations
@@ -31,11 +35,15 @@ _KNOWN = {
     "inbox",
     "allowed_hosts",
     "cors_origins",
+    "allowed_origins",
     "max_body_bytes",
     "upload_max_bytes",
     "upload_types",
     "ask_per_minute",
     "watch_debounce_ms",
+    "header_timeout_s",
+    "body_timeout_s",
+    "body_min_rate",
 }
 
 
@@ -59,11 +67,15 @@ class ServerSettings:
     watch: bool = False
     allowed_hosts: list[str] = field(default_factory=list)
     cors_origins: list[str] = field(default_factory=list)
+    allowed_origins: list[str] = field(default_factory=list)
     max_body_bytes: int = 1 << 20
     upload_max_bytes: int = 20 << 20
     upload_types: list[str] = field(default_factory=list)
     ask_per_minute: int = 30
     watch_debounce_ms: int = 300
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    body_min_rate: int = 1024
     mcp: bool = True
 
     @property
@@ -82,6 +94,11 @@ class ServerSettings:
             raise ConfigError("the token must be at least 8 characters long")
         if self.inbox is not None and not any(_inside(self.inbox, r) for r in self.roots):
             raise ConfigError(f"server.inbox {self.inbox} must be inside one of the served roots")
+
+
+def normal_origin(origin: str) -> str:
+    """``https://KB.lan/`` → ``https://kb.lan``: how browsers send an Origin header."""
+    return origin.strip().rstrip("/").lower()
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -115,15 +132,34 @@ def load_settings(
     roots += [r for r in _paths(raw.get("roots"), "roots") if r not in roots]
     inbox_path = _paths(inbox or raw.get("inbox"), "inbox")
     s = ServerSettings(home=home, roots=roots, inbox=inbox_path[0] if inbox_path else None)
-    for key in ("allowed_hosts", "cors_origins", "upload_types"):
+    for key in ("allowed_hosts", "cors_origins", "allowed_origins", "upload_types"):
         if key in raw:
             setattr(s, key, [str(v) for v in raw[key] or []])
-    for key in ("max_body_bytes", "upload_max_bytes", "ask_per_minute", "watch_debounce_ms"):
+    ints = (
+        "max_body_bytes",
+        "upload_max_bytes",
+        "ask_per_minute",
+        "watch_debounce_ms",
+        "body_min_rate",
+    )
+    for key in ints:
         if key in raw:
             try:
                 setattr(s, key, int(raw[key]))
             except (TypeError, ValueError):
                 raise ConfigError(f"config.yaml: server.{key} must be a whole number") from None
+    for key in ("header_timeout_s", "body_timeout_s"):
+        if key in raw:
+            value = raw[key]
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0 < value < 86400
+            ):
+                raise ConfigError(
+                    f"config.yaml: server.{key} must be a number of seconds between 0 and 86400"
+                )
+            setattr(s, key, float(value))
     for key, value in flags.items():
         if value is not None:
             setattr(s, key, value)

@@ -62,7 +62,9 @@ function applyLang() {
 
 // -- API with the bearer token kept for this browser session ------------------
 async function api(path, opts = {}) {
-  const headers = Object.assign({}, opts.headers || {});
+  // X-Clawkb-Request: the server refuses form-type writes without it (no other
+  // web site can add it to a request it sends here).
+  const headers = Object.assign({ "x-clawkb-request": "1" }, opts.headers || {});
   const token = sessionStorage.getItem("clawkb.token");
   if (token) headers.authorization = "Bearer " + token;
   const res = await fetch(path, Object.assign({}, opts, { headers }));
