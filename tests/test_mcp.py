@@ -240,6 +240,20 @@ def test_streamable_http_on_loopback(kb_home: Path) -> None:
             await call(c, "memory_forget", {"ids": [stored["id"]]})
 
         session(f"http://127.0.0.1:{port}/mcp", body)
+
+        # Another web site's page may not talk to it (DNS rebinding, CSRF): 403 on any method.
+        import httpx
+
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", trust_env=False) as h:
+            evil = {
+                "origin": "https://evil.example",
+                "accept": "application/json, text/event-stream",
+            }
+            assert h.post("/mcp", json=init, headers=evil).status_code == 403
+            assert h.get("/mcp", headers=evil).status_code == 403
+            r = h.get("/health")
+            assert r.headers["x-frame-options"] == "DENY"
     finally:
         proc.terminate()
         try:
