@@ -49,8 +49,8 @@ def test_huge_since_is_one_clear_line(kb_docs: tuple[Path, Path], since: str) ->
     assert out.startswith("error:") and out.count("\n") == 1, out
 
 
-@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0, 1e300])
-def test_durations_refuse_nan_inf_negative_and_huge(bad: float) -> None:
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 1e300])
+def test_durations_refuse_nan_inf_and_huge(bad: float) -> None:
     with pytest.raises(ConfigError):
         parse_duration(bad, "ttl")
     assert parse_duration("1000y") == 1000 * 365 * 86400.0

@@ -16,8 +16,7 @@ y     365 days
 ====  ==================
 
 ``m`` is always minutes; months are ``mo``. Anything else — including NaN,
-infinity, a negative number and anything longer than :data:`MAX_SECONDS`
-(1000 years) — is a :class:`~clawkb.errors.ConfigError` whose message lists
+infinity and anything longer than :data:`MAX_SECONDS` (1000 years) — is a :class:`~clawkb.errors.ConfigError` whose message lists
 the forms above.
 """
 
@@ -55,9 +54,9 @@ def parse_duration(value: str | float | int, what: str = "duration") -> float:
         if not m:
             raise ConfigError(f"{what} {value!r}: write {FORMS}")
         seconds = float(m.group(1)) * UNITS[m.group(2).lower()]
-    if not math.isfinite(seconds) or seconds < 0:
+    if not math.isfinite(seconds):
         raise ConfigError(f"{what} {value!r}: write {FORMS}")
-    if seconds > MAX_SECONDS:
+    if abs(seconds) > MAX_SECONDS:
         raise ConfigError(f"{what} {value!r} is too long: at most 1000 years (1000y)")
     return seconds
 
