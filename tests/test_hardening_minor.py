@@ -49,6 +49,15 @@ def test_huge_since_is_one_clear_line(kb_docs: tuple[Path, Path], since: str) ->
     assert out.startswith("error:") and out.count("\n") == 1, out
 
 
+@pytest.mark.parametrize(
+    "args", [["--since", "999y"], ["--until", "1000y"], ["--since", "0001-01-01"],
+             ["--until", "9999-12-31"]],
+)  # fmt: skip
+def test_far_times_within_range_just_filter(kb_docs: tuple[Path, Path], args: list[str]) -> None:
+    code, out = run(kb_docs[0], "search", "UART", *args)
+    assert code in (0, 1) and "Traceback" not in out and "error" not in out, out
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 1e300])
 def test_durations_refuse_nan_inf_and_huge(bad: float) -> None:
     with pytest.raises(ConfigError):

@@ -47,6 +47,15 @@ def parse_time(value: str, *, now: float | None = None) -> float:
     return dt.timestamp()
 
 
+#: SQLite integers are 64-bit: nanosecond times reach from 1677 to 2262.
+_NS_RANGE = (-(2**63) + 1, 2**63 - 1)
+
+
+def _ns(seconds: float) -> int:
+    """Epoch seconds as nanoseconds, clamped to what SQLite stores (a far date, any file)."""
+    return int(min(max(seconds * 1e9, _NS_RANGE[0]), _NS_RANGE[1]))
+
+
 def parse_meta(items: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
     out = []
     for item in items:
@@ -63,7 +72,7 @@ def allowed_ids(repo: Repository, f: Filters) -> np.ndarray:
         path_globs=f.path_globs,
         doc_types=f.doc_types,
         metadata=f.metadata,
-        since_ns=int(f.since * 1e9) if f.since is not None else None,
-        until_ns=int(f.until * 1e9) if f.until is not None else None,
+        since_ns=_ns(f.since) if f.since is not None else None,
+        until_ns=_ns(f.until) if f.until is not None else None,
     )
     return np.asarray(ids, np.int64)
