@@ -198,7 +198,11 @@ def test_page_on_another_origin_cannot_write(srv: tuple[Server, Path], attacker:
 
             # The KB's own page: its api() helper uploads and stores through the guard.
             own = b.new_page()
+            refused: list[str] = []  # CSP violations are console errors "Refused to ..."
+            own.on("console", lambda m: refused.append(m.text) if "Refused" in m.text else None)
             own.goto(s.url + "/")
+            own.fill("#q", "UART")
+            own.wait_for_selector(".hit")
             status = own.evaluate(
                 """async () => {
                   const fd = new FormData();
@@ -212,6 +216,7 @@ def test_page_on_another_origin_cannot_write(srv: tuple[Server, Path], attacker:
                 }"""
             )
             assert status == [200, 200]
+            assert not refused, refused  # the page lives within its own CSP
             assert s.ok("GET", "/api/v1/search", params={"q": "heron"})["hits"]
         finally:
             b.close()
