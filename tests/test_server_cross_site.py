@@ -70,6 +70,8 @@ def test_curl_probe_with_a_foreign_origin_is_refused(srv: tuple[Server, Path]) -
             "/api/v1/memory", content=b'{"text": "x"}', headers={"content-type": "text/plain"}
         )
         assert r.status_code == 403
+        r = c.post("/api/v1/memory", content=b'{"text": "' + PLANT.encode() + b'"}')
+        assert r.status_code == 403, r.text  # no content type: FastAPI would read it as JSON
         # JSON writes from a foreign origin, and /mcp from one, are refused.
         r = c.post(
             "/api/v1/memory", json={"text": PLANT}, headers={"origin": "http://evil.example"}

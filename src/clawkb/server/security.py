@@ -140,9 +140,11 @@ def cross_site_reason(
             )
     if method in UNSAFE_METHODS and CLIENT_HEADER not in headers:
         ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
-        if ctype in SIMPLE_TYPES:
+        has_body = headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
+        if ctype in SIMPLE_TYPES or (not ctype and has_body):
+            kind = f"a {ctype} body" if ctype else "a body without a content type"
             return (
-                f"a {ctype} request must carry the header X-Clawkb-Request: 1"
+                f"a write with {kind} must carry the header X-Clawkb-Request: 1"
                 " (it keeps other web sites from posting forms here)"
             )
     return None
