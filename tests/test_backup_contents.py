@@ -8,6 +8,7 @@ all name the restored KB's own files.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -89,3 +90,31 @@ def test_viewer_serves_the_kbs_own_learned_notes(restored: tuple[Path, Path]) ->
         assert any("0x8000" in line["text"] for line in view["lines"]), view
         # Other files of the KB folder stay out of reach.
         assert s.post("/api/v1/index", json={"path": str(new / "config.yaml")}).status_code == 403
+
+
+def test_a_crafted_backup_info_cannot_touch_the_store_or_leave_the_kb(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nThe ibis relay is K7.\n")
+    home = tmp_path / "kb"
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([docs])
+        backup(kb, tmp_path / "backup")
+    info_path = tmp_path / "backup" / "BACKUP.json"
+    info = json.loads(info_path.read_text())
+    info["files"] = [
+        ".",
+        "",
+        "index",
+        "clawkb.sqlite",
+        "../outside.txt",
+        "/etc/passwd",
+        "write.lock",
+    ]
+    info_path.write_text(json.dumps(info))
+    (tmp_path / "outside.txt").write_text("keep me")
+    (tmp_path / "backup" / "index" / "stray.txt").write_text("x")
+    restore(home, tmp_path / "backup")
+    assert (tmp_path / "outside.txt").read_text() == "keep me"
+    with KnowledgeBase.open(home) as kb:
+        assert kb.search("ibis relay").hits

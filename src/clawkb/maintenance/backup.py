@@ -206,10 +206,10 @@ def _backup_info(src: Path) -> dict[str, Any]:
 def _restore_items(src: Path, home: Path, items: list[Any]) -> None:
     """The backup's KB files in place of the KB's own (a folder is replaced whole)."""
     for rel in items:
-        if not isinstance(rel, str) or rel.startswith("/") or ".." in Path(rel).parts:
-            continue  # only relative paths inside the KB folder
+        if not _restorable(rel):
+            continue
         source, target = src / rel, home / rel
-        if source.is_symlink() or not source.exists():
+        if source.is_symlink() or not (source.is_file() or (rel in KB_ITEMS and source.is_dir())):
             continue
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
@@ -220,6 +220,21 @@ def _restore_items(src: Path, home: Path, items: list[Any]) -> None:
             shutil.copytree(source, target, symlinks=True)
         else:
             shutil.copy2(source, target)
+
+
+def _restorable(rel: Any) -> bool:
+    """A KB item, or a relative file path that cannot touch the store, index or locks."""
+    if rel in KB_ITEMS:
+        return True
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\\" in rel:
+        return False
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return False
+    first = parts[0]
+    return not (
+        first.startswith(db.DB_NAME) or first in ("index", "cache") or first.endswith(".lock")
+    )
 
 
 def _forget_old_home(kb: KnowledgeBase, old_home: str) -> int:
