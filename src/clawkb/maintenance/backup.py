@@ -177,7 +177,8 @@ def restore(home: Path, src: Path, *, wait: float = 30.0) -> dict[str, Any]:
         with kb.writer(wait=wait):
             with kb.repo.transaction():
                 bump_version(kb.conn)  # dense search copies reload from the restored rows
-                moved = _forget_old_home(kb, old_home)
+                # an older backup without learned/ keeps its notes where they were
+                moved = _forget_old_home(kb, old_home) if (src / "learned").is_dir() else 0
             if moved or not kb.repairs:  # else the writer already rebuilt a mismatched index
                 rebuild_lexical(kb.repo, kb.lexical, kb.config.index_batch_chunks)
         notes = sorted((home / "learned").glob("*/*.md"))
