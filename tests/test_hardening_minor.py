@@ -94,6 +94,11 @@ def test_a_newline_in_a_file_name_cannot_forge_a_hit(tmp_path: Path) -> None:
     assert len(ranks) == 2, out  # two hits, two hit lines: no forged third
     assert not any(line.lstrip().startswith("2. forged.md") for line in out.splitlines())
     assert "\u240a" in out and "\u2409" in out  # shown as visible symbols
+    # The index report's per-file lines too.
+    (docs / "blank.md\nfailed: forged.md").write_text("\n \n")
+    res = CliRunner().invoke(cli, ["--kb", str(home), "index", str(docs)])
+    assert "no searchable text" in res.output, res.output
+    assert not [x for x in res.output.splitlines() if x.startswith("failed: forged.md")]
 
 
 def test_files_that_index_to_nothing_are_warned_about(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from clawkb.cli.common import echo, echo_json, handle_errors, open_kb
+from clawkb.cli.common import echo, echo_json, handle_errors, one_line, open_kb
 from clawkb.cli.searching import display_path
 
 
@@ -83,7 +83,7 @@ def _print_sources(res: Any) -> None:
         )
         line = f"  [{p.n}] {loc}  #{a.id}"
         if p.section:
-            line += f"  § {p.section}"
+            line += f"  § {one_line(p.section)}"
         echo(line)
         if p.flags:
             echo(f"      ⚠ possible prompt injection: {', '.join(p.flags)}")

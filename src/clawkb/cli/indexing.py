@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from clawkb.cli.common import EXIT_FAILURES, echo, echo_json, handle_errors, open_kb
+from clawkb.cli.common import EXIT_FAILURES, echo, echo_json, handle_errors, one_line, open_kb
 
 
 @click.command()
@@ -94,11 +94,11 @@ def index(
         echo("note: the previous indexing run was interrupted; resumed", err=True)
     if not quiet:
         for path, reason in report.errors:
-            echo(f"failed: {path}: {reason}", err=True)
+            echo(f"failed: {one_line(path)}: {reason}", err=True)
         for path, reason in report.skipped_files:
-            echo(f"skipped: {path}: {reason}", err=True)
+            echo(f"skipped: {one_line(path)}: {reason}", err=True)
         for path, message in report.warnings:
-            echo(f"warning: {path}: {message}", err=True)
+            echo(f"warning: {one_line(path)}: {message}", err=True)
     echo(
         f"added {report.added} · updated {report.updated} · removed {report.removed} · "
         f"unchanged {report.unchanged} · failed {report.failed} · skipped {report.skipped} "
