@@ -31,6 +31,8 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path
     root.mkdir()
     (root / "uart.md").write_text("# UART\n\nThe debug console is UART2 at 1500000 baud.\n")
     home = tmp / "kb"
+    home.mkdir()
+    (home / "config.yaml").write_text("server:\n  allowed_origins: ['https://Tools.Example/']\n")
     from clawkb import KnowledgeBase
 
     with KnowledgeBase.open(home, create=True) as kb:
@@ -106,18 +108,9 @@ def test_security_headers_on_page_and_api(srv: tuple[Server, Path]) -> None:
         assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp, path
 
 
-def test_configured_origin_may_write(tmp_path: Path) -> None:
-    root = tmp_path / "docs"
-    root.mkdir()
-    (root / "a.md").write_text("# A\n\nalpha\n")
-    home = tmp_path / "kb"
-    (home).mkdir()
-    (home / "config.yaml").write_text("server:\n  allowed_origins: ['https://Tools.Example/']\n")
-    from clawkb import KnowledgeBase
-
-    with KnowledgeBase.open(home, create=True) as kb:
-        kb.index([root])
-    with serving(home, [root], args=["--no-mcp"]) as s, raw(s) as c:
+def test_configured_origin_may_write(srv: tuple[Server, Path]) -> None:
+    s, _ = srv
+    with raw(s) as c:
         ok = c.post("/api/v1/memory", json={"text": "from tools"},
                     headers={"origin": "https://tools.example"})  # fmt: skip
         assert ok.status_code == 200, ok.text
