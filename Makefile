@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test bench lint venv clean system-deps
+.PHONY: run test bench lint venv clean system-deps install uninstall editors
 
 $(STAMP): pyproject.toml setup.py src/clawkb/index/_bm25native.c src/clawkb/index/_blockmax.c src/clawkb/index/_postings.c src/clawkb/index/_packed.h src/clawkb/index/_dict.h src/clawkb/index/_bounds.h src/clawkb/index/_topk.h src/clawkb/text/_toknative.c src/clawkb/ingest/_chunknative.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,6 +17,23 @@ venv: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/python examples/run_demo.py
+
+# `make install`: the `clawkb` command in every new shell. Links the venv's script into
+# BINDIR — /usr/local/bin as root, else ~/.local/bin (on the PATH of Debian/Ubuntu login
+# shells) — so edits to this checkout take effect at once. `make install BINDIR=DIR` elsewhere.
+BINDIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
+
+install: $(STAMP)
+	@mkdir -p "$(BINDIR)"
+	@ln -sfn "$(abspath $(BIN))/clawkb" "$(BINDIR)/clawkb"
+	@echo "installed: $(BINDIR)/clawkb -> $(abspath $(BIN))/clawkb"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; \
+	  *) echo "note: $(BINDIR) is not on your PATH; add it for new shells:" \
+	          "echo 'export PATH=\"$(BINDIR):\$$PATH\"' >> ~/.profile" ;; esac
+
+uninstall:
+	@if [ "$$(readlink "$(BINDIR)/clawkb")" = "$(abspath $(BIN))/clawkb" ]; then \
+	  rm "$(BINDIR)/clawkb" && echo "removed $(BINDIR)/clawkb"; fi
 
 # Debian packages for PDF OCR tests (Tesseract + Chinese/English data, a CJK font to
 # draw scanned test pages), the browser test of the web page and the PDF-producer
