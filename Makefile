@@ -51,8 +51,23 @@ system-deps:
 	  echo "note: missing Debian packages ($$missing); the tests that need them will be skipped" >&2; \
 	fi
 
-test: system-deps $(STAMP)
+test: system-deps $(STAMP) editors
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The editor packages (docs/editors.md): npm ci from the registry, build, then node's test
+# runner against this checkout's clawkb. Skipped, with a note, only when node or npm is absent.
+EDITOR_PACKAGES := editors/vscode
+
+editors: $(STAMP)
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  echo "note: node/npm not found; skipping the editor packages ($(EDITOR_PACKAGES))" >&2; \
+	else \
+	  for d in $(EDITOR_PACKAGES); do \
+	    echo "== $$d"; \
+	    ( cd $$d && npm ci --no-audit --no-fund --loglevel=error && npm run -s build \
+	      && TEST_CLAWKB_BIN="$(abspath $(BIN))/clawkb" npm test ) || exit 1; \
+	  done; \
+	fi
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
