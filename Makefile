@@ -56,7 +56,7 @@ test: system-deps $(STAMP) editors
 
 # The editor packages (docs/editors.md): npm ci from the registry, build, then node's test
 # runner against this checkout's clawkb. Skipped, with a note, only when node or npm is absent.
-EDITOR_PACKAGES := editors/vscode
+EDITOR_PACKAGES := editors/vscode editors/obsidian
 
 editors: $(STAMP)
 	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
