@@ -82,6 +82,13 @@ async def _stop(client: LanguageClient) -> None:
     await asyncio.wait_for(client.stop(), 30)
 
 
+async def _initialize(client: LanguageClient, work: Path) -> None:
+    """The handshake, with ``work`` as the workspace root."""
+    params = types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=work.as_uri())
+    await asyncio.wait_for(client.initialize_async(params), 60)
+    client.initialized(types.InitializedParams())
+
+
 async def _session(kb_home: Path, work: Path) -> dict[str, Any]:
     """Drive the server through every feature; return what came back."""
     client = LanguageClient("clawkb-test", "1")
@@ -99,15 +106,7 @@ async def _session(kb_home: Path, work: Path) -> dict[str, Any]:
     await client.start_io(sys.executable, "-m", "clawkb.cli.main", "--kb", str(kb_home), "lsp")
     out: dict[str, Any] = {"shown": shown}
     try:
-        await asyncio.wait_for(
-            client.initialize_async(
-                types.InitializeParams(
-                    capabilities=types.ClientCapabilities(), root_uri=work.as_uri()
-                )
-            ),
-            60,
-        )
-        client.initialized(types.InitializedParams())
+        await _initialize(client, work)
         with KnowledgeBase.open(kb_home) as kb:
             gpio = kb.search("GPIOA_MODER reset value", limit=1).hits[0].anchor
         text = SOURCE.replace("ANCHOR", gpio.id)
@@ -208,15 +207,7 @@ async def _no_kb(work: Path) -> list[str]:
 
     await client.start_io(sys.executable, "-m", "clawkb.cli.main", "lsp", cwd=str(work))
     try:
-        await asyncio.wait_for(
-            client.initialize_async(
-                types.InitializeParams(
-                    capabilities=types.ClientCapabilities(), root_uri=work.as_uri()
-                )
-            ),
-            60,
-        )
-        client.initialized(types.InitializedParams())
+        await _initialize(client, work)
         hover = await client.workspace_symbol_async(types.WorkspaceSymbolParams(query="ddr"))
         assert hover == []
         await client.shutdown_async(None)

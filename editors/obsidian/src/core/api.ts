@@ -9,9 +9,8 @@ import { SseParser } from "./sse";
 export const CLIENT_HEADER = "X-Clawkb-Client";
 export const CLIENT_NAME = "obsidian";
 
-export interface Hit {
-  rank: number;
-  score: number;
+/** Where a passage is: what hits and citations share. */
+export interface Located {
   anchor: string;
   path: string;
   line_start: number;
@@ -19,6 +18,11 @@ export interface Hit {
   page: number | null;
   heading_path: string[];
   title: string;
+}
+
+export interface Hit extends Located {
+  rank: number;
+  score: number;
   snippet: string;
   text: string;
 }
@@ -32,15 +36,8 @@ export interface SearchResult {
   hits: Hit[];
 }
 
-export interface Citation {
+export interface Citation extends Located {
   n: number;
-  anchor: string;
-  path: string;
-  line_start: number;
-  line_end: number;
-  page: number | null;
-  heading_path: string[];
-  title: string;
 }
 
 export interface Answer {
