@@ -4,7 +4,7 @@
  * vault changes. Everything that does not need Obsidian lives in core/ and is
  * tested by `npm test` against a real `clawkb serve`.
  */
-import { FileSystemAdapter, ItemView, Modal, Notice, Plugin, PluginSettingTab, Setting, TAbstractFile, TFile, type App, type WorkspaceLeaf } from "obsidian";
+import { FileSystemAdapter, ItemView, MarkdownRenderChild, Modal, Notice, Plugin, PluginSettingTab, Setting, TAbstractFile, TFile, type App, type WorkspaceLeaf } from "obsidian";
 import { ApiError, ClawkbClient, type SearchResult } from "./core/api";
 import { parseBlock } from "./core/codeblock";
 import { ReindexQueue } from "./core/reindex";
@@ -34,6 +34,8 @@ export default class ClawkbPlugin extends Plugin {
   settings: Settings = { ...DEFAULTS };
   client: ClawkbClient = new ClawkbClient(DEFAULTS);
   queue: ReindexQueue | null = null;
+  /** the code blocks on screen, run again after each re-index */
+  blocks = new Set<() => Promise<void>>();
 
   async onload(): Promise<void> {
     this.settings = { ...DEFAULTS, ...((await this.loadData()) as Partial<Settings> | null) };
@@ -56,7 +58,14 @@ export default class ClawkbPlugin extends Plugin {
         return true;
       },
     });
-    this.registerMarkdownCodeBlockProcessor("clawkb", (source, el) => this.renderBlock(source, el));
+    this.registerMarkdownCodeBlockProcessor("clawkb", async (source, el, ctx) => {
+      const run = await this.renderBlock(source, el);
+      if (!run) return;
+      const child = new MarkdownRenderChild(el);
+      child.onunload = () => void this.blocks.delete(run);
+      ctx.addChild(child);
+      this.blocks.add(run);
+    });
     const on = (kind: "create" | "modify" | "delete") => (file: TAbstractFile) => {
       if (this.settings.reindexOnChange && file instanceof TFile) this.queue?.push(kind, file.path);
     };
@@ -83,6 +92,7 @@ export default class ClawkbPlugin extends Plugin {
     this.queue = new ReindexQueue((p) => this.client.index(p), this.settings.debounceMs, this.settings.pathPrefix, (results) => {
       const failed = results.filter((r) => !r.ok);
       if (failed.length > 0) new Notice(`clawkb: could not re-index ${failed[0].path}: ${failed[0].message}`);
+      if (failed.length < results.length) for (const run of this.blocks) void run();
     });
   }
 
@@ -135,12 +145,12 @@ export default class ClawkbPlugin extends Plugin {
     }
   }
 
-  /** The ```clawkb block: live results (or a cited answer) inside the note. */
-  async renderBlock(source: string, el: HTMLElement): Promise<void> {
+  /** The ```clawkb block: live results (or a cited answer) inside the note; returns its re-run. */
+  async renderBlock(source: string, el: HTMLElement): Promise<(() => Promise<void>) | null> {
     const parsed = parseBlock(source);
     if (!parsed.ok) {
       el.createDiv({ cls: "clawkb-error", text: `clawkb: ${parsed.error}` });
-      return;
+      return null;
     }
     const { spec } = parsed;
     const box = el.createDiv({ cls: "clawkb-block" });
@@ -164,6 +174,7 @@ export default class ClawkbPlugin extends Plugin {
     };
     refresh.addEventListener("click", () => void run());
     await run();
+    return spec.ask ? null : run; // answers are not re-asked on every save
   }
 
   /** Stream an answer into `el`: tokens as they come, then the text with clickable [n] and its sources. */
