@@ -72,6 +72,7 @@ editors: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 	$(BIN)/python bench/cli_latency.py
+	$(BIN)/python bench/lsp_hover.py
 	$(BIN)/python bench/hardware_context.py
 	$(BIN)/python bench/soak.py
 	$(BIN)/python bench/server.py
