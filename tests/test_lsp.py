@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -221,3 +223,24 @@ def test_lsp_without_a_kb_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv("CLAWKB_HOME", raising=False)
     messages = asyncio.run(_no_kb(tmp_path))
     assert any("no knowledge base" in m and "--kb" in m for m in messages), messages
+
+
+def test_lsp_without_the_extra_names_it(tmp_path: Path) -> None:
+    """As on an installation without clawkb[lsp]: pygls cannot be imported."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['pygls'] = None\n")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+    }
+    res = subprocess.run(
+        [sys.executable, "-m", "clawkb.cli.main", "lsp"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    assert res.returncode == 2
+    assert res.stderr.strip() == (
+        "error: `clawkb lsp` needs an optional dependency: pip install 'clawkb[lsp]'"
+    )
