@@ -129,7 +129,7 @@ def test_stdio_tools_schemas_and_results(kb_home: Path) -> None:
         assert set(poisoned["injection_flag_legend"]) == set(flags)
 
         missing = await error(c, "get_chunk", {"anchor": "ffffffffffff"})
-        assert "no chunk with anchor 'ffffffffffff'" in missing
+        assert missing.startswith("get_chunk: no chunk with anchor 'ffffffffffff'"), missing
         too_many = await error(c, "search", {"query": "x", "limit": 500})
         assert too_many == "search: limit: Input should be less than or equal to 50"
         for tool, args in [

@@ -62,10 +62,12 @@ def _tool_errors() -> Iterator[None]:
 
 
 class KBServer(MCPServer):
-    """The SDK's server, with arguments the schema rejects reported in one line.
+    """The SDK's server, with every tool error as ``TOOL: one line``.
 
-    The SDK's own message is pydantic's multi-line dump with documentation URLs;
-    the agent gets ``search: limit: Input should be less than or equal to 50``.
+    For arguments the schema rejects, the SDK's own message is pydantic's
+    multi-line dump with documentation URLs; the agent gets
+    ``search: limit: Input should be less than or equal to 50``. A domain error
+    is the CLI's message: ``get_chunk: no chunk with anchor 'ffff…'``.
     """
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
@@ -73,10 +75,13 @@ class KBServer(MCPServer):
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
-            if not isinstance(cause, ValidationError):
-                raise
-            errors = [dict(e) for e in cause.errors()]
-            raise ToolError(f"{name}: {validation_line(errors)}") from cause
+            if isinstance(cause, ValidationError):
+                errors = [dict(e) for e in cause.errors()]
+                raise ToolError(f"{name}: {validation_line(errors)}") from cause
+            domain = cause.__cause__ if isinstance(cause, ToolError) else None
+            if isinstance(domain, ClawkbError):  # the CLI's line, under the tool's name
+                raise ToolError(f"{name}: {domain}") from domain
+            raise
 
 
 def build_server(tools: KBTools) -> MCPServer:
