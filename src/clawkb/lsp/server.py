@@ -31,6 +31,10 @@ RESULT_HITS = 10
 SEARCH_COMMAND = "clawkb.search"
 #: shortest identifier worth a search on hover
 MIN_IDENTIFIER = 3
+#: below this confidence an identifier's hover stays empty (``user_id`` matching "user"
+#: and "id" somewhere is noise); comments and strings are sentences, whose confidence
+#: runs lower even when the top passage is right, so they always show their passages
+CONFIDENT = 0.5
 
 
 def uri_path(uri: str) -> Path | None:
@@ -77,13 +81,18 @@ class Session:
         return self.kb
 
     def search(self, query: str, limit: int) -> list[Any]:
+        return self.result(query, limit)[0]
+
+    def result(self, query: str, limit: int) -> tuple[list[Any], float]:
+        """The hits and the search's confidence (0 when nothing was found)."""
         kb = self.open()
         if kb is None or not query.strip():
-            return []
+            return [], 0.0
         try:
-            return list(kb.search(query, limit=limit).hits)
+            res = kb.search(query, limit=limit)
         except ClawkbError:
-            return []
+            return [], 0.0
+        return list(res.hits), float(res.confidence)
 
 
 def _range(start: tuple[int, int], end: tuple[int, int]) -> types.Range:
@@ -153,9 +162,9 @@ def build_server(home: Path | None) -> LanguageServer:
                 return None
             text = chunk_markdown(row, session.root)
         else:
-            hits = session.search(t.text, HOVER_HITS)
+            hits, confidence = session.result(t.text, HOVER_HITS)
             report(ls)
-            if not hits:
+            if not hits or (t.kind == "identifier" and confidence < CONFIDENT):
                 return None
             text = hover_markdown(t.text, t.kind, hits, session.root)
         return types.Hover(
