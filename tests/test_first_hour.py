@@ -103,3 +103,23 @@ def test_make_install_puts_clawkb_on_a_new_shells_path(tmp_path: Path) -> None:
     assert "local-first bilingual knowledge base" in shell.stdout
     subprocess.run([*make, "uninstall"], capture_output=True, check=True)
     assert not os.path.lexists(bindir / "clawkb")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_editors_skips_with_a_note_without_node(tmp_path: Path) -> None:
+    """`make test` builds the editor packages; without node/npm it says so and goes on."""
+    bare = tmp_path / "bin"  # a PATH with make and a shell, but no node or npm
+    bare.mkdir()
+    for tool in ("make", "sh", "bash", "id"):
+        found = shutil.which(tool)
+        if found:
+            (bare / tool).symlink_to(found)
+    stamp = REPO / ".venv" / ".installed"
+    res = subprocess.run(
+        [str(bare / "make"), "-s", "-C", str(REPO), "-o", str(stamp), "editors"],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(bare), "HOME": str(tmp_path)},
+    )
+    assert res.returncode == 0, res.stderr
+    assert "note: node/npm not found; skipping the editor packages" in res.stderr
