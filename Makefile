@@ -5,18 +5,35 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test bench lint venv clean system-deps
+.PHONY: run test bench lint venv clean system-deps install uninstall editors
 
 $(STAMP): pyproject.toml setup.py src/clawkb/index/_bm25native.c src/clawkb/index/_blockmax.c src/clawkb/index/_postings.c src/clawkb/index/_packed.h src/clawkb/index/_dict.h src/clawkb/index/_bounds.h src/clawkb/index/_topk.h src/clawkb/text/_toknative.c src/clawkb/ingest/_chunknative.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,bench,pdf,mcp,formats,fuzz,dense,rerank,server,milvus]'
+	$(BIN)/pip install -q -e '.[dev,bench,pdf,mcp,formats,fuzz,dense,rerank,server,milvus,lsp]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/python examples/run_demo.py
+
+# `make install`: the `clawkb` command in every new shell. Links the venv's script into
+# BINDIR — /usr/local/bin as root, else ~/.local/bin (on the PATH of Debian/Ubuntu login
+# shells) — so edits to this checkout take effect at once. `make install BINDIR=DIR` elsewhere.
+BINDIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
+
+install: $(STAMP)
+	@mkdir -p "$(BINDIR)"
+	@ln -sfn "$(abspath $(BIN))/clawkb" "$(BINDIR)/clawkb"
+	@echo "installed: $(BINDIR)/clawkb -> $(abspath $(BIN))/clawkb"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; \
+	  *) echo "note: $(BINDIR) is not on your PATH; add it for new shells:" \
+	          "echo 'export PATH=\"$(BINDIR):\$$PATH\"' >> ~/.profile" ;; esac
+
+uninstall:
+	@if [ "$$(readlink "$(BINDIR)/clawkb")" = "$(abspath $(BIN))/clawkb" ]; then \
+	  rm "$(BINDIR)/clawkb" && echo "removed $(BINDIR)/clawkb"; fi
 
 # Debian packages for PDF OCR tests (Tesseract + Chinese/English data, a CJK font to
 # draw scanned test pages), the browser test of the web page and the PDF-producer
@@ -34,12 +51,28 @@ system-deps:
 	  echo "note: missing Debian packages ($$missing); the tests that need them will be skipped" >&2; \
 	fi
 
-test: system-deps $(STAMP)
+test: system-deps $(STAMP) editors
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The editor packages (docs/editors.md): npm ci from the registry, build, then node's test
+# runner against this checkout's clawkb. Skipped, with a note, only when node or npm is absent.
+EDITOR_PACKAGES := editors/vscode editors/obsidian
+
+editors: $(STAMP)
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  echo "note: node/npm not found; skipping the editor packages ($(EDITOR_PACKAGES))" >&2; \
+	else \
+	  for d in $(EDITOR_PACKAGES); do \
+	    echo "== $$d"; \
+	    ( cd $$d && npm ci --no-audit --no-fund --loglevel=error && npm run -s build \
+	      && TEST_CLAWKB_BIN="$(abspath $(BIN))/clawkb" npm test ) || exit 1; \
+	  done; \
+	fi
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 	$(BIN)/python bench/cli_latency.py
+	$(BIN)/python bench/lsp_hover.py
 	$(BIN)/python bench/hardware_context.py
 	$(BIN)/python bench/soak.py
 	$(BIN)/python bench/server.py

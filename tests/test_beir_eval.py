@@ -162,3 +162,18 @@ def test_eval_command_text_and_json() -> None:
     missing = runner.invoke(eval_cmd, ["/nonexistent/dataset"])
     assert missing.exit_code == 2
     assert "dataset folder not found" in missing.output
+
+
+def test_beir_download_layout_with_qrels_folder(tmp_path: Path) -> None:
+    """BEIR's own downloads keep the judgements in qrels/test.tsv (and dev/train beside it)."""
+    folder = write_dataset(tmp_path / "scifact")
+    (folder / "qrels").mkdir()
+    (folder / "qrels.tsv").rename(folder / "qrels" / "test.tsv")
+    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq2\tb\t1\n", "utf-8")
+    data = load_beir(folder)
+    assert [q.id for q in data.queries] == ["q1"]  # the test split only, not train
+    res = CliRunner().invoke(eval_cmd, [str(folder), "--json"], obj={})
+    assert res.exit_code == 0, res.output
+    (folder / "qrels" / "test.tsv").unlink()
+    with pytest.raises(NotFoundError, match=r"qrels\.tsv or qrels/test\.tsv"):
+        load_beir(folder)

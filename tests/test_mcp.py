@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -128,9 +129,22 @@ def test_stdio_tools_schemas_and_results(kb_home: Path) -> None:
         assert set(poisoned["injection_flag_legend"]) == set(flags)
 
         missing = await error(c, "get_chunk", {"anchor": "ffffffffffff"})
-        assert "no chunk with anchor 'ffffffffffff'" in missing
+        assert missing.startswith("get_chunk: no chunk with anchor 'ffffffffffff'"), missing
         too_many = await error(c, "search", {"query": "x", "limit": 500})
-        assert "limit" in too_many and "50" in too_many
+        assert too_many == "search: limit: Input should be less than or equal to 50"
+        for tool, args in [
+            ("search", {}),
+            ("memory_store", {"text": "x", "importance": "very"}),
+            ("search", {"query": "x", "min_trust": "bogus"}),
+        ]:
+            msg = await error(c, tool, args)  # one line naming the field, no pydantic dump
+            assert msg.startswith(f"{tool}: ") and "\n" not in msg, msg
+            assert "pydantic" not in msg and "http" not in msg and "input_value" not in msg, msg
+
+        # every tool the server lists is documented in docs/mcp.md's tool table
+        doc = (Path(__file__).resolve().parents[1] / "docs" / "mcp.md").read_text("utf-8")
+        documented = set(re.findall(r"^\| `(\w+)` \|", doc, flags=re.M))
+        assert set(listed) <= documented, set(listed) - documented
 
     session(stdio(kb_home), body)
 

@@ -21,6 +21,8 @@ The CLI maps each to a one-line message and a non-zero exit code.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ClawkbError(Exception):
     """Base class of all deliberate clawkb errors."""
@@ -79,3 +81,19 @@ class MissingDependencyError(ClawkbError):
     def __init__(self, what: str, extra: str) -> None:
         super().__init__(f"{what} needs an optional dependency: pip install 'clawkb[{extra}]'")
         self.extra = extra
+
+
+def validation_line(errors: list[dict[str, Any]], *, skip: tuple[str, ...] = ()) -> str:
+    """Validation errors (pydantic's ``errors()`` shape) as one line: ``field: what is wrong``.
+
+    Used where a schema rejects arguments before clawkb sees them (HTTP
+    parameters, MCP tool arguments): no input echo, no documentation URLs.
+    ``skip`` drops location parts that name the container (``body``, ``query``).
+    """
+    parts = []
+    for e in errors[:3]:
+        loc = ".".join(str(x) for x in e.get("loc", ()) if x not in skip)
+        msg = " ".join(str(e.get("msg", "invalid")).split())
+        parts.append(f"{loc or 'request'}: {msg}")
+    more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+    return "; ".join(parts) + more

@@ -7,6 +7,9 @@ owns the global ``--kb`` option.
 from __future__ import annotations
 
 import importlib
+import io
+import re
+import sys
 from typing import Any
 
 import click
@@ -22,6 +25,7 @@ MODULES = (
     "memory",
     "hardware",
     "mcp",
+    "lsp",
     "dense",
     "settings",
     "skill",
@@ -50,6 +54,7 @@ COMMAND_MODULES = {
     "context": "hardware",
     "pins": "hardware",
     "mcp": "mcp",
+    "lsp": "lsp",
     "embed": "dense",
     "embedders": "dense",
     "config": "settings",
@@ -92,6 +97,23 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._load_all()
         return super().list_commands(ctx)
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Click's own usage errors start with ``error:`` like every other clawkb error."""
+        run: Any = super().main
+        if not kwargs.pop("standalone_mode", True):
+            return run(*args, standalone_mode=False, **kwargs)
+        try:
+            rv = run(*args, standalone_mode=False, **kwargs)
+        except click.ClickException as exc:
+            buf = io.StringIO()
+            exc.show(file=buf)
+            click.echo(re.sub(r"(?m)^Error: ", "error: ", buf.getvalue()), err=True, nl=False)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands:

@@ -24,8 +24,8 @@ def mcp_cmd(ctx: click.Context, use_http: bool, host: str, port: int, token: str
     Over HTTP it prints its URL, answers GET /health, and a non-loopback
     --host needs --token (clients send `Authorization: Bearer TOKEN`).
 
-    Tools: search, ask, get_chunk, memory_store, memory_recall, memory_forget
-    (and hardware_context when hardware support is installed). Needs the
+    Tools: search, ask, get_chunk, memory_store, memory_recall, memory_forget,
+    knowledge_write (and hardware_context when hardware support is installed). Needs the
     `mcp` extra: pip install 'clawkb[mcp]'.
     """
     from clawkb.config import resolve_home

@@ -2,7 +2,8 @@
 
 A dataset folder holds ``corpus.jsonl`` (``{"_id", "title", "text"}``),
 ``queries.jsonl`` (``{"_id", "text"}``) and ``qrels.tsv`` (header
-``query-id corpus-id score``, integer grades). Only queries with at least one
+``query-id corpus-id score``, integer grades) — or, as BEIR ships its sets,
+``qrels/test.tsv``. Only queries with at least one
 positive judgement are kept: a query nobody can answer scores 0 on every
 metric and would only dilute the means. Errors name the file and line so a
 hand-made dataset can be fixed quickly.
@@ -21,6 +22,8 @@ from clawkb.errors import ConfigError, NotFoundError
 CORPUS_FILE = "corpus.jsonl"
 QUERIES_FILE = "queries.jsonl"
 QRELS_FILE = "qrels.tsv"
+#: where BEIR's own downloads keep the test judgements
+BEIR_QRELS_FILE = "qrels/test.tsv"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,10 @@ def load_beir(folder: str | Path) -> BeirDataset:
     root = Path(folder)
     if not root.is_dir():
         raise NotFoundError(f"dataset folder not found: {root}")
-    qrels = load_qrels(_require(root, QRELS_FILE))
+    qrels_path = root / QRELS_FILE
+    if not qrels_path.is_file() and (root / BEIR_QRELS_FILE).is_file():
+        qrels_path = root / BEIR_QRELS_FILE
+    qrels = load_qrels(_require(root, qrels_path.relative_to(root).as_posix()))
     texts = load_queries(_require(root, QUERIES_FILE))
     docs = load_corpus(_require(root, CORPUS_FILE))
     queries = tuple(
@@ -66,7 +72,8 @@ def load_beir(folder: str | Path) -> BeirDataset:
     )
     if not queries:
         raise ConfigError(
-            f"{root}: no query in {QUERIES_FILE} has a positive judgement in {QRELS_FILE}"
+            f"{root}: no query in {QUERIES_FILE} has a positive judgement in"
+            f" {qrels_path.relative_to(root).as_posix()}"
         )
     return BeirDataset(name=root.resolve().name, folder=root, docs=docs, queries=queries)
 
@@ -75,7 +82,8 @@ def _require(root: Path, name: str) -> Path:
     path = root / name
     if not path.is_file():
         raise NotFoundError(
-            f"{path}: missing (a BEIR dataset needs {CORPUS_FILE}, {QUERIES_FILE}, {QRELS_FILE})"
+            f"{path}: missing (a BEIR dataset needs {CORPUS_FILE}, {QUERIES_FILE}"
+            f" and {QRELS_FILE} or {BEIR_QRELS_FILE})"
         )
     return path
 

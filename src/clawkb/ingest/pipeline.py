@@ -165,8 +165,9 @@ class Ingestor:
                 self._index_files(found, walk_root.as_posix(), report, run_id, progress)
                 if root_path.is_dir():
                     self._remove_missing(walk_root.as_posix(), seen, problems, report)
-            for p in problems:
+            for p in problems:  # a missing or unreadable path fails like a bad file
                 report.errors.append((p.path, p.reason))
+            report.failed += len(problems)
             report.skipped += len(skipped)
             report.skipped_files.extend((p.path, p.reason) for p in skipped)
             self._flush(force=True)

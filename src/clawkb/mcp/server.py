@@ -14,14 +14,14 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from clawkb import __version__
-from clawkb.errors import ClawkbError, MissingDependencyError
+from clawkb.errors import ClawkbError, MissingDependencyError, validation_line
 from clawkb.mcp.tools import MAX_LIMIT, KBTools, hardware_function
 
 try:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
-    from pydantic import Field
+    from pydantic import Field, ValidationError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("the MCP server", "mcp") from exc
 
@@ -61,9 +61,32 @@ def _tool_errors() -> Iterator[None]:
         raise ToolError(str(exc)) from exc
 
 
+class KBServer(MCPServer):
+    """The SDK's server, with every tool error as ``TOOL: one line``.
+
+    For arguments the schema rejects, the SDK's own message is pydantic's
+    multi-line dump with documentation URLs; the agent gets
+    ``search: limit: Input should be less than or equal to 50``. A domain error
+    is the CLI's message: ``get_chunk: no chunk with anchor 'ffff…'``.
+    """
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                errors = [dict(e) for e in cause.errors()]
+                raise ToolError(f"{name}: {validation_line(errors)}") from cause
+            domain = cause.__cause__ if isinstance(cause, ToolError) else None
+            if isinstance(domain, ClawkbError):  # the CLI's line, under the tool's name
+                raise ToolError(f"{name}: {domain}") from domain
+            raise
+
+
 def build_server(tools: KBTools) -> MCPServer:
     """An :class:`MCPServer` exposing ``tools``; transport-agnostic."""
-    server: MCPServer = MCPServer(
+    server: MCPServer = KBServer(
         "clawkb",
         title="clawkb knowledge base",
         version=__version__,

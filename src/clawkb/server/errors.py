@@ -18,6 +18,7 @@ from clawkb.errors import (
     NotFoundError,
     ParseError,
     StoreError,
+    validation_line,
 )
 
 log = logging.getLogger("clawkb.server")
@@ -57,8 +58,4 @@ def error_for(exc: BaseException) -> tuple[int, str, str]:
 
 def validation_message(errors: list[dict[str, Any]]) -> str:
     """FastAPI's validation errors as one line: ``field: what is wrong``."""
-    parts = []
-    for e in errors[:3]:
-        loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("body", "query", "path"))
-        parts.append(f"{loc or 'request'}: {e.get('msg', 'invalid')}")
-    return "; ".join(parts)
+    return validation_line(errors, skip=("body", "query", "path"))
