@@ -375,13 +375,16 @@ def _split_table(sl: Slice, budget: int) -> list[_Unit]:
         return []
     head_w = _weight("\n".join(header))
     weights = [_weight(row) for row in rows]
-    row_starts = [sl.line_start + head_n + k for k in range(len(rows))]
+    # Row k is source line line_start + head_n + k when the slice keeps one text
+    # line per source line; otherwise (an HTML table written on one line) rows
+    # are placed inside the slice's span, never past it, never before it.
+    row_starts = [min(sl.line_start + head_n + k, sl.line_end) for k in range(len(rows))]
     units: list[_Unit] = []
     row_budget = max(budget - head_w, 0)
     for first, last in _pack(weights, row_budget, row_budget, 0):
         body = "\n".join([*header, *rows[first : last + 1]])
         line_start = sl.line_start if first == 0 else row_starts[first]
-        line_end = min(row_starts[last], sl.line_end)
+        line_end = row_starts[last]
         links = tuple(link for link in sl.links if link.text and link.text in body)
         units.append(_Unit(body, line_start, line_end, "table", _weight(body), None, links))
     return units
