@@ -100,11 +100,17 @@ def test_docusaurus_hash_links_copy_buttons_and_one_line_table() -> None:
     ("heading", "expected"),
     [
         ('<h2 id="a">Pins<a class="headerlink" href="#a">¶</a></h2>', "Pins"),
-        ('<h2 id="a"><a href="#a" class="anchor" aria-hidden="true"><svg></svg></a>Pins</h2>', "Pins"),
+        (
+            '<h2 id="a"><a href="#a" class="anchor" aria-hidden="true"><svg></svg></a>Pins</h2>',
+            "Pins",
+        ),
         ('<h2 id="a"><a href="#a" class="anchor">§</a>Pins</h2>', "Pins"),
         ('<h2 id="a">Pins <a href="#a">#</a></h2>', "Pins"),
         ('<h2 id="a">Pins <a href="#a">🔗</a></h2>', "Pins"),
-        ('<h2 id="a">Pins<a class="header-anchor" href="#a" aria-label="Permalink">\u200b</a></h2>', "Pins"),
+        (
+            '<h2 id="a">Pins<a class="header-anchor" href="#a" aria-label="Permalink">\u200b</a></h2>',
+            "Pins",
+        ),
         ("<h2>Pins ¶</h2>", "Pins"),
         ("<h2>C#</h2>", "C#"),  # a glyph that is part of the words stays
         ('<h2>Using <a href="#pins">pins</a></h2>', "Using pins"),

@@ -303,7 +303,9 @@ class _Walker:
         start, end = self._span(line, _last_line(el, line))
         links = _links(el)
         self._remember(links)
-        self.slices.append(Slice("\n".join(lines), start, end, self.path, kind="table", links=links))
+        self.slices.append(
+            Slice("\n".join(lines), start, end, self.path, kind="table", links=links)
+        )
 
     def _list(self, el: Any, line: int) -> None:
         items = [it for it in el.iter("li", "dt", "dd") if it.getparent() is el]
