@@ -57,21 +57,32 @@ CAPTION = "表 3-1 寄存器列表"
 HEADER = ("地址", "名称", "复位值", "说明")
 _UNITS = ["UART", "SPI", "CAN", "GPIO", "TIMER", "DMA"]
 _ROLES = [("CTRL", "控制寄存器"), ("STAT", "状态寄存器"), ("DATA", "数据寄存器")]
-ROWS: list[tuple[str, str, str, str]] = [
-    (
-        f"0x{0x4000_0000 + 4 * i:08X}",
-        f"{_UNITS[i // 10]}{i % 10 // 3}_{_ROLES[i % 3][0]}",
-        f"0x{(i * 0x1111) & 0xFFFF:08X}",
-        f"{_UNITS[i // 10]} 通道 {i % 10 // 3} {_ROLES[i % 3][1]}（第 {i + 1} 项）",
-    )
-    for i in range(60)
-]
+
+
+def register_rows(n: int) -> list[tuple[str, str, str, str]]:
+    """``n`` register rows: address, name, reset value, a CJK description."""
+    return [
+        (
+            f"0x{0x4000_0000 + 4 * i:08X}",
+            f"{_UNITS[i // 10 % 6]}{i % 10 // 3}_{_ROLES[i % 3][0]}",
+            f"0x{(i * 0x1111) & 0xFFFF:08X}",
+            f"{_UNITS[i // 10 % 6]} 通道 {i % 10 // 3} {_ROLES[i % 3][1]}（第 {i + 1} 项）",
+        )
+        for i in range(n)
+    ]
+
+
+ROWS = register_rows(60)
+#: The long variant: a table that runs over three or more pages.
+LONG_ROWS = register_rows(170)
 CJK_FONT_NAME = "WenQuanYi Micro Hei"
 PRODUCERS = ("chromium", "libreoffice", "reportlab", "xetex")
 
 
-def manual_html() -> str:
-    """The manual as one HTML page; the header row is a plain first row (not <thead>)."""
+def manual_html(rows: list[tuple[str, str, str, str]] | None = None, thead: bool = False) -> str:
+    """The manual as one HTML page; the header row is a plain first row unless
+    ``thead`` (then Chromium repeats it at the top of every page)."""
+    rows = ROWS if rows is None else rows
     esc = html.escape
     parts = [
         "<!DOCTYPE html><html lang='zh'><head><meta charset='utf-8'>",
@@ -88,10 +99,11 @@ def manual_html() -> str:
         parts.append(f"<h2>{esc(heading)}</h2>")
         parts.extend(f"<p>{esc(p)}</p>" for p in paragraphs)
     parts.append(f"<table><caption>{esc(CAPTION)}</caption>")
-    parts.append("<tr>" + "".join(f"<th>{esc(c)}</th>" for c in HEADER) + "</tr>")
-    for row in ROWS:
+    header = "<tr>" + "".join(f"<th>{esc(c)}</th>" for c in HEADER) + "</tr>"
+    parts.append(f"<thead>{header}</thead><tbody>" if thead else header)
+    for row in rows:
         parts.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>")
-    parts.append("</table></body></html>")
+    parts.append("</tbody></table></body></html>" if thead else "</table></body></html>")
     return "\n".join(parts)
 
 
