@@ -1,7 +1,8 @@
 """One bilingual manual, printed to PDF by several real producers.
 
 The same content (three chapters of prose, then a 60-row register table that
-runs over two pages with its header row printed once) is written as HTML for
+runs over two pages with its header row printed once; :func:`produce_long`
+makes a 100-row variant that runs over three or more pages) is written as HTML for
 Chromium's print-to-PDF, as a .docx for LibreOffice, as LaTeX for XeTeX and
 laid out directly with reportlab. The PDFs in ``tests/data/pdf_producers/``
 were made by this script with the real tools (Debian's chromium,
@@ -74,7 +75,7 @@ def register_rows(n: int) -> list[tuple[str, str, str, str]]:
 
 ROWS = register_rows(60)
 #: The long variant: a table that runs over three or more pages.
-LONG_ROWS = register_rows(170)
+LONG_ROWS = register_rows(100)
 CJK_FONT_NAME = "WenQuanYi Micro Hei"
 PRODUCERS = ("chromium", "libreoffice", "reportlab", "xetex")
 
@@ -137,8 +138,9 @@ def manual_tex() -> str:
     return "\n".join(line for line in out if line)
 
 
-def manual_docx(path: Path) -> None:
+def manual_docx(path: Path, rows: list[tuple[str, str, str, str]] | None = None) -> None:
     """The manual as a Word file (python-docx) for LibreOffice to print."""
+    rows = ROWS if rows is None else rows
     from docx import Document
     from docx.shared import Pt
 
@@ -150,9 +152,9 @@ def manual_docx(path: Path) -> None:
             doc.add_paragraph(p)
     caption = doc.add_paragraph()
     caption.add_run(CAPTION).bold = True
-    table = doc.add_table(rows=1 + len(ROWS), cols=len(HEADER))
+    table = doc.add_table(rows=1 + len(rows), cols=len(HEADER))
     table.style = "Table Grid"
-    for r, cells in enumerate([HEADER, *ROWS]):
+    for r, cells in enumerate([HEADER, *rows]):
         for c, value in enumerate(cells):
             run = table.cell(r, c).paragraphs[0].add_run(value)
             run.font.size = Pt(9)
@@ -160,8 +162,9 @@ def manual_docx(path: Path) -> None:
     doc.save(str(path))
 
 
-def manual_reportlab() -> bytes:
+def manual_reportlab(rows: list[tuple[str, str, str, str]] | None = None) -> bytes:
     """The manual laid out by reportlab's platypus (CID font, split table, no repeat)."""
+    rows = ROWS if rows is None else rows
     from reportlab.lib import colors
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.styles import ParagraphStyle
@@ -178,7 +181,7 @@ def manual_reportlab() -> bytes:
         story.append(Paragraph(heading, h2))
         story.extend(Paragraph(html.escape(p), body) for p in paragraphs)
     story += [Spacer(1, 6), Paragraph(CAPTION, body)]
-    table = Table([list(HEADER), *[list(r) for r in ROWS]], repeatRows=0)
+    table = Table([list(HEADER), *[list(r) for r in rows]], repeatRows=0)
     table.setStyle(
         TableStyle(
             [
@@ -191,6 +194,58 @@ def manual_reportlab() -> bytes:
     buf = io.BytesIO()
     SimpleDocTemplate(buf, pagesize=A4, title=TITLE).build(story)  # type: ignore[arg-type]
     return buf.getvalue()
+
+
+def produce_long(producer: str, out_dir: Path, thead: bool = False) -> Path:
+    """The manual with :data:`LONG_ROWS`, a register table over three or more pages.
+
+    ``thead``: Chromium only, the header row in ``<thead>`` (repeated on every
+    printed page) instead of a plain first row (printed once)."""
+    name = f"{producer}-long{'-thead' if thead else ''}"
+    out = out_dir / f"{name}.pdf"
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        if producer == "reportlab":
+            out.write_bytes(manual_reportlab(LONG_ROWS))
+        elif producer == "chromium":
+            (tmp / "manual.html").write_text(manual_html(LONG_ROWS, thead), encoding="utf-8")
+            _print_chromium(tmp, out)
+        elif producer == "libreoffice":
+            manual_docx(tmp / "manual.docx", LONG_ROWS)
+            _print_libreoffice(tmp, out)
+        else:
+            raise ValueError(f"no long variant for {producer!r}")
+    return out
+
+
+def _print_chromium(tmp: Path, out: Path) -> None:
+    _run(
+        [
+            shutil.which("chromium") or "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={tmp / 'profile'}",
+            f"--print-to-pdf={out.resolve()}",
+            (tmp / "manual.html").as_uri(),
+        ],
+        tmp,
+    )
+
+
+def _print_libreoffice(tmp: Path, out: Path) -> None:
+    _run(
+        [
+            "libreoffice",
+            f"-env:UserInstallation={(tmp / 'lo').as_uri()}",
+            "--headless",
+            "--convert-to",
+            "pdf",
+            "manual.docx",
+        ],
+        tmp,
+    )
+    shutil.copyfile(tmp / "manual.pdf", out)
 
 
 def _run(cmd: list[str], cwd: Path) -> None:
@@ -206,32 +261,10 @@ def produce(producer: str, out_dir: Path) -> Path:
             out.write_bytes(manual_reportlab())
         elif producer == "chromium":
             (tmp / "manual.html").write_text(manual_html(), encoding="utf-8")
-            _run(
-                [
-                    shutil.which("chromium") or "chromium",
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    f"--user-data-dir={tmp / 'profile'}",
-                    f"--print-to-pdf={out.resolve()}",
-                    (tmp / "manual.html").as_uri(),
-                ],
-                tmp,
-            )
+            _print_chromium(tmp, out)
         elif producer == "libreoffice":
             manual_docx(tmp / "manual.docx")
-            _run(
-                [
-                    "libreoffice",
-                    f"-env:UserInstallation={(tmp / 'lo').as_uri()}",
-                    "--headless",
-                    "--convert-to",
-                    "pdf",
-                    "manual.docx",
-                ],
-                tmp,
-            )
-            shutil.copyfile(tmp / "manual.pdf", out)
+            _print_libreoffice(tmp, out)
         elif producer == "xetex":
             (tmp / "manual.tex").write_text(manual_tex(), encoding="utf-8")
             for _ in range(2):  # longtable settles its column widths on the second run

@@ -128,6 +128,7 @@ class PageWriter:
         self.state.open_table = self.closing_table
         if ended_with_table and self.closing_table is None and self.tables:
             self.state.open_table = self._last_table
+
     # -- blocks -----------------------------------------------------------
     def _line(self, line: Line, in_table: bool = False) -> None:
         headings = None if in_table and self.outline is None else self._headings(line)
