@@ -98,7 +98,9 @@ def _fragment_pdf() -> bytes:
     c.drawString(72, height - 72, "3 Register map")
     c.setFont("Helvetica", 10.5)
     for k in range(6):
-        c.drawString(72, height - 100 - 14 * k, f"Body line {k} of the chapter text, in the body size.")
+        c.drawString(
+            72, height - 100 - 14 * k, f"Body line {k} of the chapter text, in the body size."
+        )
     top, row_h, xs = height - 200, 18, [72, 160, 260, 360, 520]
     rows = [("Address", "Name", "Reset", "Description")] + [
         (f"0x4000{4 * k:04X}", f"REG{k}", "0x0", f"Register {k}") for k in range(5)

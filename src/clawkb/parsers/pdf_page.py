@@ -253,7 +253,9 @@ def table_positions(
     return where
 
 
-def beside_tables(lines: list[Line], height: float, where: dict[int, tuple[int, Table]]) -> set[int]:
+def beside_tables(
+    lines: list[Line], height: float, where: dict[int, tuple[int, Table]]
+) -> set[int]:
     """Lines outside every table box that are pieces of a table all the same.
 
     A cell's text can stray out of the box pdfplumber found: a row cut by the
