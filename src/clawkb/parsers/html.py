@@ -21,7 +21,8 @@ visual copy of a formula), screen-reader helpers (``sr-only``,
 ``visually-hidden``), copy-button elements, and heading permalinks — Sphinx
 and MkDocs ``a.headerlink`` (``¶``), Docusaurus ``a.hash-link``, VitePress
 ``a.header-anchor``, and any in-page link whose text is only a glyph such as
-``#``, ``§``, ``¶`` or ``🔗`` (and "Skip to content" links). Heading paths and snippets hold the words only.
+``#``, ``§``, ``¶`` or ``🔗`` (and "Skip to content" links). Heading paths and
+snippets hold the words only.
 
 Links are kept per slice and, de-duplicated, in the document metadata. Line
 numbers are the element's source line (lxml's ``sourceline``) through the
@@ -283,7 +284,9 @@ class _Walker:
     def _code(self, el: Any, line: int) -> None:
         raw = el.text_content().strip("\n")
         # Sphinx and MkDocs put the language on the wrapper: div.highlight-bash > div > pre
-        wrappers = [p.get("class") for p in el.iterancestors() if p.tag == "div"][:2]
+        parent = el.getparent()
+        grand = parent.getparent() if parent is not None else None
+        wrappers = [p.get("class") for p in (parent, grand) if p is not None and p.tag == "div"]
         classes = " ".join(
             filter(None, [el.get("class"), *(c.get("class") for c in el.iter("code")), *wrappers])
         )

@@ -6,6 +6,11 @@ one page's lines, turns heading lines into heading slices (updating the
 heading path shared across pages), groups the other lines into paragraphs and
 puts each ruled table where its first line was. Line numbers count lines of
 the page text as emitted, so spans are exact within the page.
+
+A table that ends a page and goes on overleaf is found by position
+(:meth:`PageWriter._continues`), so it gets its header row back on every
+page however many it spans; table text that strayed out of pdfplumber's box
+is never a heading (:func:`beside_tables`).
 """
 
 from __future__ import annotations
