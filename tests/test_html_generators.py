@@ -112,6 +112,11 @@ def test_docusaurus_hash_links_copy_buttons_and_one_line_table() -> None:
             "Pins",
         ),
         ("<h2>Pins ¶</h2>", "Pins"),
+        (  # Node.js API docs
+            '<h2>Pins<span><a class="mark" href="#pins" id="pins">#</a></span>'
+            '<a aria-hidden="true" class="legacy" id="x_pins"></a></h2>',
+            "Pins",
+        ),
         ("<h2>C#</h2>", "C#"),  # a glyph that is part of the words stays
         ('<h2>Using <a href="#pins">pins</a></h2>', "Using pins"),
     ],
