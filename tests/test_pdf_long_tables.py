@@ -147,3 +147,52 @@ def test_glyph_fragments_on_one_baseline_are_joined() -> None:
     assert [ln.text for ln in _join_fragments(columns)] == ["Supply voltage", "1.8 V to 3.6 V"]
     lines = [_line("first line", 72, 200), _line("second", 72, 150, baseline=686)]
     assert len(_join_fragments(lines)) == 2
+
+
+def _two_tables_pdf(prose_between: bool) -> bytes:
+    """Page 1 ends with a ruled table reaching its bottom; page 2 starts with a
+    table of as many columns, with or without a paragraph above it."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    c = canvas.Canvas(buf, pagesize=A4)
+    _width, height = A4
+    xs, row_h = [72, 170, 270, 370, 520], 18
+
+    def table(top: float, rows: list[tuple[str, ...]]) -> None:
+        c.setFont("Helvetica", 10)
+        for r, cells in enumerate(rows):
+            for x, cell in zip(xs, cells, strict=False):
+                c.drawString(x + 4, top - r * row_h - 13, cell)
+        bottom = top - len(rows) * row_h
+        for r in range(len(rows) + 1):
+            c.line(xs[0], top - r * row_h, xs[-1], top - r * row_h)
+        for x in xs:
+            c.line(x, top, x, bottom)
+
+    c.setFont("Helvetica-Bold", 14)
+    c.drawString(72, height - 60, "Registers")
+    first = [("Address", "Name", "Reset", "Access")]
+    first += [(f"0x{4 * k:04X}", f"REG{k}", "0x0", "RW") for k in range(39)]
+    table(height - 80, first)
+    c.showPage()
+    top = height - 60
+    if prose_between:
+        c.setFont("Helvetica", 10)
+        c.drawString(72, top, "The pins of the second port are listed below.")
+        top -= 20
+    table(top, [("Pin", "Port", "Mode", "Pull")] + [(f"P{k}", "B", "IN", "UP") for k in range(5)])
+    c.showPage()
+    c.save()
+    return buf.getvalue()
+
+
+def test_a_table_after_prose_on_the_next_page_is_not_a_continuation() -> None:
+    joined = PdfParser().parse(_two_tables_pdf(prose_between=False), "t.pdf")
+    tables = [s for s in joined.slices if s.kind == "table"]
+    assert [t.page for t in tables] == [1, 2]
+    assert tables[1].text.startswith("| Address | Name | Reset | Access |\n| --- ")  # continued
+    apart = PdfParser().parse(_two_tables_pdf(prose_between=True), "t.pdf")
+    tables = [s for s in apart.slices if s.kind == "table"]
+    assert tables[1].text.startswith("| Pin | Port | Mode | Pull |")  # its own header

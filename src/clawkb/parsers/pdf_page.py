@@ -28,6 +28,9 @@ from clawkb.types import Slice
 #: Share of the page height at its top and bottom where a continued table
 #: starts and the table it continues ends (margins plus a running header).
 CONTINUE_MARGIN = 0.2
+#: The outer strips of the page where browsers and word processors print
+#: running headers and footers (body text with a 1-inch margin starts below).
+MARGIN = 0.05
 BULLETS = re.compile(r"^\s*(?:[•●▪◦\-–*]|\(?\d{1,2}[.)])\s+")
 
 
@@ -100,7 +103,7 @@ class PageWriter:
         self.paragraph: list[Line] = []
         self.last_heading: Line | None = None
         self.last_heading_level: int | None = None
-        self.headings = 0  # heading slices emitted on this page
+        self.content_lines = 0  # lines emitted on this page outside the page margins
         self.tables = 0  # tables emitted on this page
         self.closing_table: OpenTable | None = None  # this page's table reaching its bottom
         self._last_table: OpenTable | None = None
@@ -117,6 +120,11 @@ class PageWriter:
             spot = table_at.get(i)
             if spot is None:
                 ended_with_table = False
+                if (
+                    MARGIN * self.page.height < line.bottom
+                    and line.top < (1 - MARGIN) * self.page.height
+                ):
+                    self.content_lines += 1
                 self._line(line, i in self.beside)
             elif spot[0] not in done_tables:
                 done_tables.add(spot[0])
@@ -155,7 +163,6 @@ class PageWriter:
             return
         self.state.push_heading(level, text)
         self._emit(text, "text")
-        self.headings += 1
         self.last_heading_level, self.last_heading = level, line
 
     def _continues_heading(self, level: int, line: Line) -> bool:
@@ -205,15 +212,16 @@ class PageWriter:
         """Whether ``table`` goes on with the previous page's last table.
 
         That table must have ended its page (or reached its bottom), this one
-        must come first on this page (before any prose, or at the top of the
-        page with no heading above it, so undropped page furniture does not
-        matter), with as many columns, in the same column of the page.
+        must come first on this page (before any slice, or with nothing above
+        it but lines in the page's outer 5 % strips, so page furniture
+        the running-line rule missed does not matter) and start near the top,
+        with as many columns, in the same column of the page.
         """
         prev = self.state.open_table
         if prev is None or prev.page != self.index - 1 or len(prev.header) != table.columns:
             return False
         first = self.blocks == 0 or (
-            self.headings == 0 and table.top <= self.page.height * CONTINUE_MARGIN
+            self.content_lines == 0 and table.top <= self.page.height * CONTINUE_MARGIN
         )
         # the same column of the page: most of the narrower one lies under the other
         # (a layout engine that fits widths per page, like reportlab, shifts the edges)
