@@ -24,6 +24,7 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,6 +85,28 @@ def test_reportlab_table_over_three_pages(tmp_path: Path) -> None:
     check_long_table(parse(manual.produce_long("reportlab", tmp_path)))
 
 
+def _ruled_table(
+    c: Any,
+    xs: list[float],
+    top: float,
+    rows: list[tuple[str, ...]],
+    size: float = 10.0,
+    bold_header: bool = False,
+) -> float:
+    """Draw ``rows`` in a grid with column edges ``xs`` from ``top`` down; return its bottom."""
+    row_h = 18
+    for r, cells in enumerate(rows):
+        c.setFont("Helvetica-Bold" if bold_header and r == 0 else "Helvetica", size)
+        for x, cell in zip(xs, cells, strict=False):
+            c.drawString(x + 4, top - r * row_h - 13, cell)
+    bottom = top - len(rows) * row_h
+    for r in range(len(rows) + 1):
+        c.line(xs[0], top - r * row_h, xs[-1], top - r * row_h)
+    for x in xs:
+        c.line(x, top, x, bottom)
+    return bottom
+
+
 def _fragment_pdf() -> bytes:
     """One page: a chapter heading, prose, a ruled table, and the bold tail of a
     header cell that strayed just below the table's last rule (a row cut by a
@@ -101,20 +124,11 @@ def _fragment_pdf() -> bytes:
         c.drawString(
             72, height - 100 - 14 * k, f"Body line {k} of the chapter text, in the body size."
         )
-    top, row_h, xs = height - 200, 18, [72, 160, 260, 360, 520]
+    xs = [72, 160, 260, 360, 520]
     rows = [("Address", "Name", "Reset", "Description")] + [
         (f"0x4000{4 * k:04X}", f"REG{k}", "0x0", f"Register {k}") for k in range(5)
     ]
-    for r, cells in enumerate(rows):
-        y = top - r * row_h
-        c.setFont("Helvetica-Bold" if r == 0 else "Helvetica", 10.5)
-        for x, cell in zip(xs, cells, strict=False):
-            c.drawString(x + 4, y - 13, cell)
-    bottom = top - len(rows) * row_h
-    for r in range(len(rows) + 1):
-        c.line(xs[0], top - r * row_h, xs[-1], top - r * row_h)
-    for x in xs:
-        c.line(x, top, x, bottom)
+    bottom = _ruled_table(c, xs, height - 200, rows, size=10.5, bold_header=True)
     c.setFont("Helvetica-Bold", 10.5)
     c.drawString(xs[3] + 4, bottom - 13, "control register")  # the strayed cell text
     c.setFont("Helvetica", 10.5)
@@ -158,31 +172,25 @@ def _two_tables_pdf(prose_between: bool) -> bytes:
     buf = io.BytesIO()
     c = canvas.Canvas(buf, pagesize=A4)
     _width, height = A4
-    xs, row_h = [72, 170, 270, 370, 520], 18
-
-    def table(top: float, rows: list[tuple[str, ...]]) -> None:
-        c.setFont("Helvetica", 10)
-        for r, cells in enumerate(rows):
-            for x, cell in zip(xs, cells, strict=False):
-                c.drawString(x + 4, top - r * row_h - 13, cell)
-        bottom = top - len(rows) * row_h
-        for r in range(len(rows) + 1):
-            c.line(xs[0], top - r * row_h, xs[-1], top - r * row_h)
-        for x in xs:
-            c.line(x, top, x, bottom)
+    xs = [72, 170, 270, 370, 520]
 
     c.setFont("Helvetica-Bold", 14)
     c.drawString(72, height - 60, "Registers")
     first = [("Address", "Name", "Reset", "Access")]
     first += [(f"0x{4 * k:04X}", f"REG{k}", "0x0", "RW") for k in range(39)]
-    table(height - 80, first)
+    _ruled_table(c, xs, height - 80, first)
     c.showPage()
     top = height - 60
     if prose_between:
         c.setFont("Helvetica", 10)
         c.drawString(72, top, "The pins of the second port are listed below.")
         top -= 20
-    table(top, [("Pin", "Port", "Mode", "Pull")] + [(f"P{k}", "B", "IN", "UP") for k in range(5)])
+    _ruled_table(
+        c,
+        xs,
+        top,
+        [("Pin", "Port", "Mode", "Pull")] + [(f"P{k}", "B", "IN", "UP") for k in range(5)],
+    )
     c.showPage()
     c.save()
     return buf.getvalue()
