@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +88,9 @@ def test_reportlab_table_over_three_pages(tmp_path: Path) -> None:
 
 def _ruled_table(
     c: Any,
-    xs: list[float],
+    xs: Sequence[float],
     top: float,
-    rows: list[tuple[str, ...]],
+    rows: Sequence[Sequence[str]],
     size: float = 10.0,
     bold_header: bool = False,
 ) -> float:
