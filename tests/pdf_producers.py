@@ -11,6 +11,7 @@ files, so CI does not need the heavy toolchains, and re-run a producer only
 when it is installed. Remake them with::
 
     .venv/bin/python tests/pdf_producers.py tests/data/pdf_producers [chromium libreoffice ...]
+    .venv/bin/python tests/pdf_producers.py tests/data/pdf_long_tables libreoffice-long
 """
 
 from __future__ import annotations
@@ -285,5 +286,6 @@ if __name__ == "__main__":
     target = Path(sys.argv[1])
     target.mkdir(parents=True, exist_ok=True)
     for name in sys.argv[2:] or PRODUCERS:
-        path = produce(name, target)
+        long = name.endswith("-long")  # "libreoffice-long": the 100-row variant
+        path = produce_long(name.removesuffix("-long"), target) if long else produce(name, target)
         print(f"{path}: {path.stat().st_size // 1024} KB")
