@@ -1,7 +1,8 @@
 """One bilingual manual, printed to PDF by several real producers.
 
 The same content (three chapters of prose, then a 60-row register table that
-runs over two pages with its header row printed once) is written as HTML for
+runs over two pages with its header row printed once; :func:`produce_long`
+makes a 100-row variant that runs over three or more pages) is written as HTML for
 Chromium's print-to-PDF, as a .docx for LibreOffice, as LaTeX for XeTeX and
 laid out directly with reportlab. The PDFs in ``tests/data/pdf_producers/``
 were made by this script with the real tools (Debian's chromium,
@@ -10,6 +11,7 @@ files, so CI does not need the heavy toolchains, and re-run a producer only
 when it is installed. Remake them with::
 
     .venv/bin/python tests/pdf_producers.py tests/data/pdf_producers [chromium libreoffice ...]
+    .venv/bin/python tests/pdf_producers.py tests/data/pdf_long_tables libreoffice-long
 """
 
 from __future__ import annotations
@@ -57,21 +59,32 @@ CAPTION = "表 3-1 寄存器列表"
 HEADER = ("地址", "名称", "复位值", "说明")
 _UNITS = ["UART", "SPI", "CAN", "GPIO", "TIMER", "DMA"]
 _ROLES = [("CTRL", "控制寄存器"), ("STAT", "状态寄存器"), ("DATA", "数据寄存器")]
-ROWS: list[tuple[str, str, str, str]] = [
-    (
-        f"0x{0x4000_0000 + 4 * i:08X}",
-        f"{_UNITS[i // 10]}{i % 10 // 3}_{_ROLES[i % 3][0]}",
-        f"0x{(i * 0x1111) & 0xFFFF:08X}",
-        f"{_UNITS[i // 10]} 通道 {i % 10 // 3} {_ROLES[i % 3][1]}（第 {i + 1} 项）",
-    )
-    for i in range(60)
-]
+
+
+def register_rows(n: int) -> list[tuple[str, str, str, str]]:
+    """``n`` register rows: address, name, reset value, a CJK description."""
+    return [
+        (
+            f"0x{0x4000_0000 + 4 * i:08X}",
+            f"{_UNITS[i // 10 % 6]}{i % 10 // 3}_{_ROLES[i % 3][0]}",
+            f"0x{(i * 0x1111) & 0xFFFF:08X}",
+            f"{_UNITS[i // 10 % 6]} 通道 {i % 10 // 3} {_ROLES[i % 3][1]}（第 {i + 1} 项）",
+        )
+        for i in range(n)
+    ]
+
+
+ROWS = register_rows(60)
+#: The long variant: a table that runs over three or more pages.
+LONG_ROWS = register_rows(100)
 CJK_FONT_NAME = "WenQuanYi Micro Hei"
 PRODUCERS = ("chromium", "libreoffice", "reportlab", "xetex")
 
 
-def manual_html() -> str:
-    """The manual as one HTML page; the header row is a plain first row (not <thead>)."""
+def manual_html(rows: list[tuple[str, str, str, str]] | None = None, thead: bool = False) -> str:
+    """The manual as one HTML page; the header row is a plain first row unless
+    ``thead`` (then Chromium repeats it at the top of every page)."""
+    rows = ROWS if rows is None else rows
     esc = html.escape
     parts = [
         "<!DOCTYPE html><html lang='zh'><head><meta charset='utf-8'>",
@@ -88,10 +101,11 @@ def manual_html() -> str:
         parts.append(f"<h2>{esc(heading)}</h2>")
         parts.extend(f"<p>{esc(p)}</p>" for p in paragraphs)
     parts.append(f"<table><caption>{esc(CAPTION)}</caption>")
-    parts.append("<tr>" + "".join(f"<th>{esc(c)}</th>" for c in HEADER) + "</tr>")
-    for row in ROWS:
+    header = "<tr>" + "".join(f"<th>{esc(c)}</th>" for c in HEADER) + "</tr>"
+    parts.append(f"<thead>{header}</thead><tbody>" if thead else header)
+    for row in rows:
         parts.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>")
-    parts.append("</table></body></html>")
+    parts.append("</tbody></table></body></html>" if thead else "</table></body></html>")
     return "\n".join(parts)
 
 
@@ -125,8 +139,9 @@ def manual_tex() -> str:
     return "\n".join(line for line in out if line)
 
 
-def manual_docx(path: Path) -> None:
+def manual_docx(path: Path, rows: list[tuple[str, str, str, str]] | None = None) -> None:
     """The manual as a Word file (python-docx) for LibreOffice to print."""
+    rows = ROWS if rows is None else rows
     from docx import Document
     from docx.shared import Pt
 
@@ -138,9 +153,9 @@ def manual_docx(path: Path) -> None:
             doc.add_paragraph(p)
     caption = doc.add_paragraph()
     caption.add_run(CAPTION).bold = True
-    table = doc.add_table(rows=1 + len(ROWS), cols=len(HEADER))
+    table = doc.add_table(rows=1 + len(rows), cols=len(HEADER))
     table.style = "Table Grid"
-    for r, cells in enumerate([HEADER, *ROWS]):
+    for r, cells in enumerate([HEADER, *rows]):
         for c, value in enumerate(cells):
             run = table.cell(r, c).paragraphs[0].add_run(value)
             run.font.size = Pt(9)
@@ -148,8 +163,9 @@ def manual_docx(path: Path) -> None:
     doc.save(str(path))
 
 
-def manual_reportlab() -> bytes:
+def manual_reportlab(rows: list[tuple[str, str, str, str]] | None = None) -> bytes:
     """The manual laid out by reportlab's platypus (CID font, split table, no repeat)."""
+    rows = ROWS if rows is None else rows
     from reportlab.lib import colors
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.styles import ParagraphStyle
@@ -166,7 +182,7 @@ def manual_reportlab() -> bytes:
         story.append(Paragraph(heading, h2))
         story.extend(Paragraph(html.escape(p), body) for p in paragraphs)
     story += [Spacer(1, 6), Paragraph(CAPTION, body)]
-    table = Table([list(HEADER), *[list(r) for r in ROWS]], repeatRows=0)
+    table = Table([list(HEADER), *[list(r) for r in rows]], repeatRows=0)
     table.setStyle(
         TableStyle(
             [
@@ -179,6 +195,58 @@ def manual_reportlab() -> bytes:
     buf = io.BytesIO()
     SimpleDocTemplate(buf, pagesize=A4, title=TITLE).build(story)  # type: ignore[arg-type]
     return buf.getvalue()
+
+
+def produce_long(producer: str, out_dir: Path, thead: bool = False) -> Path:
+    """The manual with :data:`LONG_ROWS`, a register table over three or more pages.
+
+    ``thead``: Chromium only, the header row in ``<thead>`` (repeated on every
+    printed page) instead of a plain first row (printed once)."""
+    name = f"{producer}-long{'-thead' if thead else ''}"
+    out = out_dir / f"{name}.pdf"
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        if producer == "reportlab":
+            out.write_bytes(manual_reportlab(LONG_ROWS))
+        elif producer == "chromium":
+            (tmp / "manual.html").write_text(manual_html(LONG_ROWS, thead), encoding="utf-8")
+            _print_chromium(tmp, out)
+        elif producer == "libreoffice":
+            manual_docx(tmp / "manual.docx", LONG_ROWS)
+            _print_libreoffice(tmp, out)
+        else:
+            raise ValueError(f"no long variant for {producer!r}")
+    return out
+
+
+def _print_chromium(tmp: Path, out: Path) -> None:
+    _run(
+        [
+            shutil.which("chromium") or "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={tmp / 'profile'}",
+            f"--print-to-pdf={out.resolve()}",
+            (tmp / "manual.html").as_uri(),
+        ],
+        tmp,
+    )
+
+
+def _print_libreoffice(tmp: Path, out: Path) -> None:
+    _run(
+        [
+            "libreoffice",
+            f"-env:UserInstallation={(tmp / 'lo').as_uri()}",
+            "--headless",
+            "--convert-to",
+            "pdf",
+            "manual.docx",
+        ],
+        tmp,
+    )
+    shutil.copyfile(tmp / "manual.pdf", out)
 
 
 def _run(cmd: list[str], cwd: Path) -> None:
@@ -194,32 +262,10 @@ def produce(producer: str, out_dir: Path) -> Path:
             out.write_bytes(manual_reportlab())
         elif producer == "chromium":
             (tmp / "manual.html").write_text(manual_html(), encoding="utf-8")
-            _run(
-                [
-                    shutil.which("chromium") or "chromium",
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    f"--user-data-dir={tmp / 'profile'}",
-                    f"--print-to-pdf={out.resolve()}",
-                    (tmp / "manual.html").as_uri(),
-                ],
-                tmp,
-            )
+            _print_chromium(tmp, out)
         elif producer == "libreoffice":
             manual_docx(tmp / "manual.docx")
-            _run(
-                [
-                    "libreoffice",
-                    f"-env:UserInstallation={(tmp / 'lo').as_uri()}",
-                    "--headless",
-                    "--convert-to",
-                    "pdf",
-                    "manual.docx",
-                ],
-                tmp,
-            )
-            shutil.copyfile(tmp / "manual.pdf", out)
+            _print_libreoffice(tmp, out)
         elif producer == "xetex":
             (tmp / "manual.tex").write_text(manual_tex(), encoding="utf-8")
             for _ in range(2):  # longtable settles its column widths on the second run
@@ -240,5 +286,6 @@ if __name__ == "__main__":
     target = Path(sys.argv[1])
     target.mkdir(parents=True, exist_ok=True)
     for name in sys.argv[2:] or PRODUCERS:
-        path = produce(name, target)
+        long = name.endswith("-long")  # "libreoffice-long": the 100-row variant
+        path = produce_long(name.removesuffix("-long"), target) if long else produce(name, target)
         print(f"{path}: {path.stat().st_size // 1024} KB")

@@ -265,8 +265,8 @@ def test_front_matter_closed_by_dots_and_unclosed_comment(tmp_path: Path) -> Non
 def test_html_block_and_reference_definition_stay_text(tmp_path: Path) -> None:
     text = '<p align="center">\n  <b>Logo</b>\n</p>\n\n[ds]: https://st.com/ds.pdf\n'
     doc, _ = parse(tmp_path, text)
-    assert [(s.kind, s.line_start, s.line_end) for s in doc.slices] == [
-        ("text", 1, 3),
-        ("text", 5, 5),
+    assert [(s.kind, s.text, s.line_start, s.line_end) for s in doc.slices] == [
+        ("text", "Logo", 2, 2),  # the block's text, tags removed, on its own line
+        ("text", "[ds]: https://st.com/ds.pdf", 5, 5),
     ]
     assert doc.slices[1].text == "[ds]: https://st.com/ds.pdf"

@@ -3,7 +3,9 @@
 Rules, in order of importance:
 
 * Slices are never merged across a change of heading path (or page): a chunk
-  belongs to one section, so its heading prefix is true for all of it.
+  belongs to one section, so its heading prefix is true for all of it. The one
+  exception: a section holding only its heading (and maybe its parents'
+  headings) is glued to the subsection it introduces, whose path extends it.
 * Within a section, consecutive slices are packed up to ``max_tokens``.
 * A slice too big for one chunk is cut into pieces along its own structure:
   code by lines; a table by rows, with the header (and separator) row
@@ -141,6 +143,29 @@ def chunk_slices(slices: Sequence[Slice], config: ChunkConfig | None = None) -> 
 
 
 def _sections(slices: Sequence[Slice]) -> Iterator[list[Slice]]:
+    """Sections to chunk: :func:`_runs`, with heading-only stubs glued forward.
+
+    A run that holds only headings ("## Verify" followed directly by
+    "### Linux") is not a passage of its own: it is put in front of the next
+    run when that run is a subsection of it on the same page, so the chunk
+    starts at the stub's heading line and says what it introduces. The chunk
+    takes the subsection's heading path, which begins with the stub's.
+    """
+    stub: list[Slice] = []
+    for run in _runs(slices):
+        if stub and not _introduces(stub[-1], run[0]):
+            yield stub
+            stub = []
+        if all(_is_heading(sl) for sl in run):
+            stub.extend(run)
+            continue
+        yield stub + run if stub else run
+        stub = []
+    if stub:
+        yield stub
+
+
+def _runs(slices: Sequence[Slice]) -> Iterator[list[Slice]]:
     """Runs of consecutive non-blank slices sharing heading path and page."""
     run: list[Slice] = []
     for sl in slices:
@@ -154,9 +179,25 @@ def _sections(slices: Sequence[Slice]) -> Iterator[list[Slice]]:
         yield run
 
 
+def _is_heading(sl: Slice) -> bool:
+    """A heading slice: the parsers emit a heading as text equal to its path's end."""
+    return sl.kind == "text" and bool(sl.heading_path) and sl.text.strip() == sl.heading_path[-1]
+
+
+def _introduces(heading: Slice, nxt: Slice) -> bool:
+    """Whether ``nxt`` lies in a subsection of ``heading``'s section, on the same page."""
+    n = len(heading.heading_path)
+    return (
+        nxt.page == heading.page
+        and len(nxt.heading_path) > n
+        and nxt.heading_path[:n] == heading.heading_path
+    )
+
+
 def _chunk_section(section: list[Slice], cfg: ChunkConfig) -> list[Chunk]:
     budget = cfg.max_tokens * 10
-    path, page = section[0].heading_path, section[0].page
+    # the last slice's path: a glued heading stub's path is a prefix of it
+    path, page = section[-1].heading_path, section[-1].page
     out: list[Chunk] = []
     pack: list[_Unit] = []
     used = 0
@@ -375,13 +416,16 @@ def _split_table(sl: Slice, budget: int) -> list[_Unit]:
         return []
     head_w = _weight("\n".join(header))
     weights = [_weight(row) for row in rows]
-    row_starts = [sl.line_start + head_n + k for k in range(len(rows))]
+    # Row k is source line line_start + head_n + k when the slice keeps one text
+    # line per source line; otherwise (an HTML table written on one line) rows
+    # are placed inside the slice's span, never past it, never before it.
+    row_starts = [min(sl.line_start + head_n + k, sl.line_end) for k in range(len(rows))]
     units: list[_Unit] = []
     row_budget = max(budget - head_w, 0)
     for first, last in _pack(weights, row_budget, row_budget, 0):
         body = "\n".join([*header, *rows[first : last + 1]])
         line_start = sl.line_start if first == 0 else row_starts[first]
-        line_end = min(row_starts[last], sl.line_end)
+        line_end = row_starts[last]
         links = tuple(link for link in sl.links if link.text and link.text in body)
         units.append(_Unit(body, line_start, line_end, "table", _weight(body), None, links))
     return units

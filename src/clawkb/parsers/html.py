@@ -14,9 +14,21 @@ What becomes a slice, walking the ``<body>`` in document order:
 
 Page chrome is dropped: ``script``, ``style``, ``nav``, ``header``,
 ``footer``, ``aside``, forms, and elements marked ``hidden`` or
-``role="navigation"``. Links are kept per slice and, de-duplicated, in the
-document metadata. Line numbers are the element's source line (lxml's
-``sourceline``) through that line plus the newlines in its text.
+``role="navigation"``. So is control text that documentation generators put
+inside content (:func:`_strip_controls`, before the walk): buttons ("Copy to
+clipboard"), inline elements marked ``aria-hidden="true"`` (icons, KaTeX's
+visual copy of a formula), screen-reader helpers (``sr-only``,
+``visually-hidden``), copy-button elements, and heading permalinks — Sphinx
+and MkDocs ``a.headerlink`` (``¶``), Docusaurus ``a.hash-link``, VitePress
+``a.header-anchor``, and any in-page link whose text is only a glyph such as
+``#``, ``§``, ``¶`` or ``🔗`` (and "Skip to content" links). Heading paths and
+snippets hold the words only.
+
+Links are kept per slice and, de-duplicated, in the document metadata. Line
+numbers are the element's source line (lxml's ``sourceline``) through the
+last source line its content reaches (its last descendant's line, or its
+text's newlines), never past the end of the file; a table written on one
+source line spans that line.
 
 Charset: a BOM, then ``<meta charset>`` / ``http-equiv`` in the first 4 KB,
 then strict UTF-8, then clawkb's usual GB18030/CP1252 detection.
@@ -39,8 +51,22 @@ from clawkb.types import Link, ParsedDocument, Slice
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>", re.I)
 _PROLOGUE_END = re.compile(r"<(?:html|head|body)\b", re.I)
-_LANG_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight-source)-([\w+#-]+)")
+_LANG_CLASS = re.compile(r"(?:^|\s)(?:language|lang|highlight-source|highlight)-([\w+#-]+)")
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
+_INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
+#: Text of a permalink anchor: only these glyphs (and spaces / variation selectors).
+_GLYPHS_ONLY = re.compile("[\\s#¶§🔗⚓∞\ufe0e\ufe0f\u200b\u200c\u200d\u2060\ufeff]*")
+#: Trailing glyphs that are never part of a heading's words ("Options ¶").
+_HEADING_TAIL = re.compile("[\\s¶🔗⚓\ufe0e\ufe0f]+$")
+_SKIP_LINK = re.compile(r"\s*skip to (?:main )?content\s*$", re.I)
+#: Classes of permalink anchors, screen-reader helpers and copy buttons.
+_CONTROL_CLASS = re.compile(
+    r"^(?:headerlink|hash-link|header-anchor|heading-anchor|anchor-link|anchorjs-link"
+    r"|permalink|sr-only|sr-only-focusable|visually-hidden|visually-hidden-focusable"
+    r"|screen-reader-text|screenreader-only"
+    r"|(?:[\w-]*-)?(?:copy|clipboard)(?:-?(?:btn|button|code|icon))?)$",
+    re.I,
+)
 DROP = frozenset(
     [
         "script",
@@ -152,7 +178,8 @@ def _parse_html(text: str, path: str, encoding: str) -> ParsedDocument:
         root = lxml.html.document_fromstring(text, parser=parser)
     except etree.ParserError:  # "Document is empty": only comments or whitespace
         return ParsedDocument(slices=(), title=PurePath(path).stem, encoding=encoding)
-    walker = _Walker()
+    _strip_controls(root)
+    walker = _Walker(text.count("\n") + (0 if text.endswith("\n") else 1))
     body = root.find("body")
     walker.walk(body if body is not None else root)
     title_el = root.find(".//title")
@@ -174,7 +201,8 @@ def _parse_html(text: str, path: str, encoding: str) -> ParsedDocument:
 class _Walker:
     """Iterative document-order walk (no recursion: hostile pages nest deeply)."""
 
-    def __init__(self) -> None:
+    def __init__(self, last_line: int) -> None:
+        self.last_line = max(last_line, 1)  # the file's last line: no span goes past it
         self.slices: list[Slice] = []
         self.stack: list[tuple[int, str]] = []
         self.first_h1: str | None = None
@@ -212,7 +240,7 @@ class _Walker:
             return None
         line = el.sourceline or 1
         if tag in HEADINGS:
-            self._heading(HEADINGS[tag], _clean(el.text_content()), line, el)
+            self._heading(HEADINGS[tag], _heading_text(el), line, el)
         elif tag == "pre":
             self._code(el, line)
         elif tag == "table":
@@ -222,17 +250,25 @@ class _Walker:
         elif any(isinstance(c.tag, str) and c.tag in BLOCKS for c in el):
             return list(el)
         else:
-            self._paragraph(el.text_content(), line, _links(el))
+            self._paragraph(el.text_content(), line, _links(el), el)
         return None
 
-    def _emit(self, text: str, line: int, raw: str, kind: str, **kw: Any) -> None:
+    def _span(self, line: int, last: int) -> tuple[int, int]:
+        """A valid span: ``1 <= start <= end <= last line of the file``."""
+        start = min(max(line, 1), self.last_line)
+        return start, min(max(start, last), self.last_line)
+
+    def _emit(self, text: str, line: int, raw: str, kind: str, el: Any = None, **kw: Any) -> None:
         if text.strip():
             end = line + raw.strip("\n").count("\n")
-            self.slices.append(Slice(text, line, max(line, end), self.path, kind=kind, **kw))
+            if el is not None:
+                end = max(end, _last_line(el, line))
+            start, end = self._span(line, end)
+            self.slices.append(Slice(text, start, end, self.path, kind=kind, **kw))
 
-    def _paragraph(self, raw: str, line: int, links: tuple[Link, ...]) -> None:
+    def _paragraph(self, raw: str, line: int, links: tuple[Link, ...], el: Any = None) -> None:
         self._remember(links)
-        self._emit(_clean(raw), max(line, 1), raw, "text", links=links)
+        self._emit(_clean(raw), max(line, 1), raw, "text", el, links=links)
 
     def _heading(self, level: int, text: str, line: int, el: Any) -> None:
         while self.stack and self.stack[-1][0] >= level:
@@ -242,15 +278,21 @@ class _Walker:
         self.stack.append((level, text))
         if level == 1 and self.first_h1 is None:
             self.first_h1 = text
-        self.slices.append(Slice(text, line, line, self.path, links=_links(el)))
+        start, end = self._span(line, _last_line(el, line))
+        self.slices.append(Slice(text, start, end, self.path, links=_links(el)))
 
     def _code(self, el: Any, line: int) -> None:
         raw = el.text_content().strip("\n")
+        # Sphinx and MkDocs put the language on the wrapper: div.highlight-bash > div > pre
+        parent = el.getparent()
+        grand = parent.getparent() if parent is not None else None
+        wrappers = [p.get("class") for p in (parent, grand) if p is not None and p.tag == "div"]
         classes = " ".join(
-            filter(None, [el.get("class"), *(c.get("class") for c in el.iter("code"))])
+            filter(None, [el.get("class"), *(c.get("class") for c in el.iter("code")), *wrappers])
         )
         m = _LANG_CLASS.search(classes)
-        self._emit(raw, line, raw, "code", language=m.group(1).lower() if m else None)
+        language = m.group(1).lower() if m else None
+        self._emit(raw, line, raw, "code", el, language=None if language == "default" else language)
 
     def _table(self, el: Any, line: int) -> None:
         rows = [r for r in el.iter("tr") if _nearest_table(r) is el]
@@ -261,11 +303,11 @@ class _Walker:
         width = max(len(c) for c in cells)
         lines = ["| " + " | ".join([*c, *[""] * (width - len(c))]) + " |" for c in cells]
         lines.insert(1, "|" + " --- |" * width)
-        last = rows[-1].sourceline or line
+        start, end = self._span(line, _last_line(el, line))
         links = _links(el)
         self._remember(links)
         self.slices.append(
-            Slice("\n".join(lines), line, max(line, last), self.path, kind="table", links=links)
+            Slice("\n".join(lines), start, end, self.path, kind="table", links=links)
         )
 
     def _list(self, el: Any, line: int) -> None:
@@ -275,11 +317,9 @@ class _Walker:
         )
         links = _links(el)
         self._remember(links)
-        last = max((it.sourceline or line for it in items), default=line)
         if body:
-            self.slices.append(
-                Slice(body, line, max(line, last), self.path, kind="list", links=links)
-            )
+            start, end = self._span(line, _last_line(el, line))
+            self.slices.append(Slice(body, start, end, self.path, kind="list", links=links))
 
     def _remember(self, links: tuple[Link, ...]) -> None:
         for link in links:
@@ -295,6 +335,49 @@ def _links(el: Any) -> tuple[Link, ...]:
         if href and not href.startswith(("javascript:", "#")):
             out.append(Link(target=href, text=_clean(a.text_content())))
     return tuple(dict.fromkeys(out))
+
+
+def _last_line(el: Any, line: int) -> int:
+    """The last source line ``el``'s content reaches: its last descendant's line
+    plus the newlines in that descendant's text (lxml records start lines only)."""
+    last = line
+    for node in el.iter():
+        if node is el:
+            continue
+        at = node.sourceline or 0
+        if at >= last:
+            last = at + (node.text or "").strip("\n").count("\n")
+    return max(last, line)
+
+
+def _strip_controls(root: Any) -> None:
+    """Remove control text and permalink glyphs (see the module docstring); tails stay."""
+    doomed = []
+    for el in root.iter():
+        tag = el.tag if isinstance(el.tag, str) else ""
+        if not tag or tag in ("html", "body", "head"):
+            continue
+        if tag == "button" or _is_control(el, tag):
+            doomed.append(el)
+    for el in doomed:
+        if el.getparent() is not None:
+            el.drop_tree()  # keeps el.tail in place
+
+
+def _is_control(el: Any, tag: str) -> bool:
+    classes = (el.get("class") or "").split()
+    if any(_CONTROL_CLASS.match(c) for c in classes):
+        return True
+    if el.get("aria-hidden") == "true" and tag not in BLOCKS:
+        return True  # icons, KaTeX's visual copy; never a whole block
+    if tag == "a" and (el.get("href") or "").startswith("#"):
+        text = el.text_content()  # "#", "¶", "🔗", "" (permalinks), "Skip to content"
+        return _GLYPHS_ONLY.fullmatch(text) is not None or _SKIP_LINK.match(text) is not None
+    return False
+
+
+def _heading_text(el: Any) -> str:
+    return _HEADING_TAIL.sub("", _clean(el.text_content()))
 
 
 def _hidden(el: Any) -> bool:
@@ -314,4 +397,4 @@ def _cell_text(cell: Any) -> str:
 
 def _clean(text: str) -> str:
     """Collapse whitespace to single spaces (HTML source line breaks are not content)."""
-    return " ".join(_SPACES.sub(" ", text).split())
+    return " ".join(_SPACES.sub(" ", _INVISIBLE.sub("", text)).split())

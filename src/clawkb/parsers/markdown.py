@@ -24,6 +24,10 @@ Choices worth knowing:
   whatever they hold. A table ends at its first line without a ``|`` (GFM
   would make that line a row; in notes it is the sentence after the table);
   only its line span is taken from markdown-it (see :func:`_table_span`).
+* An HTML block keeps only its text: tags are removed line by line (entities
+  decoded), so a block that is only tags (``<div class="os-tabs-src">``,
+  ``</div>``, MDX's ``<Tabs>``) or a ``<script>``/``<style>`` block emits no
+  slice, and a heading is never followed by a passage that is just a tag.
 * Link reference definitions (``[id]: url``) stay text, as written.
 * Links keep their visible text in the slice (``[text](url)`` -> ``text``,
   ``[[target|alias]]`` -> ``alias``) and are recorded in ``Slice.links``.
@@ -36,6 +40,7 @@ Choices worth knowing:
 from __future__ import annotations
 
 import datetime as dt
+import html
 import re
 from functools import lru_cache
 from pathlib import PurePath
@@ -59,6 +64,8 @@ _LINKS = re.compile(
     r"|\[(?P<label>[^\[\]\n]*)\]\(\s*<?(?P<url>[^)\s>]+)>?(?:\s+[\"'(][^)\n]*)?\)"
     r"|<(?P<auto>(?:https?|ftp|mailto):[^>\s]+)>"
 )
+_TAG = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>|<!--.*?-->|<![^<>]*>|<\?.*?\?>", re.S)
+_SCRIPT_BLOCK = re.compile(r"\s*<(?:script|style|textarea)\b", re.I)
 _IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp", ".bmp")
 
 
@@ -208,7 +215,7 @@ class _TokenWalker:
             elif kind == "html_block":
                 if tok.content.lstrip().startswith("<!--") and "-->" not in tok.content:
                     break  # an unclosed comment hides the rest of the file
-                self._emit(first, end - 1, "text")
+                self._html(first, end - 1, tok.content)
             elif kind == "table_open":
                 self._emit(first, end - 1, "table")
             elif kind == "blockquote_open":
@@ -248,6 +255,23 @@ class _TokenWalker:
             self.slices.append(
                 Slice(text, first + 1, last + 1, self.heading_path, kind=kind, links=links)
             )
+
+    def _html(self, first: int, last: int, content: str) -> None:
+        """An HTML block: its text without the tags, one line per source line.
+
+        Tag-only blocks (``<div class="os-tabs-src">``, ``</div>``, MDX's
+        ``<Tabs>``) and script/style blocks emit nothing: a tag is not a passage.
+        """
+        if _SCRIPT_BLOCK.match(content):
+            return
+        body = _html_text("\n".join(self.lines[first : last + 1])).split("\n")
+        lo, hi = 0, len(body)
+        while lo < hi and not body[lo]:
+            lo += 1
+        while hi > lo and not body[hi - 1]:
+            hi -= 1
+        if lo < hi:
+            self._emit(first + lo, first + hi - 1, "text", body[lo:hi])
 
     def _quote(self, first: int, last: int) -> None:
         first, last = self._trim(first, last)
@@ -291,6 +315,13 @@ class _TokenWalker:
         if level == 1 and self.first_h1 is None:
             self.first_h1 = text
         self.slices.append(Slice(text, first + 1, last + 1, self.heading_path, links=links))
+
+
+def _html_text(text: str) -> str:
+    """An HTML block without its tags (a tag over several lines leaves its line
+    breaks), entities decoded, each line's spaces collapsed."""
+    text = _TAG.sub(lambda m: " " + "\n" * m.group().count("\n"), text)
+    return "\n".join(" ".join(html.unescape(line).split()) for line in text.split("\n"))
 
 
 def _language(info: str) -> str | None:

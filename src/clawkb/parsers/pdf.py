@@ -47,7 +47,13 @@ from clawkb.parsers.pdf_layout import (
     running_lines,
 )
 from clawkb.parsers.pdf_outline import OutlineHeadings
-from clawkb.parsers.pdf_page import DocState, PageInfo, PageWriter, table_positions
+from clawkb.parsers.pdf_page import (
+    DocState,
+    PageInfo,
+    PageWriter,
+    beside_tables,
+    table_positions,
+)
 from clawkb.parsers.pdf_quiet import library_log
 from clawkb.parsers.pdf_tables import Table, find_tables
 from clawkb.types import ParsedDocument
@@ -136,9 +142,14 @@ class _Reader:
             ]
             # Font statistics leave table cells out: a long register table set in
             # small type must not make the prose look like headings.
+            # So do lines that stray out of a table's box (beside_tables).
+            cells = [
+                set(where) | (beside_tables(lines, page.height, where) if where else set())
+                for page, lines, where in zip(pages, kept, tables, strict=True)
+            ]
             prose = [
-                [ln for i, ln in enumerate(lines) if i not in where]
-                for lines, where in zip(kept, tables, strict=True)
+                [ln for i, ln in enumerate(lines) if i not in skip]
+                for lines, skip in zip(kept, cells, strict=True)
             ]
             scale = HeadingScale(prose, body_size(prose))
             self.cover_title = cover_title(prose, scale.body)

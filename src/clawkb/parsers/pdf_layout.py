@@ -54,10 +54,25 @@ class Line:
     bottom: float
     x0: float
     baseline: float  # y of the first character's origin
+    x1: float = 0.0  # right edge of the last character
+
+
+#: A pdfium line taller than this many font sizes mixes text from several
+#: visual lines (Chromium's print header and footer on later pages).
+_MIXED_LINE = 2.5
 
 
 def page_lines(textpage: Any) -> list[Line]:
-    """The non-blank lines of a pdfium text page, in content-stream order."""
+    """The non-blank lines of a pdfium text page, in content-stream order.
+
+    pdfium usually breaks the text at visual lines, but on some pages (the
+    print header and footer Chromium draws on every page after the first) it
+    puts one glyph per line or joins glyphs from the top and the bottom of the
+    page. Such lines are repaired: a line spanning several baselines is split
+    by baseline, and glyph fragments on one baseline are joined again
+    (:func:`_join_fragments`), so a running header reads the same on every
+    page and is recognised as one.
+    """
     text = textpage.get_text_range()
     lines: list[Line] = []
     offset = 0
@@ -69,21 +84,84 @@ def page_lines(textpage: Any) -> list[Line]:
             continue
         first = start + (len(raw) - len(raw.lstrip()))
         last = start + len(raw.rstrip()) - 1
-        lines.append(_measure(textpage, body.strip(), first, last))
-    return lines
+        line = _measure(textpage, body.strip(), first, last)
+        whole = raw.rstrip("\r")
+        if line.top - line.bottom > _MIXED_LINE * max(line.size, 1.0) and body == whole:
+            lines.extend(_split_by_baseline(textpage, whole, start))
+        else:
+            lines.append(line)
+    return _join_fragments(lines)
+
+
+def _split_by_baseline(textpage: Any, raw: str, start: int) -> list[Line]:
+    """Cut a pdfium line where its glyphs jump to another baseline."""
+    out: list[Line] = []
+    x, y = ctypes.c_double(0), ctypes.c_double(0)
+    group_start, group_y = None, 0.0
+    for k, ch in enumerate([*raw, None]):
+        if ch is not None:
+            pdfium_c.FPDFText_GetCharOrigin(textpage, start + k, ctypes.byref(x), ctypes.byref(y))
+            size = max(pdfium_c.FPDFText_GetFontSize(textpage, start + k), 1.0)
+            if group_start is None:
+                group_start, group_y = k, y.value
+                continue
+            if ch.isspace() or abs(y.value - group_y) <= 0.5 * size:
+                continue
+        if group_start is not None:
+            part = raw[group_start:k]
+            if part.strip():
+                lead = len(part) - len(part.lstrip())
+                a = start + group_start + lead
+                out.append(_measure(textpage, part.strip(), a, a + len(part.strip()) - 1))
+        group_start, group_y = k, y.value
+    return out
+
+
+def _join_fragments(lines: list[Line]) -> list[Line]:
+    """Join consecutive pieces of one visual line: same baseline and size, the
+    second to the right of the first, and either touching (a word cut in two)
+    or one of them a glyph or two (pdfium's one-glyph-per-line output). Two
+    longer lines side by side (columns, a label and its value) stay apart."""
+    out: list[Line] = []
+    for line in lines:
+        prev = out[-1] if out else None
+        if prev is not None and prev.x1 > 0 and line.x1 > 0:
+            size = max(prev.size, line.size, 1.0)
+            gap = line.x0 - prev.x1
+            if (
+                abs(prev.baseline - line.baseline) <= 0.25 * size
+                and abs(prev.size - line.size) <= 0.6
+                and gap >= -0.5 * size
+                and (gap <= 0.5 * size or min(len(prev.text), len(line.text)) <= 2)
+            ):
+                sep = "" if gap < 0.15 * size else " "
+                out[-1] = Line(
+                    prev.text + sep + line.text,
+                    prev.size,
+                    prev.bold and line.bold,
+                    max(prev.top, line.top),
+                    min(prev.bottom, line.bottom),
+                    min(prev.x0, line.x0),
+                    prev.baseline,
+                    max(prev.x1, line.x1),
+                )
+                continue
+        out.append(line)
+    return out
 
 
 def _measure(textpage: Any, text: str, first: int, last: int) -> Line:
     samples = sorted({first, (first + last) // 2, last})
     sizes, bolds, tops, bottoms = [], [], [], []
-    x0 = float("inf")
+    x0, x1 = float("inf"), 0.0
     for index in samples:
         sizes.append(round(pdfium_c.FPDFText_GetFontSize(textpage, index) * 2) / 2)
         bolds.append(_is_bold(textpage, index))
-        left, bottom, _right, top = textpage.get_charbox(index)
+        left, bottom, right, top = textpage.get_charbox(index)
         tops.append(top)
         bottoms.append(bottom)
         x0 = min(x0, left)
+        x1 = max(x1, right)
     x, y = ctypes.c_double(0), ctypes.c_double(0)
     pdfium_c.FPDFText_GetCharOrigin(textpage, first, ctypes.byref(x), ctypes.byref(y))
     return Line(
@@ -94,6 +172,7 @@ def _measure(textpage: Any, text: str, first: int, last: int) -> Line:
         bottom=min(bottoms),
         x0=x0,
         baseline=y.value,
+        x1=x1,
     )
 
 

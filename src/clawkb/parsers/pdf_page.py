@@ -6,6 +6,11 @@ one page's lines, turns heading lines into heading slices (updating the
 heading path shared across pages), groups the other lines into paragraphs and
 puts each ruled table where its first line was. Line numbers count lines of
 the page text as emitted, so spans are exact within the page.
+
+A table that ends a page and goes on overleaf is found by position
+(:meth:`PageWriter._continues`), so it gets its header row back on every
+page however many it spans; table text that strayed out of pdfplumber's box
+is never a heading (:func:`beside_tables`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,12 @@ from clawkb.parsers.pdf_tables import MIN_RULING_PATHS, Table, continue_header
 from clawkb.parsers.pdf_tables import to_markdown as table_markdown
 from clawkb.types import Slice
 
+#: Share of the page height at its top and bottom where a continued table
+#: starts and the table it continues ends (margins plus a running header).
+CONTINUE_MARGIN = 0.2
+#: The outer strips of the page where browsers and word processors print
+#: running headers and footers (body text with a 1-inch margin starts below).
+MARGIN = 0.05
 BULLETS = re.compile(r"^\s*(?:[•●▪◦\-–*]|\(?\d{1,2}[.)])\s+")
 
 
@@ -34,6 +45,16 @@ class PageInfo:
     ocr_text: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class OpenTable:
+    """A table that ended a page (or reached its bottom): it may go on overleaf."""
+
+    header: tuple[str, ...]
+    x0: float
+    x1: float
+    page: int  # 0-based
+
+
 @dataclass
 class DocState:
     """The walk over pages: heading stack, output and what to tell the user."""
@@ -43,7 +64,8 @@ class DocState:
     warnings: list[str] = field(default_factory=list)
     needs_ocr: list[int] = field(default_factory=list)
     ocr_pages: list[int] = field(default_factory=list)
-    last_table_header: tuple[str, ...] | None = None
+    #: The last table of the previous page, while it may continue on this one.
+    open_table: OpenTable | None = None
     ocr_skipped: bool = False
 
     @property
@@ -81,6 +103,11 @@ class PageWriter:
         self.paragraph: list[Line] = []
         self.last_heading: Line | None = None
         self.last_heading_level: int | None = None
+        self.content_lines = 0  # lines emitted on this page outside the page margins
+        self.tables = 0  # tables emitted on this page
+        self.closing_table: OpenTable | None = None  # this page's table reaching its bottom
+        self._last_table: OpenTable | None = None
+        self.beside = beside_tables(lines, page.height, table_at) if table_at else set()
 
     def write(self) -> None:
         if self.outline is not None:
@@ -93,7 +120,12 @@ class PageWriter:
             spot = table_at.get(i)
             if spot is None:
                 ended_with_table = False
-                self._line(line)
+                if (
+                    MARGIN * self.page.height < line.bottom
+                    and line.top < (1 - MARGIN) * self.page.height
+                ):
+                    self.content_lines += 1
+                self._line(line, i in self.beside)
             elif spot[0] not in done_tables:
                 done_tables.add(spot[0])
                 self._flush()
@@ -103,12 +135,16 @@ class PageWriter:
         if self.page.ocr_text:
             self._ocr_text(self.page.ocr_text)
             ended_with_table = False
-        if not ended_with_table:
-            self.state.last_table_header = None
+        # A table that ends the page's content, or whose last row reaches the
+        # page's bottom (furniture the running-line rule missed may follow it),
+        # stays open for the next page.
+        self.state.open_table = self.closing_table
+        if ended_with_table and self.closing_table is None and self.tables:
+            self.state.open_table = self._last_table
 
     # -- blocks -----------------------------------------------------------
-    def _line(self, line: Line) -> None:
-        headings = self._headings(line)
+    def _line(self, line: Line, in_table: bool = False) -> None:
+        headings = None if in_table and self.outline is None else self._headings(line)
         if headings is None:
             self.last_heading_level, self.last_heading = None, None
             if self.paragraph and breaks(self.paragraph[-1], line):
@@ -162,11 +198,35 @@ class PageWriter:
 
     def _table(self, table: Table) -> None:
         rows = table.rows
-        if self.blocks == 0:
-            rows = continue_header(self.state.last_table_header, rows)
+        if self.tables == 0 and self._continues(table):
+            assert self.state.open_table is not None
+            rows = continue_header(self.state.open_table.header, rows)
         self._emit(table_markdown(rows), "table")
-        self.state.last_table_header = rows[0]
+        self.tables += 1
+        self._last_table = OpenTable(rows[0], table.x0, table.x1, self.index)
+        reaches_bottom = table.bottom >= self.page.height * (1 - CONTINUE_MARGIN)
+        self.closing_table = self._last_table if reaches_bottom else None
         self.last_heading_level, self.last_heading = None, None
+
+    def _continues(self, table: Table) -> bool:
+        """Whether ``table`` goes on with the previous page's last table.
+
+        That table must have ended its page (or reached its bottom), this one
+        must come first on this page (before any slice, or with nothing above
+        it but lines in the page's outer 5 % strips, so page furniture
+        the running-line rule missed does not matter) and start near the top,
+        with as many columns, in the same column of the page.
+        """
+        prev = self.state.open_table
+        if prev is None or prev.page != self.index - 1 or len(prev.header) != table.columns:
+            return False
+        first = self.blocks == 0 or (
+            self.content_lines == 0 and table.top <= self.page.height * CONTINUE_MARGIN
+        )
+        # the same column of the page: most of the narrower one lies under the other
+        # (a layout engine that fits widths per page, like reportlab, shifts the edges)
+        overlap = min(prev.x1, table.x1) - max(prev.x0, table.x0)
+        return first and overlap >= 0.8 * min(prev.x1 - prev.x0, table.x1 - table.x0)
 
     def _ocr_text(self, text: str) -> None:
         for block in text.split("\n\n"):
@@ -204,6 +264,34 @@ def table_positions(
                 where[i] = (k, t)
                 break
     return where
+
+
+def beside_tables(
+    lines: list[Line], height: float, where: dict[int, tuple[int, Table]]
+) -> set[int]:
+    """Lines outside every table box that are pieces of a table all the same.
+
+    A cell's text can stray out of the box pdfplumber found: a row cut by the
+    page break, the wrapped end of a cell ("控制寄存" / "器"). Such a line
+    starts inside a table's column range but right of its left edge (a
+    heading above a table starts at the edge), or is a glyph or two, and lies
+    within two of its lines above or below the box. It is never a heading.
+    """
+    tables = {k: t for k, t in where.values()}.values()
+    out: set[int] = set()
+    for i, line in enumerate(lines):
+        if i in where:
+            continue
+        top, bottom = height - line.top, height - line.bottom  # top-down, like pdfplumber
+        reach = 2 * max(line.size, 1.0)
+        for t in tables:
+            inside = t.x0 + 0.5 * line.size < line.x0 < t.x1 or (
+                len(line.text.strip()) <= 2 and t.x0 - 1 <= line.x0 < t.x1
+            )
+            if inside and bottom >= t.top - reach and top <= t.bottom + reach:
+                out.add(i)
+                break
+    return out
 
 
 def breaks(previous: Line, line: Line) -> bool:

@@ -9,7 +9,9 @@ A table becomes one Markdown pipe table (header row, separator, one line per
 row). The chunker recognises that shape and repeats the header and separator
 in every piece when it cuts a long table, so every chunk holding rows says
 what the columns are. A table continued on the next page without its header
-gets the previous page's header (see :func:`continue_header`).
+gets the previous page's header (see :func:`continue_header`; which table
+continues which is decided by position in :mod:`pdf_page`), however many
+pages it runs over.
 """
 
 from __future__ import annotations
