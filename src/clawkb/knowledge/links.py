@@ -25,6 +25,8 @@ _SEE_ALSO = re.compile(
 _NAME_SPLIT = re.compile(r"\s*[,，;；、]\s*")
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
 _SLUG_DROP = re.compile(r"[^\w\- ]+")
+#: How a ``:ref:`` target is stored: this prefix, then the label casefolded.
+REF_PREFIX = "ref:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,8 @@ def slug(heading: str) -> str:
 
 def _edge(link: Link, path: str, line: int, kind: str | None) -> Edge | None:
     target = link.target.strip()
+    if link.kind == "ref":  # reStructuredText :ref:`label`: resolved through the labels
+        return Edge(kind or "ref", REF_PREFIX + target.casefold(), "", link.text, line)
     if link.kind == "wiki":
         name, _, frag = target.partition("#")
         name = name or path  # [[#Heading]]: this note
@@ -103,6 +107,8 @@ class Resolver:
             for name in {note_name(path), note_name(title or "")}:
                 if name:
                     self.by_name.setdefault(name, []).append(doc_id)
+        for doc_id, label in links_repo.rst_labels(conn):
+            self.by_name.setdefault(REF_PREFIX + str(label).casefold(), []).append(doc_id)
         self._conn = conn
         self._headings: dict[int, set[str]] = {}
 

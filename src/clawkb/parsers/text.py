@@ -4,8 +4,8 @@ Plain text has no structure beyond paragraphs, so each paragraph becomes one
 ``text`` slice; the chunker packs small ones together and splits long ones.
 Slice text keeps the original lines one to one, so a slice with ``n`` lines
 spans exactly ``n`` file lines (the chunker relies on that to give pieces of a
-long paragraph exact line numbers). ``.rst`` is claimed too: reStructuredText
-read as paragraphs is far better than not indexing it at all.
+long paragraph exact line numbers. reStructuredText has its own parser
+(:mod:`clawkb.parsers.rst`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ MAX_TITLE_CHARS = 120
 
 
 class TextParser:
-    """Parser for ``.txt``, ``.text``, ``.log`` and ``.rst`` files."""
+    """Parser for ``.txt``, ``.text`` and ``.log`` files (and extensionless text)."""
 
     name: ClassVar[str] = "text"
-    extensions: ClassVar[tuple[str, ...]] = (".txt", ".text", ".log", ".rst")
-    mime_types: ClassVar[tuple[str, ...]] = ("text/plain", "text/x-rst")
+    extensions: ClassVar[tuple[str, ...]] = (".txt", ".text", ".log")
+    mime_types: ClassVar[tuple[str, ...]] = ("text/plain",)
 
     def parse(self, data: bytes, path: str) -> ParsedDocument:
         text, encoding = decode_source(data, path)
@@ -61,3 +61,53 @@ def first_line_title(lines: list[str]) -> str:
         if stripped:
             return stripped[:MAX_TITLE_CHARS].rstrip()
     return ""
+
+
+#: First name parts (case-insensitive) of the documentation files projects and
+#: distributions ship without a telling extension: ``README.Debian``,
+#: ``CHANGES.old``, ``NEWS.Debian`` are text whatever follows the first dot.
+DOC_NAMES = frozenset(
+    [
+        "readme",
+        "read.me",
+        "changes",
+        "changelog",
+        "news",
+        "history",
+        "todo",
+        "authors",
+        "contributors",
+        "thanks",
+        "copying",
+        "copyright",
+        "license",
+        "licence",
+        "install",
+        "bugs",
+        "notice",
+        "faq",
+        "credits",
+        "maintainers",
+        "release-notes",
+        "releasenotes",
+        "upgrading",
+        "hacking",
+    ]
+)
+
+
+def is_text_name(path: str) -> bool:
+    """True for a file name that says "plain text" when no parser claims its extension.
+
+    Extensionless names (``copyright``, ``Makefile`` is not claimed here: the
+    caller still checks the content is text), documentation names with any
+    suffix (``README.Debian``, ``changelog.Debian.amd64``) and Debian's
+    ``*.Debian`` files. The caller checks the bytes are text.
+    """
+    name = PurePath(path).name
+    if not PurePath(name).suffix:
+        return True
+    lowered = name.lower()
+    if lowered.split(".", 1)[0] in DOC_NAMES:
+        return True
+    return ".debian" in lowered

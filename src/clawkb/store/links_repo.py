@@ -35,6 +35,15 @@ def document_names(conn: sqlite3.Connection) -> Iterator[tuple[int, str, str | N
     yield from conn.execute("SELECT id, path, title FROM documents")
 
 
+def rst_labels(conn: sqlite3.Connection) -> Iterator[tuple[int, str]]:
+    """``(doc id, label)`` for every reStructuredText label (``.. _label:``) documents define."""
+    rows = conn.execute(
+        "SELECT d.id, j.value FROM documents d, json_each(d.metadata, '$.labels') j"
+        " WHERE d.metadata LIKE '%\"labels\"%'"
+    )
+    yield from rows
+
+
 def heading_paths(conn: sqlite3.Connection, doc_id: int) -> list[str]:
     """The ``heading_path`` JSON of each chunk of a document."""
     rows = conn.execute("SELECT heading_path FROM chunks WHERE doc_id = ?", (doc_id,))
