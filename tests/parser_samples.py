@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 
 from clawkb.parsers.code import CodeParser
+from clawkb.parsers.compressed import CompressedParser
 from clawkb.parsers.docx import DocxParser
 from clawkb.parsers.html import HtmlParser
+from clawkb.parsers.mail import MailParser
+from clawkb.parsers.man import ManParser
+from clawkb.parsers.notebook import NotebookParser
+from clawkb.parsers.rst import RstParser
 from clawkb.parsers.spreadsheet import CsvParser, XlsxParser
 from clawkb.parsers.structured import JsonParser, YamlParser
 from clawkb.parsers.subtitles import SubtitleParser
@@ -70,6 +76,35 @@ def samples() -> dict[str, tuple[object, str, bytes]]:
         "c": (CodeParser(), "a.c", b"struct s { int a; };\nint f(int x)\n{\n  return x;\n}\n"),
         "rust": (CodeParser(), "a.rs", b"struct S;\nimpl S {\n    fn f(&self) {}\n}\n"),
         "ts": (CodeParser(), "a.ts", b"export class A {\n  f(): void {}\n}\nconst g = () => 1;\n"),
+        "rst": (
+            RstParser(),
+            "a.rst",
+            b"Title\n=====\n\nText :ref:`x <y>` :c:func:`f`.\n\n.. note::\n\n   N\n\n"
+            b"+---+---+\n| a | b |\n+===+===+\n| 1 | 2 |\n+---+---+\n\n.. code-block:: c\n\n"
+            b"   int x;\n\n.. list-table::\n   :header-rows: 1\n\n   * - H\n   * - v\n",
+        ),
+        "man": (
+            ManParser(),
+            "a.1",
+            b'.TH A 1\n.SH NAME\na \\- b\n.SH OPTIONS\n.TP\n.BR \\-x ", " \\-\\-y\nDo.\n'
+            b".nf\ncode\n.fi\n",
+        ),
+        "ipynb": (
+            NotebookParser(),
+            "a.ipynb",
+            b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": '
+            b'"markdown", "id": "a", "metadata": {}, "source": "# T\\n\\nx"}, {"cell_type": "code",'
+            b' "id": "b", "metadata": {}, "execution_count": 1, "source": "1+1", "outputs": '
+            b'[{"output_type": "stream", "name": "stdout", "text": "2"}]}]}',
+        ),
+        "mbox": (
+            MailParser(),
+            "a.mbox",
+            b"From a@x Mon Jan  1 00:00:00 2024\nFrom: a@x\nSubject: S\nMessage-ID: <1@x>\n\n"
+            b"Body.\n\nFrom b@x Mon Jan  1 00:00:00 2024\nFrom: b@x\nSubject: Re: S\n"
+            b"In-Reply-To: <1@x>\n\nReply.\n> Body.\n",
+        ),
+        "gz-md": (CompressedParser(), "a.md.gz", gzip.compress(b"# T\n\nx\n")),
         "regex-go": (
             CodeParser(use_tree_sitter=False),
             "a.go",

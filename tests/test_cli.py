@@ -94,7 +94,7 @@ def test_index_summary_line_counts(tmp_path: Path, docs: Path) -> None:
         "Bring-up notes\n\nchanged and longer text now\n", encoding="utf-8"
     )
     (docs / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + b"\x00" * 64)
-    res = run("--kb", home, "index", str(docs))
+    res = run("--kb", home, "index", str(docs), "--verbose")
     again = summary.match(res.stdout.strip())
     assert again is not None
     assert again.groups()[:6] == ("0", "1", "1", "2", "0", "1")

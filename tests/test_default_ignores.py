@@ -78,8 +78,10 @@ def test_default_ignores_skip_junk_and_say_why(tmp_path: Path, docs: Path) -> No
         assert folder in reasons, reasons  # one line per folder, not per file
     assert all("--include" in r for r in reasons.values())
     assert report["skipped"] == len(report["skipped_files"])
-    # the human report lists them too
+    # the human report counts them per reason; --verbose lists them
     res = _run(home, "index", str(docs))
+    assert "minified file" in res.stderr and "highlight.min.js" not in res.stderr
+    res = _run(home, "index", str(docs), "--verbose")
     assert "skipped: " + (docs / "theme" / "highlight.min.js").as_posix() in res.stderr
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,9 @@ def init(ctx: click.Context, folder: str | None) -> None:
 @click.option("--wait", default=30.0, show_default=True, help="Seconds to wait for another writer.")
 @click.option("--quiet", "-q", is_flag=True, help="Only print the summary line.")
 @click.option(
+    "--verbose", "-v", is_flag=True, help="List every skipped file (default: a count per reason)."
+)
+@click.option(
     "--datasheets",
     multiple=True,
     metavar="DIR",
@@ -48,6 +52,7 @@ def index(
     as_json: bool,
     wait: float,
     quiet: bool,
+    verbose: bool,
     datasheets: tuple[str, ...],
     include: tuple[str, ...],
 ) -> None:
@@ -95,8 +100,12 @@ def index(
     if not quiet:
         for path, reason in report.errors:
             echo(f"failed: {one_line(path)}: {reason}", err=True)
-        for path, reason in report.skipped_files:
-            echo(f"skipped: {one_line(path)}: {reason}", err=True)
+        if verbose:
+            for path, reason in report.skipped_files:
+                echo(f"skipped: {one_line(path)}: {reason}", err=True)
+        else:
+            for line in skip_summary(report.skipped_files):
+                echo(line, err=True)
         for path, message in report.warnings:
             echo(f"warning: {one_line(path)}: {message}", err=True)
     echo(
@@ -106,6 +115,26 @@ def index(
     )
     if report.errors:
         ctx.exit(EXIT_FAILURES)
+
+
+def skip_summary(skipped: list[tuple[str, str]], shown: int = 12) -> list[str]:
+    """Skipped files as one line per reason, most frequent first (``--verbose`` lists files)."""
+    if not skipped:
+        return []
+    counts: dict[str, int] = {}
+    for _, reason in skipped:
+        key = _SYMLINK_OUT.sub("symlink outside the indexed folder", reason)
+        counts[key] = counts.get(key, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    lines = [f"skipped {len(skipped):,} files (--verbose lists them):"]
+    lines += [f"  {n:>6,}  {one_line(reason)}" for reason, n in ranked[:shown]]
+    if len(ranked) > shown:
+        rest = sum(n for _, n in ranked[shown:])
+        lines.append(f"  {rest:>6,}  ({len(ranked) - shown} other reasons)")
+    return lines
+
+
+_SYMLINK_OUT = re.compile(r"^symlink to .*, outside the indexed folder.*$", re.S)
 
 
 @click.command()

@@ -45,6 +45,13 @@ T = TypeVar("T")
 
 #: When the parse running in this process must end (``time.monotonic()``), if limited.
 _deadline: float | None = None
+#: True in a forked, sandboxed parse worker (a parser calling another parser runs it here).
+_in_worker = False
+
+
+def in_worker() -> bool:
+    """Whether this process is an isolated parse worker (already sandboxed)."""
+    return _in_worker
 
 
 def time_left() -> float | None:
@@ -59,6 +66,9 @@ def time_left() -> float | None:
 def parse_with_limit(parser: Parser, data: bytes, path: str, timeout_s: float) -> ParsedDocument:
     """``parser.parse(data, path)`` under the time limit (``<= 0`` means none)."""
     if getattr(parser, "isolate", False) and hasattr(os, "fork"):
+        preload = getattr(parser, "preload", None)
+        if preload is not None:
+            preload()  # imports done once here, inherited by every forked worker
         return call_isolated(
             parser.parse,
             (data, path),
@@ -141,8 +151,9 @@ def call_isolated(
         pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the worker
         os.close(read_end)
-        global _deadline
+        global _deadline, _in_worker
         _deadline = deadline
+        _in_worker = True
         _worker(fn, args, write_end, timeout_s, seccomp, helpers)
     os.close(write_end)
     with contextlib.suppress(OSError):

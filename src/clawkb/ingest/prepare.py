@@ -23,7 +23,7 @@ from clawkb.ingest.chunker import ChunkConfig, chunk_slices
 from clawkb.ingest.decode import looks_binary, normalize_newlines
 from clawkb.ingest.limits import parse_with_limit
 from clawkb.parsers.registry import ParserRegistry, default_registry
-from clawkb.parsers.text import first_line_title, paragraph_slices
+from clawkb.parsers.text import first_line_title, is_text_name, paragraph_slices
 from clawkb.store.repo import ChunkValues, chunk_values, content_hash
 from clawkb.types import ParsedDocument
 
@@ -120,8 +120,8 @@ def prepare_file(task: FileTask, settings: FileSettings, registry: ParserRegistr
     except OSError as exc:
         return Prepared(key, "fail", f"cannot read ({exc.strerror or exc})")
     suffix = Path(key).suffix
-    if parser is None and suffix == "" and data and not looks_binary(data):
-        parser = registry.by_name("text")
+    if parser is None and is_text_name(key) and data and not looks_binary(data):
+        parser = registry.by_name("text")  # README, README.Debian, changelog: text by content
     if parser is None:
         reason = (
             "binary file, skipped"

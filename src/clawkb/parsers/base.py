@@ -10,6 +10,11 @@ Optional class attributes:
 * ``isolate = True``: parse in a forked, sandboxed worker under the time
   limit (:mod:`clawkb.ingest.limits`) — for formats parsed by C code or
   complex libraries from untrusted bytes;
+* ``preload()``: for an isolated parser, called in the parent before each
+  fork (must be cheap after the first call): import heavy libraries there
+  once, so every worker inherits them instead of importing them again;
+* ``filenames = ("mbox",)``: exact extensionless file names the parser
+  claims (lower-case);
 * ``requires = ("module", ...)`` and ``extra = "name"``: modules the parser
   imports at parse time; when one is missing, ``clawkb parsers`` shows
   ``not installed: pip install 'clawkb[name]'`` (and ``parse`` raises

@@ -58,6 +58,7 @@ class ParserRegistry:
         self._by_name: dict[str, Parser] = {}
         self._by_ext: dict[str, Parser] = {}
         self._by_mime: dict[str, Parser] = {}
+        self._by_filename: dict[str, Parser] = {}
         chosen = list(entry_points(group=GROUP)) if eps is None else list(eps)
         for ep in sorted(chosen, key=_load_order):
             self._load(ep)
@@ -70,11 +71,17 @@ class ParserRegistry:
         self._by_name[parser.name] = parser
         self._by_ext.update(dict.fromkeys(exts, parser))
         self._by_mime.update(dict.fromkeys(mimes, parser))
+        names = tuple(n.lower() for n in getattr(parser, "filenames", ()) or ())
+        self._by_filename.update(dict.fromkeys(names, parser))
 
     def for_path(self, path: str | PurePath) -> Parser | None:
-        """The parser for ``path``'s lower-case extension, or ``None``."""
-        suffix = PurePath(path).suffix.lower()
-        return self._by_ext.get(suffix) if suffix else None
+        """The parser for ``path``'s lower-case extension (or exact file name, for
+        parsers that list ``filenames`` such as ``mbox``), or ``None``."""
+        pure = PurePath(path)
+        suffix = pure.suffix.lower()
+        if suffix:
+            return self._by_ext.get(suffix)
+        return self._by_filename.get(pure.name.lower()) if self._by_filename else None
 
     def for_mime(self, mime_type: str) -> Parser | None:
         return self._by_mime.get(mime_type.split(";")[0].strip().lower())

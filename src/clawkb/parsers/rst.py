@@ -106,6 +106,12 @@ class RstParser:
     name: ClassVar[str] = "rst"
     extensions: ClassVar[tuple[str, ...]] = (".rst", ".rest")
     mime_types: ClassVar[tuple[str, ...]] = ("text/x-rst", "text/prs.fallenstein.rst")
+    #: docutils on untrusted text (deep nesting, huge tables): in the sandboxed worker.
+    isolate: ClassVar[bool] = True
+
+    def preload(self) -> None:
+        """Import and extend docutils once in the parent (forked workers inherit it)."""
+        _install()
 
     def parse(self, data: bytes, path: str) -> ParsedDocument:
         text, encoding = decode_source(data, path)
@@ -144,6 +150,7 @@ def _install() -> None:
     with _LOCK:
         if _installed:
             return
+        import docutils.core  # noqa: F401 - imported here so forked workers inherit it
         from docutils.parsers.rst import directives, roles
 
         from clawkb.parsers import rst_docutils as ext

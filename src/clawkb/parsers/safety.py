@@ -17,13 +17,16 @@ reports one line and the run goes on; recursion and memory blow-ups become
 
 from __future__ import annotations
 
+import bz2
 import io
+import lzma
 import re
 import zipfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from clawkb.errors import ClawkbError, ParseError, UnsafeFileError
 
@@ -121,6 +124,90 @@ def _bomb_reason(info: zipfile.ZipInfo, size: int, limits: ZipLimits, room: int)
         )
     total = limits.max_total_bytes // _MIB
     return f"ZIP members inflate beyond {total} MB in total (at {info.filename}): zip bomb refused"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamLimits:
+    """Ceilings for one ``.gz``/``.bz2``/``.xz`` file (a document, not a disk image)."""
+
+    max_bytes: int = 128 * _MIB
+    max_ratio: float = 250.0
+    ratio_floor_bytes: int = 4 * _MIB
+
+
+DEFAULT_STREAM_LIMITS = StreamLimits()
+#: Compression formats by suffix: (name shown, magic bytes).
+STREAM_FORMATS = {
+    ".gz": ("gzip", b"\x1f\x8b"),
+    ".bz2": ("bzip2", b"BZh"),
+    ".xz": ("xz", b"\xfd7zXZ\x00"),
+}
+
+
+def inflate_stream(
+    data: bytes, path: str, suffix: str, limits: StreamLimits = DEFAULT_STREAM_LIMITS
+) -> bytes:
+    """Decompress a whole ``.gz``/``.bz2``/``.xz`` file in bounded steps.
+
+    Output is produced :data:`_READ` bytes at a time and counted, so a bomb is
+    refused as soon as it passes ``max_bytes`` or, past ``ratio_floor_bytes``,
+    the ratio limit — before it is ever held in memory. Concatenated members
+    (``cat a.gz b.gz``) are read like ``gzip -d`` does.
+    """
+    name, magic = STREAM_FORMATS[suffix]
+    if not data.startswith(magic):
+        raise ParseError(path, f"not a {name} file (bad magic bytes)")
+    out = bytearray()
+    try:
+        for piece in _pieces(data, suffix):
+            out += piece
+            if len(out) > limits.max_bytes:
+                raise UnsafeFileError(
+                    path,
+                    f"{name} content inflates beyond {limits.max_bytes // _MIB} MB: bomb refused",
+                )
+            ratio = len(out) / max(len(data), 1)
+            if len(out) > limits.ratio_floor_bytes and ratio > limits.max_ratio:
+                raise UnsafeFileError(
+                    path,
+                    f"{name} content inflates {ratio:.0f}x (limit {limits.max_ratio:.0f}x): "
+                    "bomb refused",
+                )
+    except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError) as exc:
+        raise ParseError(path, f"corrupt {name} file: {exc}") from None
+    return bytes(out)
+
+
+def _pieces(data: bytes, suffix: str) -> Iterator[bytes]:
+    """Decompressed output in steps of at most :data:`_READ` bytes."""
+    dec: Any = _decompressor(suffix)
+    buf = data
+    while True:
+        if suffix == ".gz":
+            piece = dec.decompress(buf, _READ)
+            buf = dec.unconsumed_tail
+        else:
+            piece = dec.decompress(buf, _READ)
+            buf = b""
+        if piece:
+            yield piece
+        if dec.eof:
+            rest = dec.unused_data
+            if not rest.strip(b"\0"):
+                return
+            dec, buf = _decompressor(suffix), rest  # another member follows
+            continue
+        stalled = not buf and not piece and (suffix == ".gz" or dec.needs_input)
+        if stalled:
+            raise EOFError("truncated: the compressed stream ends early")
+
+
+def _decompressor(suffix: str) -> Any:
+    if suffix == ".gz":
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+    if suffix == ".bz2":
+        return bz2.BZ2Decompressor()
+    return lzma.LZMADecompressor()
 
 
 def read_member(data: bytes, name: str) -> bytes | None:
