@@ -1,0 +1,284 @@
+"""Index real documentation trees and measure what the new format parsers give.
+
+    .venv/bin/python bench/formats_trees.py --rst ../shared/datasets/esp-idf-docs/en
+    .venv/bin/python bench/formats_trees.py --debian /usr/share/doc
+    .venv/bin/python bench/formats_trees.py --rst DIR --debian DIR   # both
+
+* ``--rst DIR`` (a Sphinx tree): every section title of every ``.rst`` file,
+  found by an independent scan of the source (a text line underlined by a
+  punctuation line at least as long, roles reduced to their text), is
+  searched lexically; a title counts when the top hit's heading path ends in
+  that title and the hit is in a file that has a section with that title
+  (titles such as "Overview" live in many files; no query can name the file).
+  Also reported: the strict own-file rate and hit@5.
+* ``--debian DIR`` (a Debian doc tree, ``/usr/share/doc``): files skipped for
+  want of a parser, by kind (``.gz``, ``README.*``, other), and failures.
+
+Both report index wall and CPU seconds (this process and its workers) and the
+file/chunk counts. The results replace the "Document trees" section of
+bench/results/formats-latest.md (the spreadsheet table above it is kept) and
+are written to bench/results/formats-trees.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import resource
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SECTION_MARK = "## Document trees"
+_ADORN = re.compile(r"^([=\-`:'\"~^_*+#<>.])\1{2,}\s*$")
+_ROLE = re.compile(r":[\w:.+-]+:`([^`]*)`")
+_EXPLICIT = re.compile(r"^(.*?)\s*<[^<>]*>$")
+_LITERAL = re.compile(r"``([^`]*)``")
+
+
+def _cpu() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _plain_title(raw: str) -> str:
+    def role(m: re.Match[str]) -> str:
+        inner = m.group(1)
+        explicit = _EXPLICIT.match(inner)
+        text = explicit.group(1) if explicit and explicit.group(1) else inner
+        return text.lstrip("~!").split(".")[-1] if text.startswith("~") else text.lstrip("!")
+
+    text = _LITERAL.sub(r"\1", _ROLE.sub(role, raw))
+    text = re.sub(r"(?<![\w\\])[*]{1,2}([^*]+)[*]{1,2}", r"\1", text)
+    text = text.replace("\\", "")
+    return " ".join(text.split())
+
+
+def source_titles(root: Path) -> list[tuple[str, str]]:
+    """``(path, title)`` for each underlined section title in the ``.rst`` files."""
+    out: list[tuple[str, str]] = []
+    for path in sorted(root.rglob("*.rst")):
+        lines = path.read_text("utf-8", "replace").split("\n")
+        in_literal = False
+        for i in range(1, len(lines)):
+            title, under = lines[i - 1], lines[i]
+            if title.rstrip().endswith("::"):
+                in_literal = True
+            if not title.strip() or title.startswith((" ", "\t", "..")):
+                continue
+            if in_literal and not title.startswith(" "):
+                in_literal = False
+            if _ADORN.match(under) and len(under.rstrip()) >= len(title.rstrip()):
+                if _ADORN.match(title):
+                    continue
+                plain = _plain_title(title.strip())
+                if plain:
+                    out.append((path.resolve().as_posix(), plain))
+    return out
+
+
+def _same(heading: str, title: str) -> bool:
+    return "".join(_plain_title(heading).split()).casefold() == "".join(title.split()).casefold()
+
+
+def parser_coverage(titles: list[tuple[str, str]]) -> float:
+    """Share of source titles the parser makes the last heading of a slice in their file."""
+    from clawkb.parsers.rst import RstParser
+
+    by_file: dict[str, list[str]] = {}
+    for path, title in titles:
+        by_file.setdefault(path, []).append(title)
+    found = 0
+    for path, wanted in by_file.items():
+        doc = RstParser().parse(Path(path).read_bytes(), path)
+        heads = [s.heading_path[-1] for s in doc.slices if s.heading_path]
+        found += sum(any(_same(h, t) for h in heads) for t in wanted)
+    return round(found / len(titles), 4) if titles else 0.0
+
+
+def _index(folder: Path, home: Path) -> tuple[Any, dict[str, Any]]:
+    from clawkb.kb import KnowledgeBase
+
+    kb = KnowledgeBase.open(home, create=True)
+    cpu0, t0 = _cpu(), time.perf_counter()
+    report = kb.index([folder])
+    timing = {
+        "index_wall_s": round(time.perf_counter() - t0, 2),
+        "index_cpu_s": round(_cpu() - cpu0, 2),
+        "files_added": report.added,
+        "failed": report.failed,
+        "skipped": report.skipped,
+        "chunks": report.chunks_added,
+    }
+    return kb, {"report": report, **timing}
+
+
+def bench_rst(folder: Path, limit: int | None) -> dict[str, Any]:
+    titles = source_titles(folder)
+    with tempfile.TemporaryDirectory() as tmp:
+        kb, info = _index(folder, Path(tmp) / "kb")
+        report = info.pop("report")
+        files_with: dict[str, set[str]] = {}
+        for path, title in titles:
+            files_with.setdefault(title.casefold(), set()).add(path)
+        ok = own = at5 = at10 = 0
+        coverage = parser_coverage(titles)
+        misses: list[dict[str, Any]] = []
+        sample = titles if limit is None else titles[:limit]
+        for path, title in sample:
+            hits = kb.search(title, mode="lexical", limit=10, snippets=False).hits
+            good = [
+                h
+                for h in hits
+                if h.anchor.heading_path
+                and _same(h.anchor.heading_path[-1], title)
+                and h.anchor.path in files_with[title.casefold()]
+            ]
+            top = bool(hits) and bool(good) and good[0] is hits[0]
+            ok += top
+            own += top and hits[0].anchor.path == path
+            at5 += any(h.anchor.path == path for h in good[:5] if h in hits[:5])
+            at10 += any(h.anchor.path == path for h in good)
+            if not top and len(misses) < 25:
+                got = hits[0] if hits else None
+                misses.append(
+                    {
+                        "title": title,
+                        "file": path,
+                        "top": None
+                        if got is None
+                        else [got.anchor.path, list(got.anchor.heading_path)],
+                    }
+                )
+        kb.close()
+    n = len(sample)
+    return {
+        "folder": folder.name,
+        "rst_files": len(list(folder.rglob("*.rst"))),
+        "titles": n,
+        "title_top1": round(ok / n, 4) if n else 0.0,
+        "title_top1_own_file": round(own / n, 4) if n else 0.0,
+        "title_own_file_at5": round(at5 / n, 4) if n else 0.0,
+        "title_own_file_at10": round(at10 / n, 4) if n else 0.0,
+        "parser_title_coverage": coverage,
+        "failed_files": [list(e) for e in report.errors[:20]],
+        "misses": misses,
+        **info,
+    }
+
+
+def bench_debian(folder: Path) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        kb, info = _index(folder, Path(tmp) / "kb")
+        report = info.pop("report")
+        kb.close()
+    no_parser = [(p, r) for p, r in report.skipped_files if r.startswith("no parser")]
+    gz = [p for p, _ in no_parser if p.endswith((".gz", ".bz2", ".xz"))]
+    readme = [p for p, _ in no_parser if Path(p).name.upper().startswith("README")]
+    reasons = Counter(r for _, r in report.skipped_files)
+    failures = Counter(r.split(":")[0][:60] for _, r in report.errors)
+    return {
+        "folder": folder.as_posix(),
+        "no_parser_gz": len(gz),
+        "no_parser_readme": len(readme),
+        "no_parser_total": len(no_parser),
+        "skip_reasons": dict(reasons.most_common(12)),
+        "failure_reasons": dict(failures.most_common(8)),
+        "gz_examples": gz[:10],
+        **info,
+    }
+
+
+def _markdown(results: dict[str, Any]) -> list[str]:
+    lines = [SECTION_MARK, ""]
+    if "rst" in results:
+        r = results["rst"]
+        lines += [
+            f"Sphinx tree `{r['folder']}` ({r['rst_files']} `.rst` files, {r['titles']} section "
+            "titles from a source scan), each title searched lexically:",
+            "",
+            "| measure | value |",
+            "|---|---:|",
+            f"| top hit is a section with that title (in a file that has it) | {r['title_top1']:.1%} |",
+            f"| … and in the title's own file | {r['title_top1_own_file']:.1%} |",
+            f"| own file's section in the top 5 | {r['title_own_file_at5']:.1%} |",
+            f"| own file's section in the top 10 | {r['title_own_file_at10']:.1%} |",
+            f"| parser: titles that end a heading path in their file | {r['parser_title_coverage']:.1%} |",
+            f"| index wall / CPU seconds | {r['index_wall_s']} / {r['index_cpu_s']} |",
+            f"| files indexed / failed / skipped, chunks | {r['files_added']} / {r['failed']} / "
+            f"{r['skipped']}, {r['chunks']} |",
+            "",
+        ]
+    if "debian" in results:
+        d = results["debian"]
+        lines += [
+            f"Debian doc tree `{d['folder']}`:",
+            "",
+            "| measure | value |",
+            "|---|---:|",
+            f"| `.gz`/`.bz2`/`.xz` skipped for want of a parser | {d['no_parser_gz']} |",
+            f"| `README*` skipped for want of a parser | {d['no_parser_readme']} |",
+            f"| all files skipped for want of a parser | {d['no_parser_total']} |",
+            f"| index wall / CPU seconds | {d['index_wall_s']} / {d['index_cpu_s']} |",
+            f"| files indexed / failed / skipped, chunks | {d['files_added']} / {d['failed']} / "
+            f"{d['skipped']}, {d['chunks']} |",
+            "",
+            "Skip reasons: "
+            + ", ".join(f"{k} ({v})" for k, v in d["skip_reasons"].items())
+            + (
+                "; failures: " + ", ".join(f"{k} ({v})" for k, v in d["failure_reasons"].items())
+                if d["failure_reasons"]
+                else ""
+            ),
+            "",
+        ]
+    return lines
+
+
+def write_section(out_dir: Path, lines: list[str]) -> None:
+    latest = out_dir / "formats-latest.md"
+    old = latest.read_text("utf-8") if latest.exists() else ""
+    keep = old.split(SECTION_MARK, 1)[0].rstrip("\n")
+    latest.write_text((keep + "\n\n" if keep else "") + "\n".join(lines).rstrip() + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--rst", type=Path, help="a Sphinx .rst tree (esp-idf-docs/en)")
+    ap.add_argument("--debian", type=Path, help="a Debian doc tree (/usr/share/doc)")
+    ap.add_argument("--limit", type=int, help="search only the first N titles")
+    ap.add_argument("--out-dir", type=Path, default=HERE / "results")
+    args = ap.parse_args()
+    if not args.rst and not args.debian:
+        ap.error("give --rst DIR and/or --debian DIR")
+    results: dict[str, Any] = {}
+    json_path = args.out_dir / "formats-trees.json"
+    if json_path.exists():
+        results = json.loads(json_path.read_text("utf-8"))
+    if args.rst:
+        if not args.rst.is_dir():
+            raise SystemExit(f"{args.rst}: not a folder")
+        results["rst"] = bench_rst(args.rst, args.limit)
+        print(json.dumps({k: v for k, v in results["rst"].items() if k != "misses"}, indent=1))
+    if args.debian:
+        if not args.debian.is_dir():
+            raise SystemExit(f"{args.debian}: not a folder")
+        results["debian"] = bench_debian(args.debian)
+        print(json.dumps(results["debian"], indent=1))
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    write_section(args.out_dir, _markdown(results))
+    print("\n".join(_markdown(results)), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
