@@ -125,9 +125,12 @@ def bench_rst(folder: Path, limit: int | None) -> dict[str, Any]:
         kb, info = _index(folder, Path(tmp) / "kb")
         report = info.pop("report")
         files_with: dict[str, set[str]] = {}
+        by_title: Counter[str] = Counter()
         for path, title in titles:
             files_with.setdefault(title.casefold(), set()).add(path)
+            by_title[title.casefold()] += 1
         ok = own = at5 = at10 = 0
+        uniq_n = uniq_ok = 0
         coverage = parser_coverage(titles)
         misses: list[dict[str, Any]] = []
         sample = titles if limit is None else titles[:limit]
@@ -145,6 +148,9 @@ def bench_rst(folder: Path, limit: int | None) -> dict[str, Any]:
             own += top and hits[0].anchor.path == path
             at5 += any(h.anchor.path == path for h in good[:5] if h in hits[:5])
             at10 += any(h.anchor.path == path for h in good)
+            if len(files_with[title.casefold()]) == 1 and by_title[title.casefold()] == 1:
+                uniq_n += 1
+                uniq_ok += top
             if not top and len(misses) < 25:
                 got = hits[0] if hits else None
                 misses.append(
@@ -167,6 +173,8 @@ def bench_rst(folder: Path, limit: int | None) -> dict[str, Any]:
         "title_own_file_at5": round(at5 / n, 4) if n else 0.0,
         "title_own_file_at10": round(at10 / n, 4) if n else 0.0,
         "parser_title_coverage": coverage,
+        "unique_titles": uniq_n,
+        "unique_title_top1": round(uniq_ok / uniq_n, 4) if uniq_n else 0.0,
         "failed_files": [list(e) for e in report.errors[:20]],
         "misses": misses,
         **info,
@@ -191,6 +199,7 @@ def bench_debian(folder: Path) -> dict[str, Any]:
         "skip_reasons": dict(reasons.most_common(12)),
         "failure_reasons": dict(failures.most_common(8)),
         "gz_examples": gz[:10],
+        "failures": [[p, r[:160]] for p, r in report.errors[:20]],
         **info,
     }
 
@@ -207,6 +216,8 @@ def _markdown(results: dict[str, Any]) -> list[str]:
             "|---|---:|",
             f"| top hit is a section with that title (in a file that has it) | {r['title_top1']:.1%} |",
             f"| … and in the title's own file | {r['title_top1_own_file']:.1%} |",
+            f"| titles that occur once in the tree ({r['unique_titles']}): top hit is that section | "
+            f"{r['unique_title_top1']:.1%} |",
             f"| own file's section in the top 5 | {r['title_own_file_at5']:.1%} |",
             f"| own file's section in the top 10 | {r['title_own_file_at10']:.1%} |",
             f"| parser: titles that end a heading path in their file | {r['parser_title_coverage']:.1%} |",

@@ -357,3 +357,16 @@ def test_hostile_new_formats_fail_alone_in_the_sandbox(tmp_path: Path) -> None:
         assert "corrupt gzip" in reasons["cut.1.gz"]
         hit = kb.search("persimmon register", mode="lexical").hits[0]
         assert hit.anchor.path.endswith("good.rst") and hit.anchor.heading_path == ("Good",)
+
+
+def test_show_reads_through_a_compressed_file(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "frobctl.8.gz").write_bytes(gzip.compress(MAN.encode()))
+    home = str(tmp_path / "kb")
+    assert CliRunner().invoke(cli, ["--kb", home, "index", str(docs)]).exit_code == 0
+    found = CliRunner().invoke(cli, ["--kb", home, "search", "frobnicator socket", "--json"])
+    hit = json.loads(found.stdout)["hits"][0]
+    res = CliRunner().invoke(cli, ["--kb", home, "show", hit["anchor"], "--json"])
+    context = {c["line"]: c["text"] for c in json.loads(res.stdout)["context"]}
+    assert context[hit["line_start"]] == MAN.split("\n")[hit["line_start"] - 1] == ".SH DESCRIPTION"

@@ -224,8 +224,9 @@ def _file_lines(path: str, start: int, end: int) -> list[tuple[int, str]]:
         return []
     try:
         from clawkb.ingest.decode import decode_text, looks_binary
+        from clawkb.parsers.compressed import readable_bytes
 
-        data = p.read_bytes()
+        data = readable_bytes(path, p.read_bytes())
         if looks_binary(data):
             return []
         text, _ = decode_text(data, path)

@@ -82,6 +82,17 @@ class CompressedParser:
         )
 
 
+def readable_bytes(path: str, data: bytes) -> bytes:
+    """The bytes to show for a file: decompressed (bounded) when it is ``.gz/.bz2/.xz``.
+
+    Citations into a compressed file count lines of its decompressed text, so
+    ``show`` and the web page's source view read through it too. Raises
+    :class:`~clawkb.errors.ParseError` for a corrupt or oversized stream.
+    """
+    suffix = PurePath(path).suffix.lower()
+    return inflate_stream(data, path, suffix) if suffix in STREAM_FORMATS else data
+
+
 def inner_parser(inner_name: str, data: bytes) -> Parser | None:
     """The parser the inner file would get on disk; text by content as the fallback."""
     from clawkb.parsers.registry import default_registry

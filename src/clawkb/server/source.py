@@ -77,7 +77,12 @@ def _file_lines(path: str, hardlinks: bool = False) -> tuple[list[str], str]:
         return [], f"cannot read the file ({exc.strerror}); showing the indexed text"
     from clawkb.errors import ClawkbError
     from clawkb.ingest.decode import decode_text, looks_binary
+    from clawkb.parsers.compressed import readable_bytes
 
+    try:
+        data = readable_bytes(path, data)  # citations count the decompressed lines
+    except ClawkbError:
+        return [], "cannot decompress the file; showing the indexed text"
     if looks_binary(data):
         return [], "not a text file; showing the indexed text"
     try:
