@@ -94,6 +94,11 @@ def test_man_page_sections_and_options() -> None:
     code = next(s for s in doc.slices if s.kind == "code")
     assert code.heading_path == ("OPTIONS", "Exit status") and "1  daemon unreachable" in code.text
     assert any(".so" in w for w in doc.warnings)  # never followed
+    docbook = (
+        ".TH GIT 1\n.SH OPTIONS\n.PP\n\\-v, \\-\\-version\n.RS 4\nPrints the version\\&.\n.RE\n"
+    )
+    item = next(s for s in ManParser().parse(docbook.encode(), "git.1").slices if s.kind == "list")
+    assert item.text == "-v, --version: Prints the version." and item.line_start == 4
     mdoc = ManParser().parse(MDOC.encode(), "widget.1")
     assert mdoc.title == "widget - draw a widget"
     items = [s.text for s in mdoc.slices if s.kind == "list"]

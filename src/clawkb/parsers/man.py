@@ -62,7 +62,7 @@ _MDOC_FLAG = re.compile(r"\bFl\s+(\S+)")
 _URL = re.compile(r"https?://[^\s>)\]]+")
 _NO_FILL = (".nf", ".EX", ".Bd", ".Vb")
 _FILL = (".fi", ".EE", ".Ed", ".Ve")
-_PARAGRAPH = (".PP", ".LP", ".P", ".sp", ".Pp", ".Lp", ".HP", ".br", ".RE", ".RS", ".El")
+_PARAGRAPH = (".PP", ".LP", ".P", ".sp", ".Pp", ".Lp", ".HP", ".br", ".RE", ".El")
 _ITEM = (".TP", ".IP", ".It", ".TQ")
 _IGNORED_REQUESTS = frozenset(
     [
@@ -281,6 +281,15 @@ class _Reader:
             if tag:
                 self.tag, self.kind = tag, "list"
                 self.first = number
+        elif request == ".RS":
+            # DocBook's pages write an option as a one-line paragraph, then the
+            # description indented by .RS/.RE: the same item as a .TP
+            one_line = len(self.buf) == 1 and self.tag is None and self.kind == "text"
+            if one_line and not self.no_fill and self.buf[0].strip():
+                self.tag, self.kind = self.buf[0].strip(), "list"
+                self.buf = []
+            else:
+                self._flush()
         elif request in _PARAGRAPH:
             if not self.no_fill:
                 self._flush()
