@@ -171,7 +171,13 @@ def _notebook() -> bytes:
     return nbformat.writes(nb).encode()
 
 
-def test_notebook_cells_headings_outputs() -> None:
+def test_notebook_cells_headings_outputs(capfd: pytest.CaptureFixture[str]) -> None:
+    old = (
+        b'{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": "markdown",'
+    )
+    doc = NotebookParser().parse(old + b' "metadata": {}, "source": "# No ids"}]}', "old.ipynb")
+    assert doc.title == "No ids" and any("missing an id" in w for w in doc.warnings)
+    assert capfd.readouterr().err == ""  # nbformat's warning is the document's, not stderr's
     data = _notebook()
     doc = NotebookParser().parse(data, "bench.ipynb")
     lines = data.decode().split("\n")

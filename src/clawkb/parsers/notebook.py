@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import warnings
 from pathlib import PurePath
 from typing import Any, ClassVar
 
@@ -57,7 +58,8 @@ class NotebookParser:
         except ImportError:
             raise MissingDependencyError(f"{path}: Jupyter notebooks", "formats") from None
         text, encoding = decode_source(data, path)
-        with guard(path, "Jupyter notebook"):
+        with guard(path, "Jupyter notebook"), warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")  # nbformat's warnings go to the document, not stderr
             captured: dict[str, Any] = {}
             nb = nbformat.reads(text, as_version=4, capture_validation_error=captured)
         cells = list(nb.get("cells") or [])
@@ -68,10 +70,11 @@ class NotebookParser:
         builder = _Builder(text.split("\n"), len(cells), _language(nb))
         for number, cell in enumerate(cells, 1):
             builder.cell(number, cell)
-        warnings = ("notebook does not validate against its schema",) if captured else ()
+        notes = ["notebook does not validate against its schema"] if captured else []
+        notes += sorted({str(w.message).split(".")[0][:120] for w in seen})
         meta = {"cells": len(cells), "language": builder.language}
         title = builder.first_heading or PurePath(path).stem
-        return ParsedDocument(tuple(builder.slices), title, meta, encoding, warnings)
+        return ParsedDocument(tuple(builder.slices), title, meta, encoding, tuple(notes))
 
 
 def _language(nb: Any) -> str | None:
