@@ -170,7 +170,11 @@ def main() -> int:
     out.write_text(
         json.dumps({"rows": args.rows, "environment": env, "results": results}, indent=2) + "\n"
     )
-    (args.out_dir / "formats-latest.md").write_text("\n".join(lines) + "\n")
+    latest = args.out_dir / "formats-latest.md"
+    trees = ""  # the section bench/formats_trees.py writes is kept
+    if latest.exists() and "## Document trees" in latest.read_text("utf-8"):
+        trees = "\n## Document trees" + latest.read_text("utf-8").split("## Document trees", 1)[1]
+    latest.write_text("\n".join(lines) + "\n" + trees)
     return 0
 
 
