@@ -42,7 +42,7 @@ def _limit(limit: int) -> int:
 @router.get("/search", summary="Search (the options of `clawkb search`)")
 async def search(
     request: Request,
-    q: Annotated[str, Query(min_length=1, description="The query (any language).")],
+    q: Annotated[str, Query(description="The query (any language); blank is a 400 error.")],
     limit: int = 10,
     path: Multi = [],  # noqa: B006 - FastAPI reads the default, never mutates it
     explain: bool = False,

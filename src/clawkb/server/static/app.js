@@ -12,7 +12,8 @@ const I18N = {
     watch: "Watch", runs: "Last runs", r_started: "Started", r_status: "Status",
     r_counts: "Counts", r_errors: "Errors", prev: "◀ previous", next: "next ▶",
     token_prompt: "This server needs an access token.", hits: (n, ms) => `${n} results · ${ms} ms`,
-    none: "No match.", sources: "Sources", nearest: "Nearest passages", asking: "Thinking…",
+    none: "No match.", no_match: "Nothing in the knowledge base looks relevant to this query.",
+    sources: "Sources", nearest: "Nearest passages", asking: "Thinking…",
     documents: "Documents", chunks: "Chunks", vectors: "Vectors", segments: "Segments",
     memories: "Memories", watch_off: "Not watching (start with --watch).",
     watch_on: (s) => `Watching ${s.roots.join(", ")} · ${s.runs} runs · ${s.pending} pending` +
@@ -27,7 +28,7 @@ const I18N = {
     watch: "监视", runs: "最近的索引", r_started: "开始", r_status: "状态",
     r_counts: "计数", r_errors: "错误", prev: "◀ 上一段", next: "下一段 ▶",
     token_prompt: "此服务器需要访问令牌。", hits: (n, ms) => `${n} 条结果 · ${ms} 毫秒`,
-    none: "没有匹配。", sources: "来源", nearest: "最相近的段落", asking: "思考中…",
+    none: "没有匹配。", no_match: "知识库中没有与此查询相关的内容。", sources: "来源", nearest: "最相近的段落", asking: "思考中…",
     documents: "文档", chunks: "分块", vectors: "向量", segments: "索引段",
     memories: "记忆", watch_off: "未监视（用 --watch 启动）。",
     watch_on: (s) => `正在监视 ${s.roots.join("、")} · ${s.runs} 次索引 · ${s.pending} 个待处理` +
@@ -157,6 +158,7 @@ function renderHits(body) {
   const list = $("#results");
   list.replaceChildren();
   selected = -1;
+  if (!body.hits.length) list.append(el("li", "empty", body.abstained ? t("no_match") : t("none")));
   body.hits.forEach((h, i) => {
     const li = el("li", "hit");
     li.tabIndex = 0;
