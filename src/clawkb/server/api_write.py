@@ -188,9 +188,10 @@ def _embed_later(st: Any) -> None:
 
 def _report_embed(fut: Any) -> None:
     exc = fut.exception()
-    got = None if exc is not None else fut.result()
-    if exc is not None or (got and got["error"]):
-        print(f"warning: new chunks not embedded: {exc or got['error']}", flush=True)
+    got = fut.result() if exc is None else None
+    why = exc or (got or {}).get("error")
+    if why:
+        print(f"warning: new chunks not embedded yet: {why}", flush=True)
 
 
 class UploadTooLarge(ConfigError):
