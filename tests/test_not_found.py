@@ -8,7 +8,6 @@ A query nothing in the KB is about: no hits, ``abstained`` in every channel
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,17 +141,13 @@ def test_http_and_web_page(home: Path) -> None:
 
 
 def _web_page_empty_state(url: str) -> None:
-    if importlib_missing("playwright"):
-        return
-    from playwright.sync_api import expect, sync_playwright
+    from server_helpers import browser_page
 
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(chromium).exists():
-        return
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox"])
-        page = b.new_context(locale="en-US").new_page()
-        page.goto(url + "/")
+    with browser_page(url + "/") as page:
+        if page is None:
+            return
+        from playwright.sync_api import expect
+
         page.locator("#q").fill(OFF_TOPIC[0])
         page.locator("#q").press("Enter")
         expect(page.locator("#results .empty")).to_contain_text("Nothing in the knowledge base")
@@ -161,13 +156,6 @@ def _web_page_empty_state(url: str) -> None:
         page.locator("#q").fill(ANSWERABLE[0])
         page.locator("#q").press("Enter")
         expect(page.locator("#results .hit").first).to_contain_text("can.md")
-        b.close()
-
-
-def importlib_missing(name: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(name) is None
 
 
 def test_mcp(home: Path) -> None:

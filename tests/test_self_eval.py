@@ -99,25 +99,18 @@ def test_eval_needs_a_dataset_or_self(home: Path) -> None:
 
 def test_http_endpoint_and_status_page(home: Path) -> None:
     pytest.importorskip("fastapi")
-    from server_helpers import serving
+    from server_helpers import browser_page, serving
 
     with serving(home) as srv:
         data = srv.ok("GET", "/api/v1/eval/self", params={"per_kind": 5})
         assert data["kinds"]["identifier"]["queries"] == 5
         assert srv.get("/api/v1/eval/self", params={"per_kind": 0}).status_code == 400
-        try:
-            from playwright.sync_api import expect, sync_playwright
-        except ImportError:
-            return
-        chromium = shutil.which("chromium") or "/usr/bin/chromium"
-        if not Path(chromium).exists():
-            return
-        with sync_playwright() as pw:
-            b = pw.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox"])
-            page = b.new_context(locale="en-US").new_page()
-            page.goto(srv.url + "/#status")
+        with browser_page(srv.url + "/#status") as page:
+            if page is None:
+                return
+            from playwright.sync_api import expect
+
             page.locator("#self-run").click()
             row = page.locator("#self-table tr[data-kind=identifier]")
             expect(row).to_contain_text("identifier")
             expect(row.locator("td.num").first).to_have_text("1.00")
-            b.close()
