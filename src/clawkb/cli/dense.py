@@ -83,7 +83,12 @@ def retrieval_options(func: F) -> F:
         click.option(
             "--early-return", type=float, help="Lexical top-1 margin that skips dense (0 = never)."
         ),
-        click.option("--min-confidence", type=float, help="Abstain below this confidence."),
+        click.option(
+            "--min-confidence",
+            type=float,
+            help='With vectors: say "no match" below this P(answerable) (default: the fitted'
+            " model's threshold; 0 never).",
+        ),
         click.option("--no-merge", is_flag=True, help="Do not merge adjacent chunks of a section."),
         click.option(
             "--type", "doc_types", multiple=True, help="Only this document type/extension."
