@@ -224,7 +224,11 @@ def main() -> None:
         print(name, f"{time.perf_counter() - t0:.0f}s", json.dumps(reports[-1]["held_out"]),
               file=sys.stderr, flush=True)  # fmt: skip
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "notfound-rates.json").write_text(json.dumps(reports, indent=1, ensure_ascii=False))
+    out = RESULTS / "notfound-rates.json"
+    if out.is_file():  # runs on other KBs stay: one table for every KB measured
+        mine = {r["kb"] for r in reports}
+        reports = [r for r in json.loads(out.read_text()) if r["kb"] not in mine] + reports
+    out.write_text(json.dumps(reports, indent=1, ensure_ascii=False))
     md = markdown(reports)
     (RESULTS / "notfound-rates.md").write_text(md)
     print(md)
