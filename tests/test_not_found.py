@@ -25,7 +25,8 @@ pytest.importorskip("onnxruntime")
 
 DOCS = {
     "can.md": "# CAN bus termination\n\nA CAN bus needs a 120 ohm termination resistor at each "
-    "of its two ends; the resistance between CANH and CANL is then about 60 ohm.\n",
+    "of its two ends; the resistance between CANH and CANL is then about 60 ohm. Drive CAN_TERM_EN high to "
+    "switch the on-board terminator in.\n",
     "uart.md": "# Debug console\n\nThe debug UART runs at 1500000 baud on header J6 "
     "(GND / TX / RX, 3.3 V levels).\n",
     "ddr.md": "# DDR4 routing\n\nDifferential pairs (CLK, DQS) are routed at 100 ohm "
@@ -177,3 +178,36 @@ def test_mcp(home: Path) -> None:
             assert bad.is_error and "empty" in bad.content[0].text
 
     anyio.run(main)
+
+
+def test_identifier_held_verbatim_is_answered_in_any_language(kb: KnowledgeBase) -> None:
+    """A Chinese question around an identifier of an English page: the words are not in
+    the KB, the identifier is; the decision answers, and ``ask`` agrees."""
+    q = "如何使用 CAN_TERM_EN"
+    res = kb.search(q, limit=3)
+    assert res.hits and not res.abstained and "CAN_TERM_EN" in res.hits[0].text
+    assert res.decision.method in ("identifier", "model")
+    assert not answer(kb, q, llm="none").abstained
+    # an identifier the KB does not hold is no evidence
+    assert kb.search("如何配置 XQ_FOO_BAR 参数", limit=3).abstained
+
+
+def test_verbatim_identifier_rule() -> None:
+    from types import SimpleNamespace
+
+    from clawkb.retrieve.notfound import verbatim
+    from clawkb.text.identifiers import identifiers
+
+    assert identifiers("调用 esp_wifi_init() 与 CONFIG_FOO, 寄存器 0x4002_3800。") == [
+        "esp_wifi_init",
+        "CONFIG_FOO",
+        "0x4002_3800",
+    ]
+    assert identifiers("ObserverEvent and a.b.c but not GPIO or plain words.") == [
+        "ObserverEvent",
+        "a.b.c",
+    ]
+    page = SimpleNamespace(text="Call esp_wifi_init() first.")
+    assert verbatim("如何使用 esp_wifi_init", [page])
+    assert not verbatim("如何使用 esp_wifi_deinit", [page])
+    assert not verbatim("how to start wifi", [page])  # no identifier in the question

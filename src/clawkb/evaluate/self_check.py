@@ -31,18 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from clawkb.text.identifiers import identifiers
+
 __all__ = ["SelfQuery", "SelfReport", "generate", "self_eval"]
 
 KINDS = ("section", "identifier", "zh2en", "en2zh")
-_IDENT = re.compile(
-    r"(?<![\w.])(?:"
-    r"0[xX][0-9A-Fa-f][0-9A-Fa-f_]{2,}"  # hex, with digit separators
-    r"|[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+"  # snake_case, CONFIG_FOO, GPIOB_PUPDR
-    r"|[a-z]+(?:[A-Z][a-z0-9]+){1,}[A-Za-z0-9]*"  # camelCase
-    r"|(?:[A-Z][a-z0-9]+){2,}[A-Za-z0-9]*"  # CamelCase
-    r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}"  # dotted.path.name
-    r")(?:\(\))?(?!\w|\.\w)"
-)
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _LANG_DIRS = {"en", "en_us", "en-us", "zh", "zh_cn", "zh-cn", "cn", "zh_hans", "zh-hans", "chs"}
 _LANG_SUFFIX = re.compile(r"\.(en|zh|zh_CN|zh-CN|cn)(?=\.[^.]+$)", re.IGNORECASE)
@@ -122,8 +115,8 @@ def generate(rows: Sequence[Any], per_kind: int = 50) -> dict[str, list[SelfQuer
             titles.setdefault(r.path, r.heading_path[0].strip())
         elif r.title:
             titles.setdefault(r.path, r.title.strip())
-        for m in _IDENT.finditer(r.text):
-            idents[m.group(0).removesuffix("()")].add(r.path)
+        for name in identifiers(r.text):
+            idents[name].add(r.path)
     out: dict[str, list[SelfQuery]] = {}
     out["section"] = _pick(
         (

@@ -7,7 +7,9 @@ query. The pipeline asks the fitted abstain model
 the best :data:`DEPTH` passages answer the query; when it says no, the search
 returns no hits, ``abstained`` is set and the nearest passages are kept aside
 (``SearchResult.nearest``) for callers that show them (``ask``).
-Lexical-only searches are not judged: a term match is its own evidence.
+Lexical-only searches are not judged: a term match is its own evidence; for
+the same reason a query naming an identifier that one of the top passages holds
+verbatim (:func:`verbatim`) is always answered.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from clawkb.text.identifiers import identifiers
+
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
     from clawkb.types import Hit
@@ -23,6 +27,8 @@ if TYPE_CHECKING:
 #: Passages the decision looks at, whatever the requested limit (so a search for
 #: 3 hits and one for 20 decide alike, and ``ask`` decides as ``search`` does).
 DEPTH = 8
+#: Hits searched for an identifier of the question held verbatim.
+VERBATIM_DEPTH = 3
 
 
 @dataclass(frozen=True)
@@ -59,4 +65,14 @@ def judge(
     conf = decide(kb.lexical, question, views, vectors=True)
     if min_confidence is not None:
         conf = replace(conf, threshold=float(min_confidence))
+    elif conf.abstain and verbatim(question, hits[:VERBATIM_DEPTH]):
+        conf = replace(conf, value=1.0, method="identifier")
     return conf
+
+
+def verbatim(question: str, hits: Sequence[Hit]) -> bool:
+    """True when the question carries an identifier one of ``hits`` holds exactly
+    (``如何使用 KEY_DIGEST`` over a page defining ``KEY_DIGEST``): the user named the
+    thing, and it is there, whatever the words around it."""
+    names = identifiers(question)
+    return bool(names) and any(n in h.text for n in names for h in hits)
