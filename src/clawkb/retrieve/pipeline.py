@@ -288,7 +288,8 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         for entry in stages:
             entry.setdefault("backend", source.name)
     conf, verdict, nearest = confidence(hits, rw.tokens, channels), None, []
-    kb = getattr(source, "kb", None)  # the fitted model reads the local term statistics
+    # the fitted model reads the local term statistics; Milvus keeps the cosine rule
+    kb = getattr(source, "kb", None) if source.name == "local" else None
     if resolved != "lexical" and kb is not None:  # "is anything relevant?" (notfound.py)
         traces = {f.chunk_id: f.trace for f in fused[:depth]}
         verdict = notfound.judge(kb, q.text, hits, [traces.get(i) for i in chunk_ids],
