@@ -205,6 +205,9 @@ def markdown(reports: list[dict]) -> str:
             f"| {r['kb']} | {d['false_abstain']:.1%} | {d['false_answer_other']:.1%}"
             f" | {d['false_answer_nonsense']:.1%} |"
         )
+    reading = RESULTS / "notfound-reading.md"
+    if reading.is_file():
+        lines += ["", reading.read_text("utf-8").rstrip()]
     return "\n".join(lines) + "\n"
 
 

@@ -297,9 +297,9 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         conf = verdict.value if verdict is not None else conf
         if verdict is not None and verdict.abstain:
             nearest, hits, chunk_ids = hits[: q.limit], [], []
-    elif hits and "dense" in channels and conf < remote_min_confidence(s):  # no term stats
-        nearest, hits, chunk_ids = hits[: q.limit], [], []
     hits, chunk_ids = hits[: q.limit], chunk_ids[: q.limit]
+    # Milvus: no term statistics for the model; the cosine rule flags, hits stay
+    flagged = kb is None and bool(hits) and "dense" in channels and conf < remote_min_confidence(s)
     res = SearchResult(
         q.text,
         rw.tokens,
@@ -309,7 +309,7 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         warnings=warnings,
         mode=resolved,
         confidence=conf,
-        abstained=bool(nearest),
+        abstained=bool(nearest) or flagged,
         stages=stages,
         rewrites=rw.expansions,
         chunk_ids=chunk_ids,
