@@ -37,6 +37,14 @@ GPIO = """# GPIO 说明
 输出速度寄存器控制引脚的翻转速率。
 """
 
+REGS = """# GPIO registers
+
+| Register | Offset | Reset value |
+|---|---|---|
+| GPIOA_MODER | 0x00 | 0xA800_0000 |
+| GPIOB_MODER | 0x00 | 0x0000_0280 |
+"""
+
 UART = """# UART notes
 
 ## Baud rate
@@ -54,6 +62,7 @@ def kb(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def
     (docs / "power.md").write_text(POWER, "utf-8")
     (docs / "gpio.md").write_text(GPIO, "utf-8")
     (docs / "uart.md").write_text(UART, "utf-8")
+    (docs / "regs.md").write_text(REGS, "utf-8")
     with KnowledgeBase.open(root / ".clawkb", create=True) as kb:
         kb.index([docs])
         yield kb
@@ -90,3 +99,9 @@ def test_extract_answer_rule_directly(kb) -> None:  # type: ignore[no-untyped-de
     got = extract_answer(passages, terms, max_sentences=5)
     assert got and "复位后所有引脚为模拟输入模式" in got[0].text
     assert all("AMS1117" not in s.text for s in got)
+
+
+def test_an_identifier_sharing_a_part_is_another_topic(kb) -> None:  # type: ignore[no-untyped-def]
+    res = answer(kb, "What is the reset value of GPIOA_MODER?", llm="none")
+    assert res.mode == "extractive" and "0xA800_0000" in res.text.splitlines()[0]
+    assert "GPIOB_MODER" not in res.text  # shares MODER and "reset value", not the register

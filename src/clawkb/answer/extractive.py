@@ -65,7 +65,7 @@ class Sentence:
 @dataclass(frozen=True)
 class _Scored:
     sentence: Sentence
-    #: question terms the sentence holds, itself or through its heading
+    #: question terms the sentence holds whole (their rarest token), itself or by its heading
     held: frozenset[str]
 
 
@@ -147,8 +147,10 @@ def extract_answer(
             own = sum(t.credit(present) for t in terms)
             ctx = sum(t.credit(heading) for t in terms if t.credit(present) == 0)
             score = (own + HEADING_WEIGHT * ctx * (own > 0)) / total - RANK_PENALTY * (p.n - 1)
-            held = frozenset(
-                t.text for t in terms if t.credit(present) or (own > 0 and t.credit(heading))
+            held = frozenset(  # whole terms: GPIOB_MODER does not hold GPIOA_MODER's topic
+                t.text
+                for t in terms
+                if set(t.tokens) <= present or (own > 0 and set(t.tokens) <= heading)
             )
             scored.append((score, len(scored), _Scored(Sentence(s, p.n, round(score, 4)), held)))
     scored.sort(key=lambda x: (-x[0], x[1]))
@@ -161,8 +163,9 @@ def _on_topic(ranked: list[_Scored], terms: Sequence[Term], limit: int) -> list[
     if not ranked:
         return []
     best = ranked[0]
-    weight = {t.text: t.weight for t in terms}
-    topic = max(best.held, key=lambda t: weight[t], default=None)
+    # the rarest term; on a tie the one of more parts (an identifier is the more specific)
+    rank = {t.text: (t.weight, len(t.tokens)) for t in terms}
+    topic = max(sorted(best.held), key=lambda t: rank[t], default=None)
     out: list[_Scored] = []
     seen: set[str] = set()
     for cand in ranked:
