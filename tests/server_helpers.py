@@ -158,3 +158,26 @@ def poll(fn: Any, timeout: float = 15.0, every: float = 0.1) -> Any:
             return last
         time.sleep(every)
     raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
+
+
+@contextmanager
+def browser_page(url: str, locale: str = "en-US") -> Iterator[Any]:
+    """A page of Debian's headless chromium (driven by Playwright) opened at ``url``,
+    or None when Playwright or chromium is missing (the caller then skips its checks)."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        yield None
+        return
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        yield None
+        return
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox"])
+        try:
+            page = b.new_context(locale=locale).new_page()
+            page.goto(url)
+            yield page
+        finally:
+            b.close()

@@ -148,6 +148,7 @@ def local(kb: KnowledgeBase, query: str, **kw: Any) -> Any:
     """The local pipeline alone, like ``kb_search`` below: the knowledge stages (this KB
     has ``sources:``) wrap both backends the same way in ``kb.search``."""
     mode, limit = kw.pop("mode"), kw.pop("limit", 10)
+    kw.setdefault("min_confidence", 0.0)  # rankings compared: Milvus has no "no match" model
     q = Query.make(query, limit=limit, mode=mode, options=kw, explain=True)
     return kb.run_prepared(dataclasses.replace(q, knowledge=OFF), source=LocalSource(kb))
 

@@ -180,6 +180,9 @@ class Confidence:
                 " dense cosine, channel agreement, language); value = P(answerable)"
             )
             out["features"] = self.features
+        elif self.method == "identifier":  # clawkb.retrieve.notfound.verbatim
+            out["method"] = "the question names an identifier a top passage holds verbatim"
+            out["features"] = self.features
         return out
 
 

@@ -54,6 +54,7 @@ from clawkb.errors import ConfigError
 __all__ = [
     "MODEL_PATH",
     "Model",
+    "decide",
     "derived",
     "features",
     "load_model",
@@ -198,7 +199,7 @@ def _both_channels(hit: Any) -> bool:
     """Both channels ranked this hit within their first :data:`AGREE_RANK`."""
     ch = (hit.explanation or {}).get("channels") or {}
     return all(
-        isinstance(ch.get(name), dict) and int(ch[name].get("rank", 10**9)) <= AGREE_RANK
+        isinstance(ch.get(name), dict) and int(ch[name].get("rank") or 10**9) <= AGREE_RANK
         for name in ("lexical", "dense")
     )
 
@@ -239,3 +240,22 @@ def model_confidence(
     feats = features(lexical, question, hits, terms, cov.value, len(cov.matched), cosine, texts)
     p, threshold = probability(feats, vectors=vectors and cosine is not None)
     return replace(cov, value=p, threshold=threshold, method="model", features=feats)
+
+
+def decide(lexical: Any, question: str, hits: Sequence[Any], vectors: bool) -> Any:
+    """The one "is anything here relevant?" decision, used by ``search`` and ``ask``.
+
+    ``hits``: the top passages, best first, each with ``title``, ``anchor``,
+    ``text`` and (for the dense cosine and channel agreement) ``explanation``
+    holding the fusion's per-channel trace. ``vectors``: the search ran with
+    the dense channel on (the hybrid model decides when its cosine is known).
+    Returns a :class:`~clawkb.answer.abstain.Confidence` whose ``abstain``
+    says whether to answer "no match".
+    """
+    from clawkb.answer.abstain import dense_top, question_terms
+
+    top = list(hits[:SPREAD_DEPTH])
+    terms = question_terms(lexical, question)
+    texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in top]
+    cos = dense_top(top) if vectors else None
+    return model_confidence(lexical, question, top, terms, texts, cos, vectors)

@@ -138,17 +138,21 @@ def answer(
     res = kb.search(question, limit=limit, path_glob=path_glob, explain=explain or vectors)
     t1 = time.perf_counter()
     terms = question_terms(kb.lexical, question)
-    cos = dense_top(res.hits) if vectors else None
-    texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in res.hits]
+    found = res.hits or res.nearest  # an abstained search keeps its nearest passages aside
+    cos = dense_top(found) if vectors else None
+    texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in found]
     # crossling: the fitted model, unless a threshold is set or the KB is remote (Milvus
     # keeps no term statistics to compute its features from)
-    if min_confidence is None and "min_confidence" not in opts and not getattr(kb, "remote", False):
-        conf = model_confidence(kb.lexical, question, res.hits, terms, texts, cos, vectors)
+    fitted = min_confidence is None and "min_confidence" not in opts
+    if fitted and res.decision is not None:  # the search's own decision (notfound.py)
+        conf = res.decision
+    elif fitted and not getattr(kb, "remote", False):
+        conf = model_confidence(kb.lexical, question, found, terms, texts, cos, vectors)
     else:
         if cos is not None and min_confidence is None and "min_confidence" not in opts:
             threshold = DENSE_MIN_CONFIDENCE
         conf = retrieval_confidence(terms, texts, threshold, question, cos)
-    passages = build_context(kb.repo, res.hits, budget_tokens=budget, max_passages=limit)
+    passages = build_context(kb.repo, found, budget_tokens=budget, max_passages=limit)
     t2 = time.perf_counter()
     out = Answer(question, "abstain", NOT_FOUND, passages, confidence=conf, role=role_obj.name)
     out.warnings = list(res.warnings)
@@ -157,7 +161,7 @@ def answer(
             "query_tokens": res.query_tokens,
             "terms": {t.text: round(t.weight, 4) for t in terms},
             "confidence": conf.to_dict(),
-            "hits": [hit_dict(h) for h in res.hits],
+            "hits": [hit_dict(h) for h in found],
             "budget_tokens": budget,
         }
     if not passages or conf.abstain:

@@ -16,6 +16,13 @@ Each unit is scored by the share of the question's term weight it covers
 (:func:`clawkb.answer.abstain.coverage`); a term missing from the sentence
 but present in its section heading earns part of its weight (the heading says
 what "it" refers to), and lower-ranked passages pay a small penalty.
+
+Only sentences that answer the question are kept: the best one, then others
+that score at least :data:`KEEP_SHARE` of it *and* hold (themselves or through
+their heading) the question's topic — the rarest question term the best
+sentence holds. A sentence that shares only a common word with the question
+(``输入`` in a pin-reset note, under a question about a regulator's input
+voltage) is left out, however many passages there are.
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ _COMMENT = re.compile(r"^\s*(?:#|//|/\*|--|;)\s*")
 HEADING_WEIGHT = 0.5
 RANK_PENALTY = 0.05
 MIN_CHARS = 6
+#: A further sentence must score at least this share of the best one.
+KEEP_SHARE = 0.5
 MAX_CHARS = 400
 
 
@@ -51,6 +60,13 @@ class Sentence:
     text: str
     n: int
     score: float
+
+
+@dataclass(frozen=True)
+class _Scored:
+    sentence: Sentence
+    #: question terms the sentence holds whole (their rarest token), itself or by its heading
+    held: frozenset[str]
 
 
 def split_sentences(text: str) -> list[str]:
@@ -120,7 +136,7 @@ def extract_answer(
     result is empty only for an empty context.
     """
     total = sum(t.weight for t in terms) or 1.0
-    scored: list[tuple[float, int, Sentence]] = []
+    scored: list[tuple[float, int, _Scored]] = []
     for p in passages:
         heading = frozenset(tokenize(" ".join((*p.anchor.heading_path, p.title))))
         last_heading = p.anchor.heading_path[-1].strip() if p.anchor.heading_path else None
@@ -131,17 +147,41 @@ def extract_answer(
             own = sum(t.credit(present) for t in terms)
             ctx = sum(t.credit(heading) for t in terms if t.credit(present) == 0)
             score = (own + HEADING_WEIGHT * ctx * (own > 0)) / total - RANK_PENALTY * (p.n - 1)
-            scored.append((score, len(scored), Sentence(s, p.n, round(score, 4))))
+            held = frozenset(  # whole terms: GPIOB_MODER does not hold GPIOA_MODER's topic
+                t.text
+                for t in terms
+                if set(t.tokens) <= present or (own > 0 and set(t.tokens) <= heading)
+            )
+            scored.append((score, len(scored), _Scored(Sentence(s, p.n, round(score, 4)), held)))
     scored.sort(key=lambda x: (-x[0], x[1]))
+    return [c.sentence for c in _on_topic([c for _, _, c in scored], terms, max_sentences)]
+
+
+def _on_topic(ranked: list[_Scored], terms: Sequence[Term], limit: int) -> list[_Scored]:
+    """The best sentence, then those that score near it and hold its rarest question
+    term (see the module docstring); duplicates dropped."""
+    if not ranked:
+        return []
+    best = ranked[0]
+    # the rarest term; on a tie the one of more parts (an identifier is the more specific)
+    rank = {t.text: (t.weight, len(t.tokens)) for t in terms}
+    topic = max(sorted(best.held), key=lambda t: rank[t], default=None)
+    out: list[_Scored] = []
     seen: set[str] = set()
-    best: list[Sentence] = []
-    for _, _, cand in scored:
-        if cand.text not in seen:
-            seen.add(cand.text)
-            best.append(cand)
-        if len(best) >= max_sentences:
+    for cand in ranked:
+        if len(out) >= limit:
             break
-    return best
+        if cand.sentence.text in seen:
+            continue
+        if (
+            out
+            and topic is not None
+            and (topic not in cand.held or cand.sentence.score < KEEP_SHARE * best.sentence.score)
+        ):
+            continue
+        seen.add(cand.sentence.text)
+        out.append(cand)
+    return out
 
 
 def render_extractive(sentences: Sequence[Sentence]) -> str:

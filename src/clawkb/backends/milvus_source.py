@@ -36,6 +36,7 @@ from clawkb.backends.milvus_search import _channel, entity_row, search
 from clawkb.backends.settings import MilvusSettings
 from clawkb.backends.surrogate import encode
 from clawkb.retrieve import fusion
+from clawkb.retrieve.settings import remote_min_confidence
 from clawkb.retrieve.source import Scope, TermCounts, TermStats, join
 from clawkb.store.repo import ChunkRow
 from clawkb.text import tokenize
@@ -268,7 +269,7 @@ class MilvusSource:
             weights=(s.w_lexical, s.w_dense),
             candidates=s.candidates,
             early_return=s.early_return,
-            min_confidence=s.min_confidence,
+            min_confidence=remote_min_confidence(s),
         )
         res.warnings += warnings
         return res

@@ -83,7 +83,12 @@ def retrieval_options(func: F) -> F:
         click.option(
             "--early-return", type=float, help="Lexical top-1 margin that skips dense (0 = never)."
         ),
-        click.option("--min-confidence", type=float, help="Abstain below this confidence."),
+        click.option(
+            "--min-confidence",
+            type=float,
+            help='With vectors: say "no match" below this P(answerable) (default: the fitted'
+            " model's threshold; 0 never).",
+        ),
         click.option("--no-merge", is_flag=True, help="Do not merge adjacent chunks of a section."),
         click.option(
             "--type", "doc_types", multiple=True, help="Only this document type/extension."
@@ -156,9 +161,33 @@ def dense_status_line(d: dict[str, Any]) -> str:
     ann = d.get("ann")
     if ann:
         line += f" (HNSW M={ann['M']} ef={ann['ef']}, recall@10 vs exact {ann['recall@10']:.3f})"
-    if d["vectors"] < d["chunks"]:
-        line += " · run `clawkb embed` for the rest"
+    if d.get("pending"):
+        line += f" · {d['pending']} chunks pending (lexical only until `clawkb embed`)"
     return line
+
+
+def embed_written(kb: Any, *, quiet: bool, as_json: bool) -> dict[str, Any] | None:
+    """After ``index`` / ``learn`` / ``memory store``: embed the new chunks when the KB
+    has vectors (:func:`clawkb.embed.run.embed_new`), with progress on stderr; say on
+    stderr when some stay pending and why. The result goes into ``--json`` output."""
+    from clawkb.cli.progress import JobProgress
+    from clawkb.embed.run import embed_new
+
+    interval = kb.config.progress_interval_s
+    with JobProgress("embed", "chunks", enabled=not (quiet or as_json), interval=interval,
+                     min_total=50) as bar:  # fmt: skip
+        got = embed_new(kb, progress=bar)
+    if got is None or as_json:
+        return got
+    if got["error"]:
+        echo(
+            f"warning: {got['pending']} new chunks not embedded yet ({got['error']});"
+            " they rank by the lexical channel until `clawkb embed` runs",
+            err=True,
+        )
+    elif got["embedded"] and not quiet:
+        echo(f"embedded {got['embedded']} new chunks", err=True)
+    return got
 
 
 def run_compare(

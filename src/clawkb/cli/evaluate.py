@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,7 +20,14 @@ _HEADLINE = ("ndcg@10", "mrr@10", "recall@10", "recall@100")
 
 
 @click.command("eval")
-@click.argument("dataset_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("dataset_dir", type=click.Path(file_okay=False, path_type=Path), required=False)
+@click.option(
+    "--self",
+    "own",
+    is_flag=True,
+    help="Score your own KB on queries made from it (section titles, identifiers, both languages).",
+)
+@click.option("--per-kind", default=50, show_default=True, help="--self: queries per kind.")
 @click.option("--limit-queries", type=click.IntRange(min=1), help="Score only the first N queries.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
 @click.option(
@@ -36,20 +44,32 @@ _HEADLINE = ("ndcg@10", "mrr@10", "recall@10", "recall@100")
     show_default=True,
     help="Search the throw-away KB locally or on Milvus (a throw-away Milvus Lite file).",
 )
+@click.pass_context
 @handle_errors
 def eval_cmd(
-    dataset_dir: Path,
+    ctx: click.Context,
+    dataset_dir: Path | None,
     limit_queries: int | None,
     as_json: bool,
     modes: str = "lexical",
     embedder: str | None = None,
     backend: str = "local",
+    own: bool = False,
+    per_kind: int = 50,
 ) -> None:
-    """Score retrieval on a BEIR-layout DATASET_DIR in a throw-away knowledge base.
+    """Score retrieval on a BEIR-layout DATASET_DIR in a throw-away knowledge base,
+    or (``--self``) your own knowledge base on golden queries made from it.
 
-    DATASET_DIR holds corpus.jsonl, queries.jsonl and qrels.tsv. Your own
-    knowledge base is not touched.
+    DATASET_DIR holds corpus.jsonl, queries.jsonl and qrels.tsv; your own
+    knowledge base is not touched. ``--self`` reports hit@3 per kind of query
+    (section title, rare identifier, the other language of a page) for the
+    lexical, dense and default modes, so you see where your KB is weak.
     """
+    if own:
+        run_self_eval(ctx, as_json, per_kind)
+        return
+    if dataset_dir is None:
+        raise click.UsageError("give a DATASET_DIR, or --self to score your own knowledge base")
     if backend == "milvus":
         from clawkb.cli.backend import run_milvus_eval
 
@@ -65,6 +85,34 @@ def eval_cmd(
         echo_json(report.to_dict())
     else:
         echo(format_eval(report))
+
+
+def run_self_eval(ctx: click.Context, as_json: bool, per_kind: int) -> None:
+    from clawkb.evaluate.self_check import self_eval
+
+    with open_kb(ctx) as kb:
+        report = self_eval(kb, per_kind=per_kind)
+    if as_json:
+        echo_json(report.to_dict())
+        return
+    if not report.table:
+        echo("no golden queries could be made: the KB has no section titles or identifiers")
+        return
+    echo(format_self(report))
+
+
+def format_self(report: Any) -> str:
+    """One row per kind of query, one column per mode, then a few misses per kind."""
+    head = f"{'kind (hit@' + str(report.k) + ')':<18} {'queries':>7}" + "".join(
+        f" {m:>8}" for m in report.modes
+    )
+    lines = [head]
+    for kind, row in report.table.items():
+        cells = "".join(f" {row[m]:>8.3f}" for m in report.modes)
+        lines.append(f"{kind:<18} {report.counts[kind]:>7}{cells}")
+    for kind, qs in report.misses.items():
+        lines.append(f"missed by the default mode ({kind}): " + "; ".join(qs))
+    return "\n".join(lines)
 
 
 def format_eval(report: EvalReport) -> str:

@@ -44,6 +44,11 @@ def init(ctx: click.Context, folder: str | None) -> None:
     metavar="GLOB",
     help="Index files a default ignore skips (minified, vendored, build output; repeatable).",
 )
+@click.option(
+    "--no-embed",
+    is_flag=True,
+    help="With vectors: leave the new chunks to a later `clawkb embed` (lexical until then).",
+)
 @click.pass_context
 @handle_errors
 def index(
@@ -55,12 +60,17 @@ def index(
     verbose: bool,
     datasheets: tuple[str, ...],
     include: tuple[str, ...],
+    no_embed: bool = False,
 ) -> None:
     """Index files and folders incrementally (only changed files are reparsed).
+
+    Once `clawkb embed` has run, the new chunks are embedded too (progress on
+    stderr), so they are found in every channel at once.
 
     Exit status: 0 done, 3 done but some files or folders failed (listed),
     2 error (nothing indexed).
     """
+    from clawkb.cli.dense import embed_written
     from clawkb.cli.progress import JobProgress
 
     with open_kb(ctx, create=True, announce=not as_json) as kb:
@@ -92,8 +102,9 @@ def index(
                     on_wait=lambda m: echo(m, err=True),
                     include=include,
                 )
+        embedded = None if no_embed else embed_written(kb, quiet=quiet, as_json=as_json)
     if as_json:
-        echo_json(report.to_dict())
+        echo_json({**report.to_dict(), **({"vectors": embedded} if embedded else {})})
         ctx.exit(EXIT_FAILURES if report.errors else 0)
     if report.resumed:
         echo("note: the previous indexing run was interrupted; resumed", err=True)

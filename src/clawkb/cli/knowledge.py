@@ -56,8 +56,11 @@ def learn_cmd(
             anchors=anchors,
             pending=pending or None,
         )
+        from clawkb.cli.dense import embed_written
+
+        embedded = embed_written(kb, quiet=True, as_json=as_json)
         if as_json:
-            echo_json(res.to_dict(kb.home))
+            echo_json({**res.to_dict(kb.home), **({"vectors": embedded} if embedded else {})})
             return
         nid = note_id(res.note.path, kb.home)
         if res.created:

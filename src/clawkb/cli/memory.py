@@ -53,10 +53,13 @@ def store_cmd(
 ) -> None:
     """Remember TEXT (`-` reads stdin). The same text again updates the same memory."""
     body = sys.stdin.read() if text == ("-",) else " ".join(text)
+    from clawkb.cli.dense import embed_written
+
     with open_kb(ctx, create=True) as kb:
         res = kb.memory.store(body, namespace=namespace, tags=tags, importance=importance, ttl=ttl)
+        embedded = embed_written(kb, quiet=True, as_json=as_json)
     if as_json:
-        echo_json(res.to_dict())
+        echo_json({**res.to_dict(), **({"vectors": embedded} if embedded else {})})
         return
     verb = "stored" if res.created else "updated (same text already stored)"
     echo(f"{verb} {res.record.id} in {res.record.namespace}")

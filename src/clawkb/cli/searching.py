@@ -104,9 +104,9 @@ def search(
             **pipeline_kwargs(retrieval),
         )
     if not print_result_or_stop(ctx, res, as_json, res.message):
+        if not res.hits:  # --json: the document printed, the status still says "no match"
+            ctx.exit(1)
         return
-    if getattr(res, "abstained", False):
-        echo(res.message)
     if explain:
         print_stages(res)
     color = sys.stdout.isatty()

@@ -36,6 +36,47 @@ def embed_kb(
         )
 
 
+def embed_new(
+    kb: Any, *, progress: vectors.Progress | None = None, wait: float = 0.0
+) -> dict[str, Any] | None:
+    """After a write (``index``, ``learn``, ``memory store``): embed the new chunks when
+    the KB already has vectors, so they are searchable in every channel at once.
+
+    None when the KB has no vectors (nothing to keep in step). Never raises for an
+    embedding problem: the write is done and the chunks rank by the lexical channel
+    until ``clawkb embed`` runs (:mod:`clawkb.retrieve.unembedded`); the returned
+    ``error`` says why they are still pending (another ``embed`` running, a model
+    that cannot load, a different configured model).
+    """
+    from clawkb.errors import ClawkbError
+
+    sig = vectors.stored_signature(kb.conn)
+    if sig is None:
+        return None
+    try:
+        embedder = kb_embedder(kb)
+        if vectors.model_key(embedder.signature()) != vectors.model_key(sig):
+            raise ClawkbError(
+                "the configured embedding model differs from the stored vectors'"
+                " (`clawkb reindex --vectors` re-embeds)"
+            )
+        with kb.job_lock("embed", wait=wait):
+            report = vectors.embed_pending(
+                kb.conn, embedder, progress=progress, commit_lock=kb.write_lock
+            )
+    except (ClawkbError, ImportError, OSError) as exc:
+        return {"embedded": 0, "pending": pending_count(kb), "error": str(exc)}
+    return {"embedded": report.embedded + report.reused, "pending": 0, "error": None}
+
+
+def pending_count(kb: Any) -> int:
+    """Chunks without a vector for the stored model (0 when the KB has no vectors)."""
+    sig = vectors.stored_signature(kb.conn)
+    if sig is None:
+        return 0
+    return len(vectors.pending_chunk_ids(kb.conn, vectors.model_key(sig)))
+
+
 def reembed_kb(
     kb: Any, *, embedder: Embedder | None = None, progress: vectors.Progress | None = None
 ) -> vectors.EmbedReport:
@@ -58,4 +99,4 @@ def dense_status(kb: Any) -> dict[str, Any] | None:
         kb.home / "index" / "dense", kb.conn, sig, ann_threshold=settings.ann_threshold
     )
     chunks = kb.repo.chunk_count()
-    return {"signature": sig, "chunks": chunks, **index.status()}
+    return {"signature": sig, "chunks": chunks, **index.status(), "pending": pending_count(kb)}

@@ -209,6 +209,14 @@ class DenseIndex:
             ]
         return [(self.ids[top], sc) for top, sc in exact_top_many(self.mat, qs, k)]
 
+    def has(self, ids: np.ndarray) -> np.ndarray:
+        """Which of ``ids`` have a vector here (the ids are kept sorted: a binary search)."""
+        self.refresh()
+        if not len(self.ids):
+            return np.zeros(len(ids), bool)
+        pos = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        return np.asarray(self.ids[pos] == ids)
+
     def status(self) -> dict[str, Any]:
         self.refresh()
         return {

@@ -138,7 +138,8 @@ class KBTools:
                 outcome=outcome,
                 anchors=tuple(anchors),
             )
-        return res.to_dict(self.kb.home)
+            embedded = _embed_new(self.kb)
+        return {**res.to_dict(self.kb.home), **embedded}
 
     def memory_store(
         self,
@@ -152,7 +153,8 @@ class KBTools:
             res = self.kb.memory.store(
                 text, namespace=namespace, tags=tags, importance=importance, ttl=ttl
             )
-        return res.to_dict()
+            embedded = _embed_new(self.kb)
+        return {**res.to_dict(), **embedded}
 
     def memory_recall(
         self,
@@ -205,3 +207,12 @@ class KBTools:
             p["injection_flags"] = flag_injection(str(p.get("text", "")))
         out["injection_flag_legend"] = _flag_legend(passages)
         return out
+
+
+def _embed_new(kb: Any) -> dict[str, Any]:
+    """Embed what a write added when the KB has vectors (searchable in every channel at
+    once); ``{"vectors": {...}}`` for the tool's result, or nothing without vectors."""
+    from clawkb.embed.run import embed_new
+
+    got = embed_new(kb)
+    return {"vectors": got} if got else {}

@@ -29,7 +29,7 @@ import numpy as np
 
 from clawkb.embed import vectors
 from clawkb.embed.base import Embedder, get_embedder
-from clawkb.retrieve import adaptive, fusion
+from clawkb.retrieve import adaptive, fusion, notfound, unembedded
 from clawkb.retrieve.cache import TTLCache
 from clawkb.retrieve.crossling import balance, dense_translation, llm_translation, pick_dense
 from clawkb.retrieve.hits import query_terms
@@ -37,7 +37,12 @@ from clawkb.retrieve.merge import Candidate, merge_adjacent
 from clawkb.retrieve.query import Query
 from clawkb.retrieve.result import SearchResult
 from clawkb.retrieve.rewrite import SynonymGroup, load_synonyms, rewrite
-from clawkb.retrieve.settings import RetrievalSettings, embedding_config, from_config
+from clawkb.retrieve.settings import (
+    RetrievalSettings,
+    embedding_config,
+    from_config,
+    remote_min_confidence,
+)
 from clawkb.retrieve.source import MEMORY_PREFIX, Source
 from clawkb.retrieve.stages import budget, confidence, decisive, fuse, hit, rerank, stage
 from clawkb.text.glossary import bundled_glossary
@@ -237,6 +242,11 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         else:
             stage(stages, "dense", st, "ok", "0 candidates")
 
+    if (
+        len(channels) > 1 and source.name == "local"
+    ):  # not yet embedded: lexical rank (unembedded.py)
+        channels["dense"] = unembedded.place(channels["lexical"], channels["dense"],
+                                             r.dense_index().has)  # fmt: skip
     st = time.perf_counter()
     fs, note = s, s.fusion if len(channels) > 1 else "single channel"
     if s.adaptive and len(channels) > 1:  # crossling hook: per-query weights (adaptive.py)
@@ -261,7 +271,7 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
             cands = rerank(r, q.text, cands, s, stages)
         if merge_on:
             cands = merge_adjacent(cands, s.merge_ratio)
-        top = cands[: q.limit]
+        top = cands[: max(q.limit, notfound.DEPTH if resolved != "lexical" else 0)]
         hits = [c.final(i) for i, c in enumerate(top, 1)]
         chunk_ids = [c.row.id for c in top]
     else:  # the fused order is final: each hit is built once, at its rank
@@ -277,7 +287,19 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
     if source.name != "local":  # the trace says which backend answered each stage
         for entry in stages:
             entry.setdefault("backend", source.name)
-    conf = confidence(hits, rw.tokens, channels)
+    conf, verdict, nearest = confidence(hits, rw.tokens, channels), None, []
+    # the fitted model reads the local term statistics; Milvus keeps the cosine rule
+    kb = getattr(source, "kb", None) if source.name == "local" else None
+    if resolved != "lexical" and kb is not None:  # "is anything relevant?" (notfound.py)
+        traces = {f.chunk_id: f.trace for f in fused[:depth]}
+        verdict = notfound.judge(kb, q.text, hits, [traces.get(i) for i in chunk_ids],
+                                 s.min_confidence)  # fmt: skip
+        conf = verdict.value if verdict is not None else conf
+        if verdict is not None and verdict.abstain:
+            nearest, hits, chunk_ids = hits[: q.limit], [], []
+    hits, chunk_ids = hits[: q.limit], chunk_ids[: q.limit]
+    # Milvus: no term statistics for the model; the cosine rule flags, hits stay
+    flagged = kb is None and bool(hits) and "dense" in channels and conf < remote_min_confidence(s)
     res = SearchResult(
         q.text,
         rw.tokens,
@@ -287,10 +309,12 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         warnings=warnings,
         mode=resolved,
         confidence=conf,
-        abstained=bool(hits) and "dense" in channels and conf < s.min_confidence,
+        abstained=bool(nearest) or flagged,
         stages=stages,
         rewrites=rw.expansions,
         chunk_ids=chunk_ids,
+        nearest=nearest,
+        decision=verdict,
     )
     if key is not None:
         r.cache.put(key, replace(res, warnings=list(res.warnings)))

@@ -95,6 +95,8 @@ class Query:
         options: Mapping[str, Any] | None = None,
         **rest: Any,
     ) -> Query:
+        if not text.strip():
+            raise ConfigError("the query is empty")
         if limit < 1:
             raise ConfigError(f"limit must be at least 1, got {limit}")
         if mode is not None and mode not in MODES:

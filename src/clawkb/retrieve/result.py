@@ -46,18 +46,22 @@ class SearchResult:
     rewrites: list[dict[str, Any]] = field(default_factory=list)
     #: the store id of each hit's best chunk, parallel to ``hits`` (not in JSON)
     chunk_ids: list[int] = field(default_factory=list, repr=False)
+    #: when abstained: the passages nearest the query, which ``hits`` leaves out (not in JSON)
+    nearest: list[Hit] = field(default_factory=list, repr=False)
+    #: the abstain decision (:func:`clawkb.retrieve.notfound.judge`), when one was made
+    decision: Any = field(default=None, repr=False, compare=False)
 
     @property
     def message(self) -> str:
+        if self.abstained:
+            return (
+                f"no match for {self.query!r}: nothing in the knowledge base looks relevant"
+                f" (confidence {self.confidence:.2f})"
+            )
         if not self.query_tokens:
             return "the query has no searchable terms"
         if not self.hits:
             return f"no match for {self.query!r} in the knowledge base"
-        if self.abstained:
-            return (
-                f"no confident match (confidence {self.confidence:.2f});"
-                " the nearest passages follow"
-            )
         return ""
 
     def to_dict(self, *, text: bool = True) -> dict[str, Any]:

@@ -15,6 +15,9 @@ from typing import Any
 from clawkb.errors import ConfigError
 
 MODES = ("auto", "lexical", "dense", "hybrid")
+#: The Milvus backend's abstain rule (max of term share and mapped cosine below this):
+#: it keeps no term statistics for the fitted model (clawkb.retrieve.notfound).
+REMOTE_MIN_CONFIDENCE = 0.75
 FUSIONS = ("rrf", "linear")
 
 
@@ -35,7 +38,8 @@ class RetrievalSettings:
     rerank_min_score: float | None = None
     merge: bool | None = None  # None: merge in dense and hybrid modes, not in lexical
     merge_ratio: float = 0.8
-    min_confidence: float = 0.75  # bench/calibrate_search_abstain.py (dense or hybrid only)
+    # threshold on P(answerable) (clawkb.retrieve.notfound); None = the fitted model's own
+    min_confidence: float | None = None
     budget_lexical_ms: float = 1000.0
     budget_dense_ms: float = 2000.0
     budget_rerank_ms: float = 3000.0
@@ -126,3 +130,8 @@ def embedding_config(extra: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     if not isinstance(options, Mapping):
         raise ConfigError("config.yaml: `embedding.options` must be a mapping")
     return str(data.get("model", "e5-small")), dict(options)
+
+
+def remote_min_confidence(s: RetrievalSettings) -> float:
+    """The Milvus backend's abstain threshold (:data:`REMOTE_MIN_CONFIDENCE` unless set)."""
+    return REMOTE_MIN_CONFIDENCE if s.min_confidence is None else float(s.min_confidence)

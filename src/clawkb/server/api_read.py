@@ -42,7 +42,7 @@ def _limit(limit: int) -> int:
 @router.get("/search", summary="Search (the options of `clawkb search`)")
 async def search(
     request: Request,
-    q: Annotated[str, Query(min_length=1, description="The query (any language).")],
+    q: Annotated[str, Query(description="The query (any language); blank is a 400 error.")],
     limit: int = 10,
     path: Multi = [],  # noqa: B006 - FastAPI reads the default, never mutates it
     explain: bool = False,
@@ -164,6 +164,20 @@ async def status(request: Request) -> dict[str, Any]:
     data = await st.runtime.read(lambda kb: {**kb.status(), "runs": kb.runs(5)})
     data["server"] = st.describe()
     return data
+
+
+@router.get("/eval/self", summary="hit@3 per kind of query made from this KB, per mode")
+async def eval_self(request: Request, per_kind: int = 30) -> dict[str, Any]:
+    """`clawkb eval --self --json`: section titles, rare identifiers and the other language
+    of a page, each as a query whose answer the KB names; hit@3 for lexical / dense /
+    default. ``per_kind`` (1-200) queries of each kind."""
+    if not 1 <= per_kind <= 200:
+        raise ConfigError(f"per_kind must be between 1 and 200, got {per_kind}")
+    from clawkb.evaluate.self_check import self_eval
+
+    return await state_of(request).runtime.read(
+        lambda kb: self_eval(kb, per_kind=per_kind).to_dict()
+    )
 
 
 @router.get("/runs", summary="The last indexing runs with their errors")

@@ -61,7 +61,10 @@ async def memory_store(request: Request, body: MemoryIn) -> dict[str, Any]:
         )  # fmt: skip
         return res.to_dict()
 
-    return await state_of(request).runtime.write(run, "memory")
+    st = state_of(request)
+    out = await st.runtime.write(run, "memory")
+    _embed_later(st)
+    return out
 
 
 @router.post("/memory/forget", summary="Forget memories by ids, tags and/or query")
@@ -73,7 +76,10 @@ async def memory_forget(request: Request, body: ForgetIn) -> dict[str, Any]:
         )  # fmt: skip
         return res.to_dict()
 
-    return await state_of(request).runtime.write(run, "memory")
+    st = state_of(request)
+    out = await st.runtime.write(run, "memory")
+    _embed_later(st)
+    return out
 
 
 async def _set_pin(request: Request, body: PinIn) -> dict[str, Any]:
@@ -101,6 +107,7 @@ async def index_path(request: Request, body: IndexIn) -> dict[str, Any]:
     if not target.exists():
         raise ConfigError(f"{body.path}: no such file or folder")
     report = await st.runtime.write(lambda kb: kb.index([target], wait=60), "index")
+    _embed_later(st)
     st.metrics.observe_run(report, "api")
     return {"path": target.as_posix(), "report": report.to_dict()}
 
@@ -163,8 +170,28 @@ async def upload(request: Request, file: UploadFile) -> dict[str, Any]:
         if os.path.exists(tmp):
             os.unlink(tmp)
     report = await st.runtime.write(lambda kb: kb.index([dest], wait=60), "upload")
+    _embed_later(st)
     st.metrics.observe_run(report, "upload")
     return {"path": dest.as_posix(), "bytes": size, "report": report.to_dict()}
+
+
+def _embed_later(st: Any) -> None:
+    """Queue the embedding of what a write added (when the KB has vectors) as a job of its
+    own after it: the request returns at once, readers are not held off, and
+    ``/status`` counts the chunks still pending (``dense.pending``) until it is done."""
+    from clawkb.embed.run import embed_new
+
+    fut = st.runtime.submit(embed_new, "embed", gated=False)
+    fut.add_done_callback(_report_embed)
+    st.runtime.submit(lambda kb: None, "embed")  # gated: readers then renew their views
+
+
+def _report_embed(fut: Any) -> None:
+    exc = fut.exception()
+    got = fut.result() if exc is None else None
+    why = exc or (got or {}).get("error")
+    if why:
+        print(f"warning: new chunks not embedded yet: {why}", flush=True)
 
 
 class UploadTooLarge(ConfigError):

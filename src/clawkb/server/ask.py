@@ -29,7 +29,7 @@ router = APIRouter(prefix="/api/v1", tags=["ask"])
 
 
 class AskIn(BaseModel):
-    question: str = Field(min_length=1, max_length=4000)
+    question: str = Field(max_length=4000)  # blank: 400 from answer()
     limit: int = Field(default=8, ge=1, le=50)
     role: str | None = None
     stream: bool = False

@@ -12,12 +12,17 @@ const I18N = {
     watch: "Watch", runs: "Last runs", r_started: "Started", r_status: "Status",
     r_counts: "Counts", r_errors: "Errors", prev: "◀ previous", next: "next ▶",
     token_prompt: "This server needs an access token.", hits: (n, ms) => `${n} results · ${ms} ms`,
-    none: "No match.", sources: "Sources", nearest: "Nearest passages", asking: "Thinking…",
+    none: "No match.", no_match: "Nothing in the knowledge base looks relevant to this query.",
+    sources: "Sources", nearest: "Nearest passages", asking: "Thinking…",
     documents: "Documents", chunks: "Chunks", vectors: "Vectors", segments: "Segments",
     memories: "Memories", watch_off: "Not watching (start with --watch).",
     watch_on: (s) => `Watching ${s.roots.join(", ")} · ${s.runs} runs · ${s.pending} pending` +
       (s.running ? " · indexing now" : ""),
     explain: "Score details", lang: "中文", error: "Error",
+    selfcheck: "Self-check", self_run: "Check this knowledge base", self_busy: "Running queries…",
+    self_kind: (k) => ({ section: "section title", identifier: "identifier", zh2en: "Chinese → English page",
+      en2zh: "English → Chinese page" })[k] || k,
+    self_note: (s) => `hit@${s.k}: share of queries whose answer is in the top ${s.k} · ${s.seconds} s`,
   },
   zh: {
     tab_search: "搜索", tab_ask: "问答", tab_status: "状态", filters: "筛选",
@@ -27,12 +32,16 @@ const I18N = {
     watch: "监视", runs: "最近的索引", r_started: "开始", r_status: "状态",
     r_counts: "计数", r_errors: "错误", prev: "◀ 上一段", next: "下一段 ▶",
     token_prompt: "此服务器需要访问令牌。", hits: (n, ms) => `${n} 条结果 · ${ms} 毫秒`,
-    none: "没有匹配。", sources: "来源", nearest: "最相近的段落", asking: "思考中…",
+    none: "没有匹配。", no_match: "知识库中没有与此查询相关的内容。", sources: "来源", nearest: "最相近的段落", asking: "思考中…",
     documents: "文档", chunks: "分块", vectors: "向量", segments: "索引段",
     memories: "记忆", watch_off: "未监视（用 --watch 启动）。",
     watch_on: (s) => `正在监视 ${s.roots.join("、")} · ${s.runs} 次索引 · ${s.pending} 个待处理` +
       (s.running ? " · 正在索引" : ""),
     explain: "评分细节", lang: "English", error: "错误",
+    selfcheck: "自检", self_run: "检查此知识库", self_busy: "正在查询…",
+    self_kind: (k) => ({ section: "章节标题", identifier: "标识符", zh2en: "中文 → 英文页面",
+      en2zh: "英文 → 中文页面" })[k] || k,
+    self_note: (s) => `hit@${s.k}：答案在前 ${s.k} 条中的查询比例 · ${s.seconds} 秒`,
   },
 };
 
@@ -157,6 +166,7 @@ function renderHits(body) {
   const list = $("#results");
   list.replaceChildren();
   selected = -1;
+  if (!body.hits.length) list.append(el("li", "empty", body.abstained ? t("no_match") : t("none")));
   body.hits.forEach((h, i) => {
     const li = el("li", "hit");
     li.tabIndex = 0;
@@ -348,6 +358,31 @@ async function loadStatus() {
   }
 }
 
+// -- self-check (clawkb eval --self) ------------------------------------------------------
+async function runSelfCheck() {
+  $("#self-state").textContent = t("self_busy");
+  let s;
+  try { s = await json("/api/v1/eval/self"); } catch (err) {
+    $("#self-state").textContent = `${t("error")}: ${err.message}`;
+    return;
+  }
+  $("#self-state").textContent = t("self_note", s);
+  const table = $("#self-table");
+  const head = el("tr");
+  head.append(el("th", null, ""), el("th", null, "n"), ...s.modes.map((m) => el("th", null, m)));
+  table.tHead.replaceChildren(head);
+  const body = table.tBodies[0];
+  body.replaceChildren();
+  for (const [kind, row] of Object.entries(s.kinds)) {
+    const tr = el("tr");
+    tr.dataset.kind = kind;
+    tr.append(el("td", null, t("self_kind", kind)), el("td", null, row.queries),
+      ...s.modes.map((m) => el("td", "num", row["hit@k"][m].toFixed(2))));
+    body.append(tr);
+  }
+  table.hidden = false;
+}
+
 // -- tabs, keys, start ---------------------------------------------------------------------
 function showTab() {
   const tab = (window.location.hash || "#search").slice(1);
@@ -395,6 +430,7 @@ $("#question").addEventListener("keydown", (ev) => {
   if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) runAsk(ev);
 });
 $("#v-close").addEventListener("click", closeViewer);
+$("#self-run").addEventListener("click", runSelfCheck);
 $("#v-prev").addEventListener("click", () => viewing && viewing.previous && openViewer(viewing.previous));
 $("#v-next").addEventListener("click", () => viewing && viewing.next && openViewer(viewing.next));
 window.addEventListener("hashchange", showTab);

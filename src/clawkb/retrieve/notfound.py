@@ -1,0 +1,78 @@
+"""One meaning of "not found": the search's abstain decision.
+
+With the dense channel on, nearest neighbours always exist, so "the top
+hits" is never empty even when nothing in the knowledge base is about the
+query. The pipeline asks the fitted abstain model
+(:func:`clawkb.answer.abstain_model.decide`, the same one ``ask`` uses) whether
+the best :data:`DEPTH` passages answer the query; when it says no, the search
+returns no hits, ``abstained`` is set and the nearest passages are kept aside
+(``SearchResult.nearest``) for callers that show them (``ask``).
+Lexical-only searches are not judged: a term match is its own evidence; for
+the same reason a query naming an identifier that one of the top passages holds
+verbatim (:func:`verbatim`) is always answered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from clawkb.text.identifiers import identifiers
+
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
+    from clawkb.types import Hit
+
+#: Passages the decision looks at, whatever the requested limit (so a search for
+#: 3 hits and one for 20 decide alike, and ``ask`` decides as ``search`` does).
+DEPTH = 8
+#: Hits searched for an identifier of the question held verbatim.
+VERBATIM_DEPTH = 3
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """A hit as the decision reads it: text fields plus the fusion's channel trace."""
+
+    title: str
+    anchor: Any
+    text: str
+    explanation: dict[str, Any]
+
+
+def judge(
+    kb: KnowledgeBase,
+    question: str,
+    hits: Sequence[Hit],
+    traces: Sequence[Mapping[str, Any] | None],
+    min_confidence: float | None,
+) -> Any | None:
+    """The :class:`~clawkb.answer.abstain.Confidence` for ``hits`` (None without hits).
+
+    ``traces``: each hit's per-channel fusion trace (ranks, dense cosine).
+    ``min_confidence``: a threshold on P(answerable) replacing the model's own
+    (0 never abstains).
+    """
+    if not hits:
+        return None
+    from clawkb.answer.abstain_model import decide
+
+    views = [
+        _Judged(h.title, h.anchor, h.text, {"channels": dict(t or {})})
+        for h, t in zip(hits[:DEPTH], traces, strict=False)
+    ]
+    conf = decide(kb.lexical, question, views, vectors=True)
+    if min_confidence is not None:
+        conf = replace(conf, threshold=float(min_confidence))
+    elif conf.abstain and verbatim(question, hits[:VERBATIM_DEPTH]):
+        conf = replace(conf, value=1.0, method="identifier")
+    return conf
+
+
+def verbatim(question: str, hits: Sequence[Hit]) -> bool:
+    """True when the question carries an identifier one of ``hits`` holds exactly
+    (``如何使用 KEY_DIGEST`` over a page defining ``KEY_DIGEST``): the user named the
+    thing, and it is there, whatever the words around it."""
+    names = identifiers(question)
+    return bool(names) and any(n in h.text for n in names for h in hits)
