@@ -351,6 +351,10 @@ def render(runs: dict[str, Any]) -> str:
                     s = eng.get(m, {}).get(kind)
                     cells.append(f"{s['dev']['mrr']:.3f} / {s['held']['mrr']:.3f}" if s else "—")
                 md.append(f"| {kind} | " + " | ".join(cells) + " |")
+            any_mode = next(m for m in MODES if m in eng)
+            md += ["", "Queries (dev / held-out): " + ", ".join(
+                f"{k} {eng[any_mode][k]['dev']['n']} / {eng[any_mode][k]['held']['n']}"
+                for k in KINDS if k in eng[any_mode])]  # fmt: skip
             md += ["", "CPU ms per query: " + ", ".join(
                 f"{m} {eng[m]['cpu_ms_per_query']}" for m in MODES if m in eng), ""]  # fmt: skip
         beir = run.get("beir", {})
@@ -364,7 +368,9 @@ def render(runs: dict[str, Any]) -> str:
                     for m in MODES
                 ]
                 md.append(f"| {name} | " + " | ".join(cells) + " |")
-            md.append("")
+            md += ["", "Queries (dev / held-out): " + ", ".join(
+                f"{n} {r[m]['dev']['n']} / {r[m]['held']['n']}"
+                for n, r in beir.items() for m in list(r)[:1]), ""]  # fmt: skip
     if NOTES.exists():  # why each rule generalises (hand-written, kept beside the script)
         md += ["", NOTES.read_text(encoding="utf-8").rstrip()]
     return "\n".join(md) + "\n"
@@ -376,6 +382,7 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--cache", default=str(ROOT / ".cache" / "engdocs"), help="esp-idf KBs")
     ap.add_argument("--beir-cache", default=None, help="shared-set KBs (default: CACHE/../beir)")
     ap.add_argument("--build-only", action="store_true", help="build the caches, score nothing")
+    ap.add_argument("--no-engdocs", action="store_true", help="score the shared sets only")
     ap.add_argument("--no-build", action="store_true", help="score only what is cached")
     ap.add_argument("--rebuild", action="store_true", help="drop the esp-idf KBs first")
     ap.add_argument("--work", default=str(ROOT / ".cache" / "engdocs-work"),
@@ -424,7 +431,7 @@ def main(argv: list[str]) -> None:
         else {}
     )
     run: dict[str, Any] = {"note": args.note, "when": time.strftime("%Y-%m-%d %H:%M")}
-    if any((cache / lang / "DONE").exists() for lang in TREES):
+    if not args.no_engdocs and any((cache / lang / "DONE").exists() for lang in TREES):
         rows = [r for r in golden(data) if pages is None or r["expect"] in pages]
         work_eng = work / ("engdocs" if pages is None else f"engdocs-pages{args.pages}")
         work_eng.mkdir(parents=True, exist_ok=True)
