@@ -442,6 +442,8 @@ def main(argv: list[str]) -> None:
         for n in sets
         if (beir_cache / n / "DONE").exists()
     }
+    if out.with_suffix(".json").exists():  # read again: another run may have written meanwhile
+        old = json.loads(out.with_suffix(".json").read_text())
     old[args.tag] = run
     out.with_suffix(".json").write_text(json.dumps(old, indent=1, ensure_ascii=False) + "\n")
     out.with_suffix(".md").write_text(render({t: r for t, r in old.items()}))
