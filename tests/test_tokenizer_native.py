@@ -28,8 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def native(text: str, cache: dict[str, tuple[str, ...]] | None = None) -> list[str]:
-    """The C path with a cache of its own (so runs are not served by earlier tests)."""
-    return tok._native.tokenize(tok.nfkc(text), {} if cache is None else cache, tok._expand_run)
+    """The C path with caches of its own (so runs are not served by earlier tests)."""
+    return tok._native.tokenize(
+        tok.nfkc(text), {} if cache is None else cache, tok._expand_run, {}, tok.stem_of
+    )
 
 
 def assert_same(text: str) -> None:

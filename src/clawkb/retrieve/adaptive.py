@@ -49,6 +49,11 @@ XL_FROM = 0.3
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 #: Top-k compared for the channels' agreement.
 AGREE_K = 10
+#: Share of the dense top-k written in the other language from which the dense
+#: channel counts as matching across languages (and lexical keeps its weight).
+OTHER_FROM = 0.5
+#: The most frequent Chinese characters: a passage with some Chinese prose has one.
+CHINESE_MARKERS = ("的", "是", "在", "和", "了", "不", "为", "中")
 
 
 def features(
@@ -65,6 +70,8 @@ def features(
         top = float(lex.scores[0])
         tenth = float(lex.scores[min(len(lex.scores), AGREE_K) - 1])
         out["margin"] = (top - tenth) / top if top > 0 else 0.0
+    if dense is not None and len(dense.ids):
+        out["dense_other"] = other_language(lexical, dense.ids[:AGREE_K], out["cjk"] >= 0.5)
     if lex is not None and dense is not None and len(lex.ids) and len(dense.ids):
         a = set(lex.ids[:AGREE_K].tolist())
         b = set(dense.ids[:AGREE_K].tolist())
@@ -128,7 +135,8 @@ def channel_weights(f: Mapping[str, float]) -> tuple[float, float]:
       lexical list should only outvote it where the two agree.
     """
     x = float(np.clip((f["translated"] - XL_FROM) / 0.2, 0.0, 1.0))
-    if f["cjk"] >= 0.5 or f["translated"] > 0:
+    trusted = f.get("exact", 0.0) > 0 or f.get("dense_other", 0.0) >= OTHER_FROM
+    if trusted or f["cjk"] >= 0.5 or f["translated"] > 0:
         w_lex = 1.0
     else:
         w_lex = float(np.clip(0.5 * f["agreement"], MIN_WEIGHT, 1.0))
@@ -155,12 +163,51 @@ def tune(
     not the weak channel of a cross-lingual query and keeps its full weight.
     """
     f = features(lexical, rw.tokens, rw.weights, getattr(rw, "n_glossary", 0), channels)
+    f["exact"] = exact_lead(lexical, rw.query, channels.get("lexical"))
     wl, wd = channel_weights(f)
     if dense_translated:
         wd = 1.0
     w_lex, w_dense = round(settings.w_lexical * wl, 4), round(settings.w_dense * wd, 4)
     tuned = replace(settings, w_lexical=w_lex, w_dense=w_dense)
     return tuned, {**f, "w_lexical": w_lex, "w_dense": w_dense}
+
+
+def exact_lead(lexical: Any, query: str, lex: Channel | None) -> float:
+    """Share of the query's selective anchors' IDF mass the lexical top-1 contains.
+
+    Above 0 the lexical channel holds a verbatim match of an identifier few
+    passages have (:mod:`clawkb.retrieve.exact`): a decisive match the dense
+    channel cannot see, so lexical keeps its full weight.
+    """
+    from clawkb.retrieve.exact import anchors, coverage_of, restricted, selective
+
+    if lex is None or not len(lex.ids) or not restricted(lexical):
+        return 0.0
+
+    weighted = selective(lexical, anchors(query))
+    if not weighted:
+        return 0.0
+    return round(coverage_of(lexical, weighted, lex.ids[:1]).get(int(lex.ids[0]), 0.0), 4)
+
+
+def other_language(lexical: Any, ids: np.ndarray, query_chinese: bool) -> float:
+    """Share of ``ids`` whose passage is in the other language than the query.
+
+    A passage with Chinese prose contains one of the commonest Chinese
+    characters (:data:`CHINESE_MARKERS`); one restricted lexical search over
+    the dense top-k says which do. The small multilingual model is strong
+    within a language and weak across languages, so a Latin-script query whose
+    dense neighbours are Chinese passages (an English heading over Chinese docs)
+    must not hand the ranking to the dense channel.
+    """
+    from clawkb.retrieve.exact import restricted
+
+    if not len(ids) or not restricted(lexical):
+        return 0.0
+    got, scores, _ = lexical.search(list(CHINESE_MARKERS), k=len(ids), allowed=np.unique(ids))
+    chinese = int((np.asarray(scores) > 0).sum()) if len(got) else 0
+    share = chinese / len(ids)
+    return round(1.0 - share if query_chinese else share, 4)
 
 
 def _best(lexical: Any, tokens: list[str], weights: list[float]) -> float:

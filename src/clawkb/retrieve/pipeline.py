@@ -29,7 +29,7 @@ import numpy as np
 
 from clawkb.embed import vectors
 from clawkb.embed.base import Embedder, get_embedder
-from clawkb.retrieve import adaptive, fusion, notfound, unembedded
+from clawkb.retrieve import adaptive, exact, fusion, notfound, unembedded
 from clawkb.retrieve.cache import TTLCache
 from clawkb.retrieve.crossling import balance, dense_translation, llm_translation, pick_dense
 from clawkb.retrieve.hits import query_terms
@@ -253,6 +253,8 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         fs, trace = adaptive.tune(stats, rw, channels, s, dense_translated=bool(dense_tr))
         note += " adaptive " + " ".join(f"{k}={v}" for k, v in trace.items())
     fused = fuse(channels, fs, partial(source.recency, scope=scope))
+    fused, on_top = exact.keep_on_top(stats, q.text, fused, scope.allowed, scope.hidden)
+    note = note if on_top is None else f"{note} exact {on_top}"
     stage(stages, "fusion", st, "ok", note if source.name == "local" else f"{note} (client side)")
     if q.boost is not None:
         fused = _boost(fused, q)

@@ -155,6 +155,30 @@ static int complex_run(PyObject *out, PyObject *text, Py_ssize_t a, Py_ssize_t b
     return 0;
 }
 
+/* The reference's stemmer and its memo for this call (borrowed; NULL: no stems). */
+static PyObject *g_stems = NULL, *g_stem = NULL;
+
+/* After a plain ASCII word: its stem ("" for none) from ``stem(word)``, memoised in
+ * ``stems``; appended when not empty. Identifiers never get here (complex runs). */
+static int append_stem(PyObject *out, PyObject *token) {
+    if (g_stem == NULL) return 0;
+    PyObject *st = PyDict_GetItemWithError(g_stems, token); /* borrowed */
+    if (st != NULL) return PyUnicode_GET_LENGTH(st) > 0 ? PyList_Append(out, st) : 0;
+    if (PyErr_Occurred()) return -1;
+    st = PyObject_CallOneArg(g_stem, token);
+    if (st == NULL) return -1;
+    if (!PyUnicode_Check(st)) {
+        Py_DECREF(st);
+        PyErr_SetString(PyExc_TypeError, "stem() must return a str");
+        return -1;
+    }
+    if (PyDict_GET_SIZE(g_stems) >= CACHE_MAX_ENTRIES) PyDict_Clear(g_stems);
+    int rc = PyDict_SetItem(g_stems, token, st);
+    if (rc == 0 && PyUnicode_GET_LENGTH(st) > 0) rc = PyList_Append(out, st);
+    Py_DECREF(st);
+    return rc;
+}
+
 /* A run that is neither whitespace, separator nor CJK. */
 static int other_run(PyObject *out, PyObject *text, int kind, const void *data, Py_ssize_t a,
                      Py_ssize_t b, PyObject *cache, PyObject *expand) {
@@ -191,18 +215,31 @@ static int other_run(PyObject *out, PyObject *text, int kind, const void *data, 
     if (!(upper == 0 || lower == 0 || rest_upper == 0))
         return complex_run(out, text, a, b, cache, expand);
     if (n > MAX_TOKEN_LEN) return 0;
-    if (upper == 0) return append_sub(out, text, s, e);
-    char buf[MAX_TOKEN_LEN];
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, s + i);
-        buf[i] = (char)((c >= 'A' && c <= 'Z') ? c + 32 : c);
+    PyObject *tok;
+    if (upper == 0) {
+        tok = PyUnicode_Substring(text, s, e);
+    } else {
+        char buf[MAX_TOKEN_LEN];
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, s + i);
+            buf[i] = (char)((c >= 'A' && c <= 'Z') ? c + 32 : c);
+        }
+        tok = PyUnicode_FromStringAndSize(buf, n);
     }
-    return append_bounded(out, PyUnicode_FromStringAndSize(buf, n));
+    if (tok == NULL) return -1;
+    int rc = PyList_Append(out, tok);
+    if (rc == 0) rc = append_stem(out, tok);
+    Py_DECREF(tok);
+    return rc;
 }
 
 static PyObject *tokenize(PyObject *self, PyObject *args) {
-    PyObject *text, *cache, *expand;
-    if (!PyArg_ParseTuple(args, "UO!O", &text, &PyDict_Type, &cache, &expand)) return NULL;
+    PyObject *text, *cache, *expand, *stems = NULL, *stem = NULL;
+    if (!PyArg_ParseTuple(args, "UO!O|O!O", &text, &PyDict_Type, &cache, &expand, &PyDict_Type,
+                          &stems, &stem))
+        return NULL;
+    g_stems = stem != NULL ? stems : NULL;
+    g_stem = stems != NULL ? stem : NULL;
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
@@ -216,15 +253,17 @@ static PyObject *tokenize(PyObject *self, PyObject *args) {
         while (j < n && char_class(PyUnicode_READ(kind, data, j)) == cls) j++;
         int rc = cls == C_CJK ? cjk_run(out, text, kind, data, i, j)
                               : other_run(out, text, kind, data, i, j, cache, expand);
-        if (rc < 0) { Py_DECREF(out); return NULL; }
+        if (rc < 0) { Py_DECREF(out); g_stems = g_stem = NULL; return NULL; }
         i = j;
     }
+    g_stems = g_stem = NULL;
     return out;
 }
 
 static PyMethodDef methods[] = {
     {"tokenize", tokenize, METH_VARARGS,
-     "tokenize(nfkc_text, cache, expand) -> list of tokens (see clawkb.text.tokenize)"},
+     "tokenize(nfkc_text, cache, expand[, stems, stem]) -> list of tokens"
+     " (see clawkb.text.tokenize)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -45,13 +45,20 @@ of ``eth.c``, the ``v`` of ``3.3V``) are dropped: they match nearly every
 document and only bloat the index; a run that *is* one letter is still a token.
 Single digits and single non-ASCII letters (``ω`` of ``50Ω``) are kept. Any
 token longer than 64 characters is dropped (not truncated: a prefix would
-falsely match other long strings); its parts are still emitted. No stop words
-and no stemming here: ranking handles the former, and the latter would break
-identifiers.
+falsely match other long strings); its parts are still emitted. No stop words:
+ranking handles them.
+
+**English word forms**: a plain word of four or more ASCII letters is
+followed by its Snowball stem when that differs (``pipelining`` gives
+``pipelining pipelin``, ``Pipeline`` gives ``pipeline pipelin``), so word forms
+meet on the stem while the exact form still counts double. A run that is split
+into parts (``CONFIG_SMP``, ``ObserverEvent``, ``eth.c``, ``0x4001``, ``STM32``)
+is an identifier: neither it nor its parts are stemmed.
 
 CamelCase splitting needs the original case, so ``tokenize(normalize(x))``
 can be *smaller* than ``tokenize(x)`` but never has tokens it lacks (for
-ordinary text): a lower-case query still finds a CamelCase document.
+ordinary text) other than the stems of runs lower-casing made plain words: a
+lower-case query still finds a CamelCase document.
 """
 
 from __future__ import annotations
@@ -60,12 +67,14 @@ import functools
 import re
 from operator import add
 
+import Stemmer
+
 from clawkb.text.normalize import nfkc, normalize
 
 __all__ = ["MAX_TOKEN_LEN", "NATIVE_TOKENIZER", "TOKENIZER_VERSION", "normalize", "tokenize"]
 
 #: Bump whenever the output of :func:`tokenize` changes: indexes record it.
-TOKENIZER_VERSION = "1"
+TOKENIZER_VERSION = "2"  # 2: English stems (Snowball) after plain words
 
 #: Longer tokens are dropped (their parts are still emitted).
 MAX_TOKEN_LEN = 64
@@ -137,8 +146,44 @@ NATIVE_TOKENIZER = _native is not None
 def tokenize(text: str) -> list[str]:
     """Split ``text`` into index/query terms, in order, duplicates kept."""
     if _native is not None:
-        return _native.tokenize(nfkc(text), _CACHE, _expand_run)
+        return _native.tokenize(nfkc(text), _CACHE, _expand_run, _STEMS, stem_of)
     return tokenize_python(text)
+
+
+# English word forms: Snowball (PyStemmer, C) adds a plain English word's stem
+# right after it when the stem differs, so ``pipelining`` (stem ``pipelin``)
+# finds ``Pipeline``. Only plain words of ASCII letters get one: a run the
+# tokenizer splits into parts (an identifier: ``CONFIG_SMP``, ``ObserverEvent``,
+# ``eth.c``, ``0x4001``, ``stm32``) is never stemmed, nor are its parts, and the
+# exact form is always kept beside the stem, so an exact match still scores
+# above a match on the stem alone.
+_STEMMER = Stemmer.Stemmer("english")
+#: word -> stem, "" when it has none (the C path reads and fills it too)
+_STEMS: dict[str, str] = {}
+#: Shorter words are left alone (Snowball rarely changes them, and when it does,
+#: as ``was``/``wa``, it conflates words that are not forms of one another).
+STEM_MIN_LEN = 4
+
+
+def stem_of(word: str) -> str:
+    """The Snowball stem of a plain lower-case ASCII word, or "" when it is the word."""
+    if len(word) < STEM_MIN_LEN:
+        return ""
+    st: str = _STEMMER.stemWord(word)
+    return "" if st == word else st
+
+
+def _plain_tokens(token: str) -> tuple[str, ...]:
+    """A plain word's tokens: itself, then its stem for an ASCII word."""
+    if not (token.isascii() and token.isalpha()):
+        return (token,)
+    st = _STEMS.get(token)
+    if st is None:
+        st = stem_of(token)
+        if len(_STEMS) >= _CACHE_MAX_ENTRIES:
+            _STEMS.clear()
+        _STEMS[token] = st
+    return (token, st) if st else (token,)
 
 
 def tokenize_python(text: str) -> list[str]:
@@ -207,7 +252,9 @@ def _expand_run(run: str) -> tuple[str, ...]:
     core = match.group()
     if _is_plain(core):
         token = core.casefold()
-        return (token,) if len(token) <= MAX_TOKEN_LEN else ()
+        if len(token) > MAX_TOKEN_LEN:
+            return ()
+        return _plain_tokens(token) if core.isascii() else (token,)
     parts = _Parts()
     parts.whole(core)
     for segment in _SEGMENT_SPLIT.split(core):

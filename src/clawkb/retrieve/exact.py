@@ -1,0 +1,237 @@
+"""Exact matches stay on top: a query's identifiers, matched verbatim, outrank everything else.
+
+Engineers search for things that are spelled one way: a register address
+(``0x4002_3800``), a config symbol (``CONFIG_ESP_WIFI_ENABLED``), a function
+(``esp_wifi_init()``), a type (``ObserverEvent``), a file (``drivers/net/eth.c``),
+a command-line flag (``-Wno-dangling-reference``), a quoted error string. A
+passage that contains that spelling is what the user asked for; a dense
+neighbour that merely talks about something similar is not, however close its
+vector. Fused rankings do not know this: reciprocal-rank fusion gives the
+dense channel's top result as much credit as the lexical one's, and a dense
+model hashes an identifier into sub-word pieces it has never seen together.
+
+The rule, from first principles rather than fitted weights:
+
+* **Anchors** are the query's identifier-like runs (:func:`anchors`): hex
+  literals, words joined by ``_``, CamelCase, letters followed by digits
+  (``GPIO12``, ``ESP32``), dotted or slashed paths, calls ``name()``, flags
+  ``-x``/``--xy``, and the words of a quoted string. Each is matched through the
+  index's own tokens (the whole-run token the tokenizer keeps for such runs,
+  the canonical form for a hex literal), so "verbatim" means what the index
+  means by it, in every language and chunk format.
+* **Selective anchors only.** An anchor narrows the answer only if few
+  passages contain it: its document frequency must be at most ``√N`` (N the
+  number of passages; 70 of 5,000, 316 of 100,000). An identifier that is in a
+  large share of the KB (``ESP32`` in an ESP32 manual) is context, not a target.
+  Anchors the index does not contain at all are ignored (a typo must not
+  empty the results).
+* **Coverage decides the tier.** Each passage's anchor coverage is the share of
+  the selective anchors' IDF mass it contains; passages are ordered by coverage
+  first and by the fused score within one coverage level. A passage that
+  contains the rarest anchors comes first, whatever the channels said.
+* **Nothing is lost to a channel's depth.** The passages that contain the
+  anchors are fetched from the lexical index directly (a cheap search on a few
+  rare terms) and join the list, so the rule holds in dense mode too and when
+  the dense channel filled the candidate list with neighbours.
+
+The stage only reorders when a query has a selective anchor some passage
+contains; natural-language questions pass through untouched, which is why
+it cannot cost the question-answering sets anything.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from clawkb.retrieve.fusion import Fused
+from clawkb.retrieve.term_stats import doc_freqs
+from clawkb.text import tokenize
+from clawkb.text.normalize import nfkc
+
+__all__ = ["Anchor", "anchors", "coverage_of", "keep_on_top", "selective"]
+
+#: Passages fetched per anchor search (they join the fused list when missing).
+FETCH = 20
+
+# A run: what the tokenizer keeps together (no whitespace, CJK, or hard separators).
+_RUN = re.compile(
+    r"[^\s\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef()\[\]{}<>\"'`,;=|!?*&^$]+"
+)
+_QUOTED = re.compile(r"\"([^\"]{2,200})\"|`([^`]{2,200})`|“([^”]{2,200})”|「([^」]{2,200})」")
+_HEX = re.compile(r"^0x[0-9a-f]+(?:_[0-9a-f]+)*$", re.I)
+_SNAKE = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]|^_+[A-Za-z]")
+_CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2,}[a-z]{2}")
+_ALNUM = re.compile(r"^[A-Za-z]{2,}[0-9]+[A-Za-z0-9]*$|^[A-Za-z][0-9]+[A-Za-z][A-Za-z0-9]*$")
+_PATH = re.compile(r"[A-Za-z0-9][/\\][A-Za-z0-9]|[A-Za-z_]{2,}\.[A-Za-z_]{1,}[A-Za-z0-9_]*$")
+# a command-line flag: ``--long-name``, or ``-x`` with a capital, digit or inner dash
+# (``-Wall``, ``-O2``, ``-Wno-dangling-reference``); ``-dash`` alone is a word
+_FLAG = re.compile(
+    r"^--[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*$"
+    r"|^-(?=[A-Za-z0-9_-]*[A-Z0-9-])[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*$"
+)
+_CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_.:]*)\(\)")
+_STRIP = ".,:;!?/\\"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One thing the query spells exactly: every token must be in a passage."""
+
+    text: str
+    tokens: tuple[str, ...]
+
+
+def _kind(run: str) -> str | None:
+    if _HEX.match(run):
+        return "hex"
+    if _FLAG.match(run):
+        return "flag"
+    core = run.strip(_STRIP)
+    if len(core) < 3:
+        return None
+    if _SNAKE.search(core):
+        return "snake"
+    if _CAMEL.search(core):
+        return "camel"
+    if _ALNUM.match(core):
+        return "alnum"
+    if _PATH.search(core):
+        return "path"
+    return None
+
+
+def _whole(run: str, kind: str) -> tuple[str, ...]:
+    """The index token that stands for ``run`` verbatim."""
+    toks = tokenize(run)
+    if not toks:
+        return ()
+    if kind == "hex":  # the canonical form both spellings (with and without _) produce
+        canon = [t for t in toks if re.fullmatch(r"0x[0-9a-f]+", t)]
+        return (canon[0],) if canon else (toks[0],)
+    return (toks[0],)
+
+
+def anchors(query: str) -> list[Anchor]:
+    """The query's identifier-like runs and quoted strings, as index tokens."""
+    text = nfkc(query)
+    out: dict[tuple[str, ...], Anchor] = {}
+    for m in _QUOTED.finditer(text):
+        inner = next(g for g in m.groups() if g)
+        toks = tuple(
+            dict.fromkeys(_whole(r, "word")[0] for r in _RUN.findall(inner) if tokenize(r))
+        )
+        if toks:
+            out.setdefault(toks, Anchor(inner, toks))
+    for m in _CALL.finditer(text):
+        toks = _whole(m.group(1), "call")
+        if toks:
+            out.setdefault(toks, Anchor(m.group(0), toks))
+    for run in _RUN.findall(text):
+        kind = _kind(run)
+        if kind is None:
+            continue
+        toks = _whole(run, kind)
+        if toks:
+            out.setdefault(toks, Anchor(run, toks))
+    return list(out.values())
+
+
+def selective(lexical: Any, found: Sequence[Anchor]) -> list[tuple[Anchor, float]]:
+    """(anchor, IDF weight) for the anchors some passage has and at most √N passages have.
+
+    A multi-token anchor (a quoted string) counts by its rarest token.
+    """
+    if not found:
+        return []
+    n = max(1, int(lexical.n_docs))
+    limit = max(3.0, math.sqrt(n))
+    terms = [t for a in found for t in a.tokens]
+    df = dict(zip(terms, doc_freqs(lexical, terms).tolist(), strict=True))
+    out = []
+    for a in found:
+        dfs = [df[t] for t in a.tokens]
+        if min(dfs) == 0 or min(dfs) > limit:
+            continue
+        idf = float(lexical.idf(np.asarray([min(dfs)], np.int64))[0])
+        out.append((a, idf))
+    return out
+
+
+def restricted(lexical: Any) -> bool:
+    """True when ``lexical`` can search within given chunk ids (the local index can;
+    a remote source's term statistics may not, and then these stages stand aside)."""
+    return hasattr(lexical, "segments")
+
+
+def _containing(lexical: Any, a: Anchor, ids: np.ndarray) -> set[int]:
+    """The ids among ``ids`` whose passage contains every token of ``a``."""
+    keep: set[int] | None = None
+    for t in a.tokens:
+        got, scores, _ = lexical.search([t], k=len(ids), allowed=ids)
+        have = {int(i) for i, s in zip(got.tolist(), scores.tolist(), strict=True) if s > 0}
+        keep = have if keep is None else keep & have
+    return keep or set()
+
+
+def coverage_of(
+    lexical: Any, weighted: Sequence[tuple[Anchor, float]], ids: np.ndarray
+) -> dict[int, float]:
+    """Per chunk id, the share of the anchors' IDF mass its passage contains."""
+    ids = np.unique(ids)
+    total = sum(w for _, w in weighted) or 1.0
+    cover = dict.fromkeys(ids.tolist(), 0.0)
+    for a, w in weighted:
+        for cid in _containing(lexical, a, ids):
+            cover[cid] += w / total
+    return cover
+
+
+def keep_on_top(
+    lexical: Any,
+    query: str,
+    fused: list[Fused],
+    allowed: np.ndarray | None = None,
+    hidden: np.ndarray | None = None,
+) -> tuple[list[Fused], dict[str, Any] | None]:
+    """``fused`` with passages that contain the query's selective anchors first.
+
+    Returns the new list and a trace for ``--explain`` (None when the query has
+    no selective anchor, and the list is returned as it was).
+    """
+    if not restricted(lexical):
+        return fused, None
+    weighted = selective(lexical, anchors(query))
+    if not weighted:
+        return fused, None
+    tokens = [t for a, _ in weighted for t in a.tokens]
+    ids, _, _ = lexical.search(tokens, k=FETCH * len(weighted), allowed=allowed)
+    have = {f.chunk_id for f in fused}
+    hide = set(hidden.tolist()) if hidden is not None and len(hidden) else set()
+    extra = [int(i) for i in ids.tolist() if int(i) not in have and int(i) not in hide]
+    pool = fused + [Fused(i, 0.0, {"exact": {"fetched": True}}) for i in extra]
+    cover = coverage_of(lexical, weighted, np.asarray([f.chunk_id for f in pool], np.int64))
+    lo = min((f.score for f in pool), default=0.0)
+    hi = max((f.score for f in pool), default=0.0)
+    span = (hi - lo) + 1e-6
+    order = sorted(range(len(pool)), key=lambda i: (-round(cover[pool[i].chunk_id], 6), i))
+    levels = sorted({round(c, 6) for c in cover.values()})
+    out = []
+    for i in order:
+        f = pool[i]
+        c = round(cover[f.chunk_id], 6)
+        # the lowest level keeps its scores; each level above is lifted past the one below
+        new = Fused(f.chunk_id, f.score + levels.index(c) * span, dict(f.trace))
+        new.trace["exact"] = {**new.trace.get("exact", {}), "coverage": c}
+        out.append(new)
+    trace = {
+        "anchors": [a.text for a, _ in weighted],
+        "fetched": len(extra),
+        "on_top": sum(1 for f in out if f.trace["exact"]["coverage"] > 0),
+    }
+    return out, trace
