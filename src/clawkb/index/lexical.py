@@ -36,6 +36,7 @@ import numpy as np
 
 from clawkb.errors import IndexError_
 from clawkb.index import generations as gens
+from clawkb.index import npyfile
 from clawkb.index.scorer import (
     BLOCKMAX_AVAILABLE,
     score_topk,
@@ -61,11 +62,15 @@ MANIFEST_NAME = gens.MANIFEST
 
 def _save_array(path: Path, arr: np.ndarray) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.save(fh, arr)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            np.save(fh, arr)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no temporary file left behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +230,7 @@ class LexicalIndex:
                 seg = Segment(self.folder / name)
                 live = m.live.get(name)
                 if live:
-                    seg.live = np.load(self.folder / name / live)
+                    seg.live = npyfile.load(self.folder / name / live)
                 elif live == "":
                     seg.live = np.ones(seg.n_docs, np.uint8)
                 if len(seg.live) != seg.n_docs:
