@@ -82,11 +82,17 @@ class Gate:
                 self._cond.notify_all()
 
 
-def _manifest_stamp(kb: KnowledgeBase) -> int:
-    try:
-        return (kb.lexical.folder / "manifest.json").stat().st_mtime_ns
-    except OSError:
-        return 0
+def _manifest_stamp(kb: KnowledgeBase) -> tuple[int, int]:
+    """When the index was last published and the store last written (its WAL): a view
+    renews when either moves, so another process's commits that leave the index as it
+    is (``embed``, memory notes) are seen too."""
+    stamps = []
+    for path in (kb.lexical.folder / "manifest.json", kb.home / (db.DB_NAME + "-wal")):
+        try:
+            stamps.append(path.stat().st_mtime_ns)
+        except OSError:
+            stamps.append(0)
+    return stamps[0], stamps[1]
 
 
 class _Slot:
@@ -107,7 +113,7 @@ class _Slot:
         self.lock = threading.Lock()
         self.kb: KnowledgeBase | None = None
         self.generation = -1
-        self.stamp = 0
+        self.stamp = (0, 0)
         self.pinned = False
 
     def stale(self, generation: int) -> bool:
