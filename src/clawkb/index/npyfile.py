@@ -16,6 +16,7 @@ import re
 import struct
 import threading
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -53,7 +54,7 @@ def load(path: Path, *, mmap: bool = False) -> np.ndarray:
                 return _np_load(path, mmap)
         dtype = np.dtype(match["descr"])
         shape = tuple(int(part) for part in match["shape"].split(",") if part.strip())
-        order = "F" if match["fortran"] == "True" else "C"
+        order: Literal["C", "F"] = "F" if match["fortran"] == "True" else "C"
         start = offset + size
         count = math.prod(shape)
         need = start + count * dtype.itemsize
@@ -66,7 +67,7 @@ def load(path: Path, *, mmap: bool = False) -> np.ndarray:
             return np.memmap(path, dtype, "r", start, shape, order).view(np.ndarray)
         fh.seek(start)
         flat = np.fromfile(fh, dtype, count)
-        return flat.reshape(shape, order=order)  # type: ignore[call-overload,no-any-return]
+        return flat.reshape(shape, order=order)
 
 
 def _np_load(path: Path, mmap: bool) -> np.ndarray:

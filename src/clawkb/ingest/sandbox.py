@@ -249,9 +249,9 @@ def scrub_environment() -> list[str]:
         while environ[i]:
             addr = environ[i]
             entry = ctypes.string_at(addr)
-            name, _, value = entry.partition(b"=")
-            if name in wanted and value:
-                ctypes.memset(addr + len(name) + 1, 0, len(value))
+            key, _, value = entry.partition(b"=")
+            if key in wanted and value:
+                ctypes.memset(addr + len(key) + 1, 0, len(value))
             i += 1
     for name in names:
         os.environ.pop(name, None)
