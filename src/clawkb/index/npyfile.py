@@ -62,7 +62,7 @@ def load(path: Path, *, mmap: bool = False) -> np.ndarray:
         if fh.tell() < need:
             raise ValueError(f"{path}: truncated ({fh.tell()} of {need} bytes)")
         if count == 0:
-            return np.empty(shape, dtype, order=order)  # type: ignore[call-overload]
+            return np.empty(shape, dtype, order=order)
         if mmap:
             return np.memmap(path, dtype, "r", start, shape, order).view(np.ndarray)
         fh.seek(start)
