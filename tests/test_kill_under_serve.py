@@ -9,12 +9,11 @@ finishes and `doctor` finds the KB healthy.
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,22 +22,11 @@ import pytest
 
 from clawkb.kb import KnowledgeBase
 from clawkb.maintenance.doctor import run_doctor
-from safety_helpers import make_corpus, unique
+from safety_helpers import indexed_kb, kill_when, unique
 from server_helpers import serving
 
 HERE = Path(__file__).parent
 CLAWKB = str(Path(sys.executable).parent / "clawkb")
-
-
-def _kb(tmp_path: Path, n: int, config: str = "") -> tuple[Path, list[int]]:
-    ids = make_corpus(tmp_path / "notes", n)
-    home = tmp_path / "kb"
-    home.mkdir()
-    if config:
-        (home / "config.yaml").write_text(config, "utf-8")
-    with KnowledgeBase.open(home, create=True) as kb:
-        kb.index([tmp_path / "notes"])
-    return home, ids
 
 
 @contextmanager
@@ -73,22 +61,12 @@ def _clients(url: str, ids: list[int], n: int = 3) -> Iterator[dict[str, list[st
             t.join(60)
 
 
-def _kill_when(proc: subprocess.Popen[bytes], ready: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and not ready() and time.monotonic() < deadline:
-        time.sleep(0.002)
-    alive = proc.poll() is None
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert alive, f"{what} finished before the kill point"
-
-
 def test_sigkill_during_reindex_under_serve(tmp_path: Path) -> None:
-    home, ids = _kb(tmp_path, 150)
+    home, ids = indexed_kb(tmp_path, 150)
     with serving(home) as server, _clients(server.url, ids) as seen:
         time.sleep(0.3)
         proc = subprocess.Popen([CLAWKB, "--kb", str(home), "reindex"])
-        _kill_when(proc, lambda: any((home / "index").glob("lexical-build-*")), "reindex")
+        kill_when(proc, lambda: any((home / "index").glob("lexical-build-*")), "reindex")
         time.sleep(0.3)
         again = subprocess.run([CLAWKB, "--kb", str(home), "reindex"], capture_output=True)
         assert again.returncode == 0, again.stderr
@@ -101,7 +79,7 @@ def test_sigkill_during_reindex_under_serve(tmp_path: Path) -> None:
 
 def test_sigkill_during_embed_under_serve(tmp_path: Path) -> None:
     pytest.importorskip("static_model")
-    home, ids = _kb(tmp_path, 30, "embedding: static\n")
+    home, ids = indexed_kb(tmp_path, 30, "embedding: static\n")
     gate = tmp_path / "never"  # the job's second batch waits forever: killed there
     with serving(home) as server, _clients(server.url, ids) as seen:
         time.sleep(0.3)
@@ -111,7 +89,7 @@ def test_sigkill_during_embed_under_serve(tmp_path: Path) -> None:
             def first_batch() -> bool:
                 return bool(kb.conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0])
 
-            _kill_when(proc, first_batch, "embed")
+            kill_when(proc, first_batch, "embed")
         time.sleep(0.3)
         out = subprocess.run(
             [CLAWKB, "--kb", str(home), "embed", "--json"], capture_output=True, text=True

@@ -23,17 +23,14 @@ import pytest
 from clawkb.index.lexical import LexicalIndex
 from clawkb.kb import KnowledgeBase
 from clawkb.store import db
-from safety_helpers import make_corpus, unique, write_doc
+from safety_helpers import indexed_kb, unique, write_doc
 from server_helpers import serving
 
 CLAWKB = str(Path(sys.executable).parent / "clawkb")
 
 
 def _kb(tmp_path: Path, n: int = 40) -> tuple[Path, Path, list[int]]:
-    ids = make_corpus(tmp_path / "notes", n)
-    home = tmp_path / "kb"
-    with KnowledgeBase.open(home, create=True) as kb:
-        kb.index([tmp_path / "notes"])
+    home, ids = indexed_kb(tmp_path, n)
     return home, tmp_path / "notes", ids
 
 

@@ -51,6 +51,8 @@ LOCK_NAME = "write.lock"
 READER_GRACE_S = 10.0
 #: How long a read waits for a writer to repair an index it cannot serve.
 REPAIR_WAIT_S = 300.0
+#: After a failed background repair (a full disk), how long reads do not start another.
+REPAIR_RETRY_S = 30.0
 
 
 class KnowledgeBase:
@@ -307,9 +309,7 @@ class KnowledgeBase:
             if problem is not None:
                 warnings.append(f"repaired: {problem}")
             return warnings
-        from clawkb.store.locking import is_locked
-
-        if is_locked(self.home / LOCK_NAME):  # a writer is at work: it catches the index up
+        if self._writer_active():  # a writer is at work: it catches the index up
             if problem is not None:
                 raise IndexError_(
                     f"{problem}; another process is writing — try again when it finishes,"
@@ -339,12 +339,22 @@ class KnowledgeBase:
     #: runs :meth:`repair_index` there. ``None``: :func:`repair_in_background`.
     repair_handler: Callable[[], Future[list[str]]] | None = None
 
+    def _writer_active(self) -> bool:
+        from clawkb.store.locking import is_locked
+
+        try:
+            return is_locked(self.home / LOCK_NAME)
+        except OSError:  # a read-only KB folder: no writer here
+            return False
+
     def _hand_off_repair(self) -> Future[list[str]]:
         handler = self.repair_handler
         fut = handler() if handler is not None else repair_in_background(self.home)
         if not hasattr(self, "_handed_off"):
             self._handed_off: list[Future[list[str]]] = []
-        self._handed_off.append(fut)
+        self._handed_off = [f for f in self._handed_off if not f.done()]
+        if fut not in self._handed_off:
+            self._handed_off.append(fut)
         return fut
 
     def _wait_for_repair(self, repair: Future[list[str]], problem: str, pinned: bool) -> None:
@@ -659,6 +669,10 @@ def repair_in_background(home: Path) -> Future[list[str]]:
         fut = _repairs.get(home)
         if fut is not None and not fut.done():
             return fut
+        if fut is not None and fut.exception() is not None:
+            failed_at = getattr(fut, "failed_at", 0.0)
+            if time.monotonic() - failed_at < REPAIR_RETRY_S:  # e.g. a full disk: not every read
+                return fut
         fut = _repairs[home] = Future()
 
     def run() -> None:
@@ -668,6 +682,7 @@ def repair_in_background(home: Path) -> Future[list[str]]:
             with KnowledgeBase.open(home) as kb:
                 fut.set_result(kb.repair_index())
         except BaseException as exc:
+            fut.failed_at = time.monotonic()  # type: ignore[attr-defined]
             fut.set_exception(exc)
 
     threading.Thread(target=run, name="clawkb-repair", daemon=True).start()

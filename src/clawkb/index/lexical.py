@@ -22,7 +22,6 @@ the store's change log from the last applied sequence.
 from __future__ import annotations
 
 import math
-import os
 import re
 import shutil
 import time
@@ -61,16 +60,7 @@ MANIFEST_NAME = gens.MANIFEST
 
 
 def _save_array(path: Path, arr: np.ndarray) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            np.save(fh, arr)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:  # a full disk: no temporary file left behind
-        tmp.unlink(missing_ok=True)
-        raise
+    gens.replace_atomically(path, lambda fh: np.save(fh, arr), path.with_name(path.name + ".tmp"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ import numpy as np
 
 from clawkb.index import npyfile, packing, termdict
 from clawkb.index.blocks import BLOCK_ARRAYS, block_arrays, minlen_codes
+from clawkb.index.generations import replace_atomically
 
 #: Version of the files a segment folder holds (meta.json "format").
 SEGMENT_FORMAT = 5 if packing.NATIVE else 3
@@ -439,7 +440,9 @@ class Segment:
             self._raw = (_open_array(folder / "docs.npy"), _open_array(folder / "tfs.npy"))
         live_path = folder / "live.npy"
         self.live: np.ndarray = (
-            npyfile.load(live_path) if live_path.exists() else np.ones(len(self.chunk_ids), np.uint8)
+            npyfile.load(live_path)
+            if live_path.exists()
+            else np.ones(len(self.chunk_ids), np.uint8)
         )
         self._sorted_ids: np.ndarray | None = None
         self._blocks: dict[str, np.ndarray] | None = None
@@ -640,16 +643,10 @@ class Segment:
         return before
 
     def save_live(self) -> None:
-        tmp = self.folder / "live.npy.tmp"
-        try:
-            with open(tmp, "wb") as fh:
-                np.save(fh, self.live)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.folder / "live.npy")
-        except BaseException:  # a full disk: no temporary file left behind
-            tmp.unlink(missing_ok=True)
-            raise
+        live = self.live
+        replace_atomically(
+            self.folder / "live.npy", lambda fh: np.save(fh, live), self.folder / "live.npy.tmp"
+        )
 
 
 def merge_segments(segments: Sequence[Segment], folder: Path) -> None:

@@ -89,7 +89,7 @@ _ALLOWED = [
     "readlink", "readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir",
     "fcntl", "dup", "dup2", "dup3", "pipe", "pipe2", "poll", "ppoll", "select",
     "pselect6", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait",
-    "eventfd2", "fadvise64", "fsync", "fdatasync", "ftruncate", "memfd_create", "umask",
+    "eventfd2", "fadvise64", "fsync", "fdatasync", "umask",
     # memory
     "mmap", "munmap", "mprotect", "mremap", "madvise", "brk", "msync", "mincore",
     "get_mempolicy", "membarrier",
