@@ -1,7 +1,8 @@
 """Readers never write (issue 20, item 3).
 
-Real KB folders, real reader threads, a real writer process and a real
-`clawkb serve`: a search that finds the index behind the store serves what
+Real KB folders, real reader threads and a real writer process (the same
+under a running `clawkb serve`: tests/test_kill_under_serve.py and the soak,
+bench/soak.py): a search that finds the index behind the store serves what
 is published and says so; only writers take the write lock; a reader whose
 snapshot predates a newer generation is not told the store is an older copy;
 segment files open from many threads without ``ast``.
@@ -24,7 +25,6 @@ from clawkb.index.lexical import LexicalIndex
 from clawkb.kb import KnowledgeBase
 from clawkb.store import db
 from safety_helpers import indexed_kb, unique, write_doc
-from server_helpers import serving
 
 CLAWKB = str(Path(sys.executable).parent / "clawkb")
 
@@ -167,55 +167,3 @@ def test_segments_open_without_ast(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     for t in threads:
         t.join(120)
     assert not problems, problems[:3]
-
-
-def test_server_searches_never_fail_while_a_terminal_indexes(tmp_path: Path) -> None:
-    """6 client threads search a real server while a terminal `clawkb index` writes
-    : every answer is a 200 with the right file."""
-    home, notes, ids = _kb(tmp_path)
-    results: dict[str, int] = {"ok": 0, "bad": 0, "wrong": 0}
-    bad: list[str] = []
-    stop = threading.Event()
-    with serving(home) as server:
-        url = server.url
-
-        def client() -> None:
-            import httpx
-
-            rng = random.Random()
-            with httpx.Client(base_url=url, timeout=30, trust_env=False) as http:
-                while not stop.is_set():
-                    i = rng.choice(ids)
-                    r = http.get("/api/v1/search", params={"q": unique(i), "limit": 3})
-                    if r.status_code != 200:
-                        results["bad"] += 1
-                        bad.append(f"{r.status_code} {r.text[:200]}")
-                        continue
-                    paths = [h["path"] for h in r.json()["hits"]]
-                    if not paths or not paths[0].endswith(f"doc{i:03d}.md"):
-                        results["wrong"] += 1
-                        bad.append(f"{unique(i)} -> {paths[:2]}")
-                    results["ok"] += 1
-                    time.sleep(0.005)
-
-        threads = [threading.Thread(target=client) for _ in range(6)]
-        for t in threads:
-            t.start()
-        try:
-            rng = random.Random(9)
-            for round_ in range(2):
-                for i in rng.sample(ids, 10):
-                    write_doc(notes, i, round_ + 1, rng)
-                done = subprocess.run(
-                    [CLAWKB, "--kb", str(home), "index", str(notes)],
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                )
-                assert done.returncode == 0, done.stderr
-                time.sleep(0.3)
-        finally:
-            stop.set()
-            for t in threads:
-                t.join(60)
-    assert results["ok"] > 50 and not bad, (results, bad[:5])
