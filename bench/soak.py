@@ -1,7 +1,14 @@
-"""Soak: many readers, one writer, `embed` and `memory store`, all at once, for minutes.
+"""Soak: many readers, writers, `embed` and memory writes, all at once, for minutes.
 
-    .venv/bin/python bench/soak.py                   # 600 s (make bench)
+    .venv/bin/python bench/soak.py                   # 600 s against `clawkb serve` (make bench)
     .venv/bin/python bench/soak.py --seconds 60      # quick run
+    .venv/bin/python bench/soak.py --in-process      # the older soak, no server
+
+The default (issue 20) runs `clawkb serve` with 8 HTTP reader clients, a writer
+through the API (`/index`, `/memory`), a terminal `index` every 30 s and one
+`embed` and one `reindex`, and samples the server's RSS
+(:func:`run_server`). Targets: 0 errors, 0 empty or wrong results, p99 <= 100
+ms, RSS flat after warm-up. The older mode is described below.
 
 Builds a throw-away KB from a generated bilingual-free corpus in a temp folder:
 ``stable`` files always exist (the writer rewrites their text, keeping one
@@ -129,7 +136,7 @@ def looper(cmd: list[str], until: float, pause: float) -> dict[str, Any]:
 
 def _role_main(argv: list[str]) -> None:
     role, args = argv[0], json.loads(argv[1])
-    fn = {"reader": reader, "writer": writer, "looper": looper}[role]
+    fn = {"reader": reader, "writer": writer, "looper": looper, "http_reader": http_reader}[role]
     print(json.dumps(fn(**args)))
 
 
@@ -235,6 +242,305 @@ def run(seconds: float, readers: int, stable: int, churn: int, work: Path) -> di
     }
 
 
+# -- server soak (issue 20): `clawkb serve` under readers, writers and jobs ----------
+def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, Any]:
+    """One reader client: search a stable file's unique word over HTTP until ``until``."""
+    import httpx
+
+    rng = random.Random(os.getpid())
+    lat: list[float] = []
+    server_ms: list[float] = []
+    errors = empty = wrong = 0
+    first_error = first_wrong = ""
+    with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
+        while time.time() < until:
+            i = rng.randrange(stable)
+            t0 = time.perf_counter()
+            try:
+                r = http.get("/api/v1/search", params={"q": unique(i), "limit": 5})
+            except httpx.HTTPError as exc:
+                errors += 1
+                first_error = first_error or f"{type(exc).__name__}: {exc}"
+                continue
+            lat.append((time.perf_counter() - t0) * 1000)
+            if r.status_code != 200:
+                errors += 1
+                first_error = first_error or f"{r.status_code} {r.text[:300]}"
+                continue
+            data = r.json()
+            server_ms.append(float(data.get("took_ms", 0.0)))
+            paths = [h["path"] for h in data["hits"]]
+            want = f"f{i:05d}.md"
+            if not any(p.endswith(want) for p in paths):
+                empty += 1
+                first_wrong = first_wrong or f"{unique(i)} -> {paths[:3]}"
+            elif not paths[0].endswith(want):
+                wrong += 1
+                first_wrong = first_wrong or f"{unique(i)} -> {paths[:3]} (not first)"
+            if think:
+                time.sleep(think)
+    return {
+        "latencies": lat,
+        "server_ms": server_ms,
+        "errors": errors,
+        "empty": empty,
+        "wrong": wrong,
+        "first_error": first_error,
+        "first_wrong": first_wrong,
+    }
+
+
+def _rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def run_server(
+    seconds: float, readers: int, stable: int, churn: int, work: Path, think: float
+) -> dict[str, Any]:
+    """The issue-20 soak: ``serve`` with ``readers`` HTTP clients, a writer through the
+    API (``/index``, ``/memory``), a terminal ``index`` every 30 s, one ``embed`` and
+    one ``reindex``; server RSS sampled every 5 s."""
+    import re
+
+    import httpx
+
+    from clawkb.kb import KnowledgeBase
+
+    corpus = work / "corpus"
+    api_dir, term_dir = corpus / "api", corpus / "term"
+    api_dir.mkdir(parents=True)
+    term_dir.mkdir()
+    rng = random.Random(7)
+    split = stable * 2 // 3  # stable files 0..split-1 are the API writer's, the rest the terminal's
+    for i in range(stable + churn):
+        write_file(api_dir if i < split or i >= stable else term_dir, i, 0, rng)
+    home = work / "kb"
+    home.mkdir()
+    try:
+        import static_model  # noqa: F401
+
+        dense = True
+        (home / "config.yaml").write_text("embedding: static\n", "utf-8")
+    except ImportError:
+        dense = False
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([corpus])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWKB_")}
+    server = subprocess.Popen(
+        [CLAWKB, "--kb", str(home), "serve", str(corpus), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    assert server.stdout is not None
+    url = ""
+    while not url:
+        line = server.stdout.readline()
+        if not line:
+            raise SystemExit("clawkb serve exited before it served")
+        m = re.search(r"Serving on (http://\S+)", line)
+        url = m.group(1) if m else ""
+    import threading
+
+    server_lines: list[str] = []
+    threading.Thread(target=lambda: server_lines.extend(server.stdout or ()), daemon=True).start()
+    start = time.time() + 3.0
+    until = start + seconds
+    procs = {
+        f"reader{k}": _spawn("http_reader", url=url, stable=stable, until=until, think=think)
+        for k in range(readers)
+    }
+    jobs: dict[str, Any] = {
+        "api_index": [0, 0, ""],
+        "api_memory": [0, 0, ""],
+        "terminal_index": [0, 0, ""],
+        "embed": [0, 0, ""],
+        "reindex": [0, 0, ""],
+    }
+
+    def count(name: str, ok: bool, why: str = "") -> None:
+        jobs[name][0 if ok else 1] += 1
+        if not ok and not jobs[name][2]:
+            jobs[name][2] = why[-300:]
+
+    def cli(name: str, *args: str) -> None:
+        out = subprocess.run([CLAWKB, "--kb", str(home), *args], capture_output=True, text=True)
+        count(name, out.returncode == 0, out.stderr.strip())
+
+    rss: list[tuple[float, int]] = []
+    rounds = [0]
+
+    def api_writer() -> None:  # every second: rewrite 5 files, delete one, add one; a memory
+        wrng = random.Random(11)
+        alive = list(range(stable, stable + churn))
+        next_new = stable + churn
+        with httpx.Client(base_url=url, timeout=300, trust_env=False) as http:
+            while time.time() < until:
+                rounds[0] += 1
+                for i in wrng.sample(range(split), 5):
+                    write_file(api_dir, i, rounds[0], wrng)
+                gone = alive.pop(wrng.randrange(len(alive)))
+                (api_dir / f"f{gone:05d}.md").unlink()
+                write_file(api_dir, next_new, 0, wrng)
+                alive.append(next_new)
+                next_new += 1
+                r = http.post("/api/v1/index", json={"path": str(api_dir)})
+                count("api_index", r.status_code == 200, r.text)
+                note = {"text": f"soak note {rounds[0] % 7}", "tags": ["soak"]}
+                r = http.post("/api/v1/memory", json=note)
+                count("api_memory", r.status_code == 200, r.text)
+                time.sleep(1.0)
+
+    def terminal() -> None:  # every 30 s: a terminal `clawkb index` of other files
+        trng = random.Random(13)
+        version = 0
+        while time.time() + 30 < until:
+            time.sleep(30)
+            version += 1
+            for i in trng.sample(range(split, stable), 5):
+                write_file(term_dir, i, version, trng)
+            cli("terminal_index", "index", str(term_dir))
+
+    def jobs_once() -> None:  # `embed` a third of the way in, `reindex` two thirds in
+        time.sleep(max(0.0, start + seconds / 3 - time.time()))
+        if dense:
+            cli("embed", "embed")
+        time.sleep(max(0.0, start + 2 * seconds / 3 - time.time()))
+        cli("reindex", "reindex")
+
+    while time.time() < start:
+        time.sleep(0.05)
+    workers = [threading.Thread(target=fn) for fn in (api_writer, terminal, jobs_once)]
+    for w in workers:
+        w.start()
+    while time.time() < until:
+        rss.append((time.time() - start, _rss_kb(server.pid)))
+        time.sleep(5)
+    for w in workers:
+        w.join()
+    rss.append((time.time() - start, _rss_kb(server.pid)))
+    results = {name: _collect(p, seconds + 600) for name, p in procs.items()}
+    server.terminate()
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    lat: list[float] = []
+    took: list[float] = []
+    errors = empty = wrong = 0
+    first_error = first_wrong = ""
+    crashed = [n for n, r in results.items() if r.get("crashed")]
+    for r in results.values():
+        if not r.get("crashed"):
+            lat += r["latencies"]
+            took += r["server_ms"]
+            errors += r["errors"]
+            empty += r["empty"]
+            wrong += r["wrong"]
+            first_error = first_error or r["first_error"]
+            first_wrong = first_wrong or r["first_wrong"]
+    from clawkb.maintenance.doctor import run_doctor
+
+    doctor = run_doctor(home)
+    with KnowledgeBase.open(home) as kb:
+        final = kb.repo.counts()
+    warm = [kb for t, kb in rss if t >= seconds * 0.25]
+    return {
+        "seconds": seconds,
+        "readers": readers,
+        "think_ms": think * 1000,
+        "dense": dense,
+        "searches": len(lat),
+        "errors": errors,
+        "empty": empty,
+        "wrong": wrong,
+        "first_error": first_error,
+        "first_wrong": first_wrong,
+        "p50_ms": round(pct(lat, 0.50), 2),
+        "p95_ms": round(pct(lat, 0.95), 2),
+        "p99_ms": round(pct(lat, 0.99), 2),
+        "max_ms": round(max(lat), 1) if lat else float("nan"),
+        "server_p50_ms": round(pct(took, 0.50), 2),
+        "server_p99_ms": round(pct(took, 0.99), 2),
+        "rss_mb": [(round(t), round(kb / 1024, 1)) for t, kb in rss],
+        "rss_after_warmup_mb": (round(warm[0] / 1024, 1), round(warm[-1] / 1024, 1))
+        if warm
+        else None,
+        "jobs": jobs,
+        "api_rounds": rounds[0],
+        "crashed": crashed,
+        "server_tracebacks": sum("Traceback" in ln for ln in server_lines),
+        "doctor_healthy": doctor.healthy,
+        "doctor": [f.line() for f in doctor.findings],
+        "final_documents": final["documents"],
+        "final_chunks": final["chunks"],
+    }
+
+
+def report_server_md(r: dict[str, Any], niced: bool) -> str:
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    j = r["jobs"]
+    warm = r["rss_after_warmup_mb"] or ("-", "-")
+
+    def job(name: str) -> str:
+        ok, failed, _ = j[name]
+        return f"{ok} / {failed}"
+
+    lines = [
+        "# Soak: `clawkb serve` under readers, an API writer, a terminal writer and jobs",
+        "",
+        f"Run {when}, `bench/soak.py --seconds {r['seconds']:g}` on {os.cpu_count()} cores"
+        f"{' under `nice -n 10`' if niced else ''}; the machine is shared with other"
+        f" engineers' jobs (1-minute load average at the end {os.getloadavg()[0]:.1f}), so"
+        " latencies include waiting for a core. Dense"
+        f" {'on (static embedder; `embed` runs once, a third of the way in)' if r['dense'] else 'off'}.",
+        "",
+        f"{r['readers']} reader processes search over HTTP (`/api/v1/search`, default mode,"
+        f" {r['think_ms']:g} ms pause between requests) for the unique word of a file that"
+        " always exists; *empty* = that file is not among the 5 hits, *wrong* = it is not"
+        " first. Meanwhile: every second the API writer rewrites 5 files, deletes one,"
+        " adds one and posts `/api/v1/index`, then stores a memory (`/api/v1/memory`); every"
+        " 30 s a terminal `clawkb index` rewrites 5 other files; `clawkb embed` once and"
+        " `clawkb reindex` once (two thirds in).",
+        "",
+        "| measure | value | target |",
+        "|---|---|---|",
+        f"| searches | {r['searches']} | |",
+        f"| errors (non-200 or no answer) | {r['errors']} | 0 |",
+        f"| empty for an existing file | {r['empty']} | 0 |",
+        f"| wrong (the file not first) | {r['wrong']} | 0 |",
+        f"| client latency p50 / p95 / p99 / max | {r['p50_ms']} / {r['p95_ms']} /"
+        f" {r['p99_ms']} / {r['max_ms']} ms | p99 <= 100 ms |",
+        f"| server-side search time p50 / p99 (`took_ms`) | {r['server_p50_ms']} /"
+        f" {r['server_p99_ms']} ms | |",
+        f"| server RSS after warm-up (25% in -> end) | {warm[0]} -> {warm[1]} MB | flat |",
+        f"| API `/index` rounds ok / failed | {job('api_index')} | 0 failed |",
+        f"| API `/memory` ok / failed | {job('api_memory')} | 0 failed |",
+        f"| terminal `index` ok / failed | {job('terminal_index')} | 0 failed |",
+        f"| `embed` ok / failed | {job('embed')} | 0 failed |",
+        f"| `reindex` ok / failed | {job('reindex')} | 0 failed |",
+        f"| crashed reader processes | {', '.join(r['crashed']) or 'none'} | none |",
+        f"| tracebacks in the server log | {r['server_tracebacks']} | 0 |",
+        f"| `clawkb doctor` afterwards | {'healthy' if r['doctor_healthy'] else 'PROBLEMS'} | healthy |",
+        f"| final documents / chunks | {r['final_documents']} / {r['final_chunks']} | |",
+        "",
+        "Server RSS (seconds in, MB): " + ", ".join(f"{t}: {mb}" for t, mb in r["rss_mb"]),
+    ]
+    errs = [("reader", r["first_error"]), ("result", r["first_wrong"])]
+    errs += [(name, why) for name, (_, _, why) in j.items() if why]
+    errs = [(k, v) for k, v in errs if v]
+    lines += ["", "`clawkb doctor` after the run:", "", "```", *r["doctor"], "```"]
+    if errs:
+        lines += ["", "First problems:", ""] + [f"- {k}: `{v}`" for k, v in errs]
+    return "\n".join(lines) + "\n"
+
+
 def report_md(r: dict[str, Any]) -> str:
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     w, e, m = r["writer"], r["embed"] or {}, r["memory"]
@@ -283,20 +589,45 @@ def main() -> int:
     ap.add_argument("--stable", type=int, default=150, help="files that always exist")
     ap.add_argument("--churn", type=int, default=30, help="files deleted and added")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "soak-latest.md")
+    ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="the older soak: reader and writer processes on the KB itself, no server",
+    )
+    ap.add_argument(
+        "--think-ms", type=float, default=10.0, help="pause between a client's searches"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="clawkb-soak-") as tmp:
-        r = run(args.seconds, args.readers, args.stable, args.churn, Path(tmp))
-    md = report_md(r)
+        if args.in_process:
+            r = run(args.seconds, args.readers, args.stable, args.churn, Path(tmp))
+        else:
+            r = run_server(
+                args.seconds, args.readers, args.stable, args.churn, Path(tmp), args.think_ms / 1000
+            )
+    niced = os.nice(0) > 0
+    md = report_md(r) if args.in_process else report_server_md(r, niced)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(md, encoding="utf-8")
+    (args.out.with_suffix(".json")).write_text(json.dumps(r, indent=1), encoding="utf-8")
     print(md)
-    ok = (
-        r["errors"] == 0
-        and r["empty_for_existing"] == 0
-        and not r["crashed"]
-        and r["doctor_healthy"]
-        and not r["writer"].get("failures")
-    )
+    if args.in_process:
+        ok = (
+            r["errors"] == 0
+            and r["empty_for_existing"] == 0
+            and not r["crashed"]
+            and r["doctor_healthy"]
+            and not r["writer"].get("failures")
+        )
+    else:
+        ok = (
+            r["errors"] == 0
+            and r["empty"] == 0
+            and r["wrong"] == 0
+            and not r["crashed"]
+            and r["doctor_healthy"]
+            and not any(failed for _, failed, _ in r["jobs"].values())
+        )
     return 0 if ok else 1
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 WORDS = [f"filler{i}" for i in range(400)]
 
@@ -62,6 +65,31 @@ def search_loop(
             if pause:
                 time.sleep(pause)  # leave the shared cores to the writers
     return {"done": done, "empty": empty, "errors": errors, "first_error": first_error}
+
+
+def indexed_kb(tmp_path: Path, n: int, config: str = "") -> tuple[Path, list[int]]:
+    """A KB in ``tmp_path/kb`` with ``n`` corpus files (in ``tmp_path/notes``) indexed."""
+    from clawkb.kb import KnowledgeBase
+
+    ids = make_corpus(tmp_path / "notes", n)
+    home = tmp_path / "kb"
+    home.mkdir()
+    if config:
+        (home / "config.yaml").write_text(config, "utf-8")
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([tmp_path / "notes"])
+    return home, ids
+
+
+def kill_when(proc: Any, ready: Callable[[], bool], what: str) -> None:
+    """SIGKILL ``proc`` as soon as ``ready()``; fails if it finished before that."""
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and not ready() and time.monotonic() < deadline:
+        time.sleep(0.002)
+    alive = proc.poll() is None
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert alive, f"{what} finished before the kill point"
 
 
 if __name__ == "__main__":  # a searcher process: home, seconds, ids (json), stop file[, pause]

@@ -8,28 +8,16 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from clawkb.kb import KnowledgeBase
 from clawkb.maintenance.doctor import run_doctor
-from safety_helpers import make_corpus, unique
+from safety_helpers import indexed_kb, kill_when, unique
 
 HERE = Path(__file__).parent
 CLAWKB = str(Path(sys.executable).parent / "clawkb")
-
-
-def _kb(tmp_path: Path, n: int, config: str = "") -> tuple[Path, list[int]]:
-    ids = make_corpus(tmp_path / "notes", n)
-    home = tmp_path / "kb"
-    home.mkdir()
-    if config:
-        (home / "config.yaml").write_text(config, "utf-8")
-    with KnowledgeBase.open(home, create=True) as kb:
-        kb.index([tmp_path / "notes"])
-    return home, ids
 
 
 def _all_found(home: Path, ids: list[int]) -> None:
@@ -39,21 +27,11 @@ def _all_found(home: Path, ids: list[int]) -> None:
             assert hits and hits[0].anchor.path.endswith(f"doc{i:03d}.md"), i
 
 
-def _kill_when(proc: subprocess.Popen, ready, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and not ready() and time.monotonic() < deadline:
-        time.sleep(0.002)
-    alive = proc.poll() is None
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert alive, f"{what} finished before the kill point"
-
-
 def test_sigkill_during_reindex_keeps_the_published_index(tmp_path: Path) -> None:
-    home, ids = _kb(tmp_path, 150)
+    home, ids = indexed_kb(tmp_path, 150)
     manifest = (home / "index" / "lexical" / "manifest.json").read_text()
     proc = subprocess.Popen([CLAWKB, "--kb", str(home), "reindex"])
-    _kill_when(proc, lambda: any((home / "index").glob("lexical-build-*")), "reindex")
+    kill_when(proc, lambda: any((home / "index").glob("lexical-build-*")), "reindex")
     assert (home / "index" / "lexical" / "manifest.json").read_text() == manifest
     _all_found(home, ids)
     assert run_doctor(home).healthy
@@ -65,7 +43,7 @@ def test_sigkill_during_reindex_keeps_the_published_index(tmp_path: Path) -> Non
 
 def test_sigkill_during_embed_resumes(tmp_path: Path) -> None:
     pytest.importorskip("static_model")
-    home, ids = _kb(tmp_path, 20, "embedding: static\n")
+    home, ids = indexed_kb(tmp_path, 20, "embedding: static\n")
     gate = tmp_path / "never"  # the worker's second batch waits forever
     proc = subprocess.Popen([sys.executable, str(HERE / "embed_worker.py"), str(home), str(gate)])
     with KnowledgeBase.open(home) as kb:
@@ -73,7 +51,7 @@ def test_sigkill_during_embed_resumes(tmp_path: Path) -> None:
         def first_batch() -> bool:
             return bool(kb.conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0])
 
-        _kill_when(proc, first_batch, "embed")
+        kill_when(proc, first_batch, "embed")
         chunks = kb.repo.counts()["chunks"]
     out = subprocess.run(
         [CLAWKB, "--kb", str(home), "embed", "--json"], capture_output=True, text=True
@@ -101,7 +79,7 @@ with KnowledgeBase.open(sys.argv[1]) as kb, kb.writer():
 
 
 def test_sigkill_during_merge_leaves_a_correct_index(tmp_path: Path) -> None:
-    home, ids = _kb(tmp_path, 30)
+    home, ids = indexed_kb(tmp_path, 30)
     with KnowledgeBase.open(home) as kb:  # several segments to merge
         for k in range(3):
             (tmp_path / "notes" / f"extra{k}.md").write_text(f"# extra {k}\n\nmore words\n")
@@ -145,7 +123,7 @@ with KnowledgeBase.open(sys.argv[1]) as kb:
 
 
 def test_other_writers_run_while_reindex_builds(tmp_path: Path) -> None:
-    home, ids = _kb(tmp_path, 20)
+    home, ids = indexed_kb(tmp_path, 20)
     gate = tmp_path / "go"
     with subprocess.Popen(
         [sys.executable, "-c", REINDEXER, str(home), str(gate)], stdout=subprocess.PIPE, text=True

@@ -11,10 +11,13 @@ in the KB folder; searches never block on it. A KB folder holds::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +49,10 @@ __all__ = ["IndexReport", "KnowledgeBase", "SearchResult", "TextRecord"]
 LOCK_NAME = "write.lock"
 #: How long a reader keeps a superseded generation leased (threads mid-search).
 READER_GRACE_S = 10.0
+#: How long a read waits for a writer to repair an index it cannot serve.
+REPAIR_WAIT_S = 300.0
+#: After a failed background repair (a full disk), how long reads do not start another.
+REPAIR_RETRY_S = 30.0
 
 
 class KnowledgeBase:
@@ -108,6 +115,9 @@ class KnowledgeBase:
             raise
 
     def close(self) -> None:
+        for fut in getattr(self, "_handed_off", ()):  # a repair this object asked for
+            with contextlib.suppress(Exception):
+                fut.result(timeout=REPAIR_WAIT_S)
         self.lexical.close()
         for _, old in self._superseded:
             old.close()
@@ -257,14 +267,17 @@ class KnowledgeBase:
         self.lexical = new
 
     def ensure_fresh(self) -> list[str]:
-        """Make the index current before a read (see :meth:`_catch_up`); returns warnings.
+        """Before a read: see the newest published index generation; returns warnings.
 
         Every read path (search, recall, context, embed) calls this one method.
+        Readers never write (issue 20): an index behind the store is served as
+        it is, with a warning, while a writer brings it up to date; an index
+        with nothing sound to serve (damaged, built from another store, ahead
+        of the store) is repaired by a writer while this read waits. The writer
+        is the host's (:attr:`repair_handler`: the server's writer thread) or a
+        background thread of this process under the write lock
+        (:func:`repair_in_background`); never the reading thread.
         """
-        return self._catch_up()
-
-    def _catch_up(self) -> list[str]:
-        """Readers: see the newest generation; repair a lagging or damaged index when we can."""
         from clawkb.ingest.sync import index_problem, sync_lexical
 
         warnings = []
@@ -277,23 +290,109 @@ class KnowledgeBase:
             warnings.append(
                 "the index was built with another tokenizer version: run `clawkb reindex`"
             )
-        self._refresh_reader()
+        # A pinned read (an open read transaction: a server view) keeps the
+        # generation it was opened with: a newer one may be ahead of its snapshot.
+        pinned = self.conn.in_transaction
+        if not pinned:
+            self._refresh_reader()
         top = memo.get("max_seq", self.repo.max_seq)
         problem = index_problem(self.repo, self.lexical, store_id=self.store_id, top=top)
-        if problem is not None or self.lexical.applied_seq < top or self.lexical.applied_seq < 0:
-            try:
-                with self.writer(wait=0):
-                    sync_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
-            except LockedError:
-                if problem is not None:
-                    raise IndexError_(
-                        f"{problem}; another process is writing — try again when it finishes,"
-                        " or run `clawkb doctor --repair`"
-                    ) from None
-                warnings.append("an indexing run is in progress; results may be incomplete")
+        if problem is not None and not self.lexical.damaged and self.lexical.applied_seq > top:
+            # the remembered seq may predate the generation just loaded: ask the store
+            top = self.repo.max_seq()
+            problem = index_problem(self.repo, self.lexical, store_id=self.store_id, top=top)
+        behind = self.lexical.applied_seq < top or self.lexical.applied_seq < 0
+        if problem is None and not behind:
+            return warnings
+        if self._writing:  # this object holds the write lock: it is the writer
+            sync_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
             if problem is not None:
                 warnings.append(f"repaired: {problem}")
+            return warnings
+        if self._writer_active():  # a writer is at work: it catches the index up
+            if problem is not None:
+                raise IndexError_(
+                    f"{problem}; another process is writing — try again when it finishes,"
+                    " or run `clawkb doctor --repair`"
+                )
+            warnings.append("an indexing run is in progress; results may be incomplete")
+            return warnings
+        if problem is None and not pinned:  # a writer may have published and left just now
+            self._refresh_reader()
+            if 0 <= top <= self.lexical.applied_seq:
+                return warnings
+        if problem is None and (self.lexical.applied_seq < 0 or not self.lexical.segments):
+            problem = f"{self.lexical.folder}: no usable index generation (it must be rebuilt)"
+        repair = self._hand_off_repair()
+        if problem is None:
+            warnings.append(
+                f"the index is {max(top - self.lexical.applied_seq, 1)} change(s) behind the"
+                " store (a write stopped early); a writer is catching it up — results may be"
+                " incomplete"
+            )
+            return warnings
+        self._wait_for_repair(repair, problem, pinned)
+        warnings.append(f"repaired: {problem}")
         return warnings
+
+    #: Set by a host that has its own writer (the server): ``fn() -> Future`` that
+    #: runs :meth:`repair_index` there. ``None``: :func:`repair_in_background`.
+    repair_handler: Callable[[], Future[list[str]]] | None = None
+
+    def _writer_active(self) -> bool:
+        from clawkb.store.locking import is_locked
+
+        try:
+            return is_locked(self.home / LOCK_NAME)
+        except OSError:  # a read-only KB folder: no writer here
+            return False
+
+    def _hand_off_repair(self) -> Future[list[str]]:
+        handler = self.repair_handler
+        fut = handler() if handler is not None else repair_in_background(self.home)
+        if not hasattr(self, "_handed_off"):
+            self._handed_off: list[Future[list[str]]] = []
+        self._handed_off = [f for f in self._handed_off if not f.done()]
+        if fut not in self._handed_off:
+            self._handed_off.append(fut)
+        return fut
+
+    def _wait_for_repair(self, repair: Future[list[str]], problem: str, pinned: bool) -> None:
+        """Wait for a writer's repair of an index with nothing sound to serve, then
+        read the repaired generation (one-line ``IndexError_`` when it cannot be had)."""
+        try:
+            repair.result(timeout=REPAIR_WAIT_S)
+        except LockedError:
+            raise IndexError_(
+                f"{problem}; another process is writing — try again when it finishes,"
+                " or run `clawkb doctor --repair`"
+            ) from None
+        except TimeoutError:
+            raise IndexError_(
+                f"{problem}; a writer is repairing it — try again in a moment"
+            ) from None
+        except Exception as exc:
+            first = (str(exc) or type(exc).__name__).splitlines()[0]
+            raise IndexError_(
+                f"{problem}; repairing it failed ({first}); run `clawkb doctor --repair`"
+            ) from None
+        if pinned:
+            db.end_read(self.conn)  # the old snapshot predates the repaired generation
+        self.memo.clear()
+        old = self.lexical
+        self.lexical = self._open_lexical(writable=False)
+        old.close()
+        if self.lexical.damaged:
+            raise IndexError_(f"{self.lexical.damaged}; run `clawkb doctor --repair`")
+
+    def repair_index(self, wait: float = 30.0) -> list[str]:
+        """Writers: bring the lexical index up to date with the store (a damaged one
+        is rebuilt from it); the repairs done, one line each."""
+        from clawkb.ingest.sync import sync_lexical
+
+        with self.writer(wait=wait):
+            sync_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
+        return list(self.repairs)
 
     # -- writes -----------------------------------------------------------
     def index(
@@ -498,7 +597,7 @@ class KnowledgeBase:
         from clawkb.ingest.sync import index_problem
 
         try:
-            warnings = self._catch_up()
+            warnings = self.ensure_fresh()
         except IndexError_ as exc:  # damaged while a writer runs: report, do not fail
             warnings = [str(exc)]
         db_path = self.home / db.DB_NAME
@@ -557,6 +656,37 @@ class KnowledgeBase:
             }
             for r in rows
         ]
+
+
+_repairs: dict[Path, Future[list[str]]] = {}
+_repairs_lock = threading.Lock()
+
+
+def repair_in_background(home: Path) -> Future[list[str]]:
+    """Run :meth:`KnowledgeBase.repair_index` for ``home`` on a thread of its own
+    (its own connection, under the write lock); one at a time per KB folder."""
+    with _repairs_lock:
+        fut = _repairs.get(home)
+        if fut is not None and not fut.done():
+            return fut
+        if fut is not None and fut.exception() is not None:
+            failed_at = getattr(fut, "failed_at", 0.0)
+            if time.monotonic() - failed_at < REPAIR_RETRY_S:  # e.g. a full disk: not every read
+                return fut
+        fut = _repairs[home] = Future()
+
+    def run() -> None:
+        if not fut.set_running_or_notify_cancel():
+            return
+        try:
+            with KnowledgeBase.open(home) as kb:
+                fut.set_result(kb.repair_index())
+        except BaseException as exc:
+            fut.failed_at = time.monotonic()  # type: ignore[attr-defined]
+            fut.set_exception(exc)
+
+    threading.Thread(target=run, name="clawkb-repair", daemon=True).start()
+    return fut
 
 
 def _dense_status(kb: KnowledgeBase) -> dict[str, Any] | None:

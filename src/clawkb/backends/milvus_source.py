@@ -223,6 +223,9 @@ class MilvusSource:
     def no_vectors(self, mode: str) -> str:
         return f"mode {mode}: the collection has no vectors (lexical results only)"
 
+    def dense_damage(self) -> str | None:
+        return None  # the vectors live in the collection
+
     def term_stats(self, scope: Scope) -> TermStats:
         assert isinstance(scope, MilvusScope) and scope.stats is not None
         return scope.stats

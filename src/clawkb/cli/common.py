@@ -16,11 +16,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from clawkb.errors import ClawkbError
+from clawkb.store import diskspace
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -78,7 +80,15 @@ def handle_errors(func: F) -> F:
         except ClawkbError as exc:
             echo(f"error: {exc}", err=True)
             sys.exit(EXIT_ERROR)
+        except OSError as exc:
+            if not diskspace.is_disk_full(exc):
+                raise
+            echo(f"error: {diskspace.message(exc, _current_home())}", err=True)
+            sys.exit(EXIT_ERROR)
         except sqlite3.DatabaseError as exc:  # damage found mid-query: one line, not a trace
+            if diskspace.is_disk_full(exc):
+                echo(f"error: {diskspace.message(exc, _current_home())}", err=True)
+                sys.exit(EXIT_ERROR)
             echo(
                 f"error: the knowledge-base store is damaged ({exc}); run `clawkb doctor`",
                 err=True,
@@ -93,6 +103,17 @@ def handle_errors(func: F) -> F:
             sys.exit(EXIT_ERROR)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _current_home() -> Path | None:
+    """The KB folder this command works on, when it can be told (for messages)."""
+    from clawkb.config import resolve_home
+
+    try:
+        ctx = click.get_current_context(silent=True)
+        return Path(resolve_home(ctx.obj.get("kb") if ctx and ctx.obj else None))
+    except Exception:
+        return None
 
 
 @contextmanager

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from clawkb.embed.vectors import data_version, model_key
-from clawkb.errors import MissingDependencyError
+from clawkb.errors import IndexError_, MissingDependencyError
+from clawkb.index import npyfile
 from clawkb.store import vectors_repo
 from clawkb.store.repo import Repository
 
@@ -112,16 +113,31 @@ class DenseIndex:
         return [Repository(self.conn).max_seq(), data_version(self.conn)]
 
     def refresh(self) -> None:
-        """Make the in-memory copy match the store (cheap when nothing changed)."""
+        """Make the in-memory copy match the store (cheap when nothing changed).
+
+        Raises :class:`DenseDamaged` (one line naming the file) when a vector
+        file does not match the size and checksum its ``meta.json`` recorded.
+        """
         stamp = self.stamp()
         if stamp == self._stamp:
             return
-        meta_path = self.folder / "meta.json"
-        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-        if meta.get("stamp") != stamp or meta.get("ann_threshold") != self.ann_threshold:
+        meta = _read_meta(self.folder / "meta.json")
+        if (
+            meta.get("stamp") != stamp
+            or meta.get("ann_threshold") != self.ann_threshold
+            or "files" not in meta  # written before files were checksummed
+        ):
             meta = self._rebuild(stamp)
-        self.ids = np.load(self.folder / "ids.npy")
-        self.mat = np.load(self.folder / "vecs.npy", mmap_mode="r")
+        problem = verify(self.folder, meta)
+        if problem is not None:
+            raise DenseDamaged(problem)
+        try:
+            self.ids = npyfile.load(self.folder / "ids.npy")
+            self.mat = npyfile.load(self.folder / "vecs.npy", mmap=True)
+        except (OSError, ValueError) as exc:
+            raise DenseDamaged(f"unreadable dense vectors ({exc})") from None
+        if self.mat.ndim != 2 or len(self.mat) != len(self.ids):
+            raise DenseDamaged(f"{self.folder}: ids and vectors disagree in length")
         self.meta = meta
         self._ann = None
         self._stamp = stamp
@@ -144,6 +160,11 @@ class DenseIndex:
             np.save(Path(tmp) / "vecs.npy", mat)
             if len(ids) >= self.ann_threshold:
                 meta["ann"] = self._build_ann(mat, Path(tmp) / "ann.bin")
+            meta["files"] = {
+                name: _fingerprint(Path(tmp) / name)
+                for name in ("ids.npy", "vecs.npy", "ann.bin")
+                if (Path(tmp) / name).exists()
+            }
             (Path(tmp) / "meta.json").write_text(json.dumps(meta))
             for name in ("ids.npy", "vecs.npy", "ann.bin", "meta.json"):  # meta last
                 if (Path(tmp) / name).exists():
@@ -226,6 +247,59 @@ class DenseIndex:
             "ann_threshold": self.ann_threshold,
             "ann": self.meta.get("ann"),
         }
+
+
+class DenseDamaged(IndexError_):
+    """A dense vector file does not match its manifest (``meta.json``)."""
+
+
+#: (path, inode, mtime, size) of files whose checksum matched: checked once per version.
+_verified: set[tuple[str, int, int, int]] = set()
+
+
+def _fingerprint(path: Path) -> dict[str, Any]:
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "blake2b": digest.hexdigest()}
+
+
+def _read_meta(path: Path) -> dict[str, Any]:
+    """The cache's manifest; an unreadable one counts as missing (the cache is rebuilt)."""
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def verify(folder: Path, meta: dict[str, Any]) -> str | None:
+    """Why a vector file in ``folder`` is not the one ``meta`` describes, or None."""
+    for name, want in sorted(dict(meta.get("files") or {}).items()):
+        path = folder / name
+        try:
+            st = path.stat()
+        except OSError:
+            return f"{path}: missing (the dense vector cache is damaged)"
+        key = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+        if key in _verified:
+            continue
+        if st.st_size != want.get("bytes"):
+            return (
+                f"{path}: {st.st_size} bytes, the manifest says {want.get('bytes')}"
+                " (damaged dense vectors)"
+            )
+        if _fingerprint(path)["blake2b"] != want.get("blake2b"):
+            return f"{path}: checksum mismatch (damaged dense vectors)"
+        _verified.add(key)
+    return None
+
+
+def cache_folder(home: Path, signature: dict[str, Any]) -> Path:
+    """Where :class:`DenseIndex` keeps the vectors of ``signature`` under ``home``."""
+    tag = hashlib.blake2b(model_key(signature).encode(), digest_size=6).hexdigest()
+    return home / "index" / "dense" / tag
 
 
 def _hnswlib() -> Any:

@@ -23,9 +23,9 @@ import json
 import os
 import secrets
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from clawkb.errors import IndexError_
 from clawkb.store.locking import FileLock
@@ -54,13 +54,23 @@ def crc_file(path: Path) -> tuple[int, int]:
     return size, crc
 
 
+def replace_atomically(path: Path, write: Callable[[IO[bytes]], object], tmp: Path) -> None:
+    """``write`` into ``tmp``, fsync, rename over ``path``; on any failure (a full
+    disk) no temporary file is left behind."""
+    try:
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as fh:
-        json.dump(data, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    replace_atomically(path, lambda fh: fh.write(json.dumps(data).encode()), tmp)
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:

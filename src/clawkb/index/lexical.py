@@ -22,7 +22,6 @@ the store's change log from the last applied sequence.
 from __future__ import annotations
 
 import math
-import os
 import re
 import shutil
 import time
@@ -36,6 +35,7 @@ import numpy as np
 
 from clawkb.errors import IndexError_
 from clawkb.index import generations as gens
+from clawkb.index import npyfile
 from clawkb.index.scorer import (
     BLOCKMAX_AVAILABLE,
     score_topk,
@@ -60,12 +60,7 @@ MANIFEST_NAME = gens.MANIFEST
 
 
 def _save_array(path: Path, arr: np.ndarray) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.save(fh, arr)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    gens.replace_atomically(path, lambda fh: np.save(fh, arr), path.with_name(path.name + ".tmp"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +220,7 @@ class LexicalIndex:
                 seg = Segment(self.folder / name)
                 live = m.live.get(name)
                 if live:
-                    seg.live = np.load(self.folder / name / live)
+                    seg.live = npyfile.load(self.folder / name / live)
                 elif live == "":
                     seg.live = np.ones(seg.n_docs, np.uint8)
                 if len(seg.live) != seg.n_docs:

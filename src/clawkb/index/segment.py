@@ -45,8 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
-from clawkb.index import packing, termdict
+from clawkb.index import npyfile, packing, termdict
 from clawkb.index.blocks import BLOCK_ARRAYS, block_arrays, minlen_codes
+from clawkb.index.generations import replace_atomically
 
 #: Version of the files a segment folder holds (meta.json "format").
 SEGMENT_FORMAT = 5 if packing.NATIVE else 3
@@ -136,6 +137,15 @@ def _write_folder(folder: Path, arrays: dict[str, np.ndarray]) -> None:
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
+    try:
+        _fill_folder(tmp, arrays)
+    except BaseException:  # a full disk, an interrupt: leave no half-written segment behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    os.replace(tmp, folder)
+
+
+def _fill_folder(tmp: Path, arrays: dict[str, np.ndarray]) -> None:
     n_postings = int(arrays["offsets"][-1]) if len(arrays["offsets"]) else 0
     if "packed" in arrays:  # format 5: the compact dictionary replaces offsets
         arrays = dict(arrays)
@@ -150,7 +160,6 @@ def _write_folder(folder: Path, arrays: dict[str, np.ndarray]) -> None:
         "n_postings": n_postings,
     }
     (tmp / "meta.json").write_text(json.dumps(meta))
-    os.replace(tmp, folder)
 
 
 def build_arrays(batch: Iterable[DocFields], *, use_native: bool = True) -> tuple[np.ndarray, ...]:
@@ -400,7 +409,7 @@ def _assemble(
 
 def _open_array(path: Path) -> np.ndarray:
     """A read-only memory map of an ``.npy`` file, as a plain ndarray view."""
-    return np.load(path, mmap_mode="r").view(np.ndarray)
+    return npyfile.load(path, mmap=True)
 
 
 class Segment:
@@ -431,7 +440,9 @@ class Segment:
             self._raw = (_open_array(folder / "docs.npy"), _open_array(folder / "tfs.npy"))
         live_path = folder / "live.npy"
         self.live: np.ndarray = (
-            np.load(live_path) if live_path.exists() else np.ones(len(self.chunk_ids), np.uint8)
+            npyfile.load(live_path)
+            if live_path.exists()
+            else np.ones(len(self.chunk_ids), np.uint8)
         )
         self._sorted_ids: np.ndarray | None = None
         self._blocks: dict[str, np.ndarray] | None = None
@@ -632,12 +643,10 @@ class Segment:
         return before
 
     def save_live(self) -> None:
-        tmp = self.folder / "live.npy.tmp"
-        with open(tmp, "wb") as fh:
-            np.save(fh, self.live)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.folder / "live.npy")
+        live = self.live
+        replace_atomically(
+            self.folder / "live.npy", lambda fh: np.save(fh, live), self.folder / "live.npy.tmp"
+        )
 
 
 def merge_segments(segments: Sequence[Segment], folder: Path) -> None:

@@ -4,9 +4,11 @@ Two ways to stop a parser that runs too long, chosen per parser:
 
 * **Isolated** (parsers with ``isolate = True``: PDF, DOCX, XLSX, HTML): the
   parse runs in a forked worker process in its own process group, confined
-  by :mod:`clawkb.ingest.sandbox` (no new privileges, resource limits, a
-  seccomp filter against sockets, ``exec`` and file writes; ``sandbox =
-  False`` on a parser keeps the limits but drops the filter); on time-out
+  by :mod:`clawkb.ingest.sandbox` (none of the parent's descriptors, no
+  secrets in its environment, not dumpable, no new privileges, resource
+  limits, an allow-list seccomp filter: no sockets, ``exec``, file writes or
+  reaching other processes; ``sandbox = False`` on a parser keeps the rest
+  but drops the filter); on time-out
   the whole group is killed (so is its helper broker and what that started,
   such as ``tesseract``). This also stops C code that never returns to
   Python, and a worker that crashes (a segfault in a C library) or is
@@ -143,6 +145,8 @@ def call_isolated(
     ``helpers`` starts the broker for :func:`clawkb.ingest.sandbox.run_helper`."""
     if seccomp:
         sandbox.prepare()  # here: importing pyseccomp runs ldconfig, which the filter forbids
+    else:
+        sandbox.harden_parent()
     read_end, write_end = os.pipe()
     started = time.monotonic()
     deadline = started + timeout_s if timeout_s > 0 else None

@@ -5,21 +5,34 @@ attacker-made bytes) run in a forked worker (:mod:`clawkb.ingest.limits`).
 Before the parse starts, :func:`enter` confines that worker:
 
 1. every inherited file descriptor except stdin/stdout/stderr and the result
-   channel is pointed at ``/dev/null`` (read-only), so the parser cannot
-   write to the SQLite store or index files the parent holds open;
-2. ``PR_SET_NO_NEW_PRIVS``: nothing it starts can gain privileges;
-3. resource limits: address space (the worker's size at fork plus
+   channel is pointed at ``/dev/null`` (read-only): the worker holds none of
+   the parent's files (store, index, sockets). The numbers stay taken, so a
+   stale object closing "its" descriptor cannot hit a file the parser opened;
+2. secrets leave its environment: every variable whose name holds KEY, TOKEN,
+   SECRET, PASSWORD, PASSWD, CREDENTIAL or AUTH, and ``CLAWKB_LLM_*``
+   (``CLAWKB_TOKEN``, ``OPENAI_API_KEY``...), their bytes zeroed first;
+3. ``PR_SET_DUMPABLE 0`` here and in the parent (:func:`harden_parent`, before
+   the first fork), and as root every capability dropped: the worker cannot
+   read ``/proc/PARENT/environ`` or ``/mem`` nor attach to the parent;
+4. ``PR_SET_NO_NEW_PRIVS``: nothing it starts can gain privileges;
+5. resource limits: address space (the worker's size at fork plus
    :data:`MEMORY_HEADROOM_MB`), CPU seconds (the parse time limit + 1),
    open files (:data:`EXTRA_FILES` more than it inherited), file size
    (:data:`MAX_FILE_BYTES`) and no core dumps;
-4. where libseccomp is available (PyPI ``pyseccomp``, over Debian's
-   ``libseccomp2``), a seccomp filter: creating any socket, ``execve`` /
-   ``execveat`` and starting a process (``fork``, ``vfork``, ``clone``
-   without ``CLONE_THREAD``; threads are allowed) kill the worker (the file
-   fails with "stopped by the parser sandbox"); opening a file for writing,
-   creating, renaming, deleting or linking files and changing modes fail
-   with ``EACCES``; ``io_uring`` (which would bypass the filter), ``clone3``,
-   ``ptrace``, mounts and namespaces are refused.
+6. where libseccomp is available (PyPI ``pyseccomp``, over Debian's
+   ``libseccomp2``), an **allow-list** seccomp filter (:data:`_ALLOWED`):
+   what the Python runtime and the format libraries need to read bytes and
+   build a result (memory, threads, time, reading files, the result pipe and
+   the broker socket). Everything else is refused with ``EPERM`` — among
+   them ``pidfd_open``/``pidfd_getfd``, ``process_vm_readv``/``writev``,
+   ``ptrace``, ``kcmp``, mounts, namespaces, ``bpf``, ``io_uring`` (which
+   would bypass the filter). Creating a socket, ``execve``/``execveat`` and
+   starting a process (``fork``, ``vfork``, ``clone`` without
+   ``CLONE_THREAD``) kill the worker (the file fails with "stopped by the
+   parser sandbox"). ``open``/``openat`` with any write flag fail with
+   ``EACCES``; ``kill``/``tgkill``/``prlimit64`` reach only the worker itself
+   (its pid is written into the compiled filter after fork); ``ioctl`` only
+   asks "is this a terminal" and the like (no ``TIOCSTI``).
    Seccomp cannot compare path strings, so instead of "no writes outside a
    temp folder" the worker may not open files for writing at all; results
    travel back over the pipe that was open before the filter.
@@ -60,53 +73,52 @@ EXTRA_FILES = 64
 MAX_MESSAGE_BYTES = 256 << 20
 
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_DUMPABLE = 4
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
-_WRITE_FLAGS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND)
-#: Syscalls that change the file system: refused with EACCES.
-_FS_CHANGES = [
-    "creat",
-    "truncate",
-    "rename",
-    "renameat",
-    "renameat2",
-    "unlink",
-    "unlinkat",
-    "mkdir",
-    "mkdirat",
-    "rmdir",
-    "link",
-    "linkat",
-    "symlink",
-    "symlinkat",
-    "chmod",
-    "fchmodat",
-    "chown",
-    "lchown",
-    "fchownat",
-    "mknod",
-    "mknodat",
-]
-#: Syscalls no parser needs that widen what a compromised worker can reach.
-_REFUSED = [
-    "ptrace",
-    "process_vm_writev",
-    "process_vm_readv",
-    "mount",
-    "umount2",
-    "pivot_root",
-    "chroot",
-    "setns",
-    "unshare",
-    "bpf",
-    "keyctl",
-    "add_key",
-    "request_key",
-    "perf_event_open",
-    "userfaultfd",
-]
-_CLONE_THREAD = 0x00010000
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+#: What a parse needs (the Python runtime, numpy, pdfium, lxml, openpyxl): memory,
+#: threads, reading files, the result pipe and the broker socket. Anything else is
+#: refused with EPERM; the few below that reach other processes or the outside
+#: world kill the worker.
+_ALLOWED = [
+    # files already open, and read-only opens (``open``/``openat`` are checked below)
+    "read", "readv", "pread64", "preadv", "preadv2", "write", "writev", "pwrite64",
+    "pwritev", "pwritev2", "lseek", "close", "close_range", "fstat", "stat", "lstat",
+    "newfstatat", "statx", "fstatfs", "statfs", "access", "faccessat", "faccessat2",
+    "readlink", "readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir",
+    "fcntl", "dup", "dup2", "dup3", "pipe", "pipe2", "poll", "ppoll", "select",
+    "pselect6", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait",
+    "eventfd2", "fadvise64", "fsync", "fdatasync", "umask",
+    # memory
+    "mmap", "munmap", "mprotect", "mremap", "madvise", "brk", "msync", "mincore",
+    "get_mempolicy", "membarrier",
+    # threads, signals and time (``clone`` is checked below)
+    "futex", "futex_waitv", "set_robust_list", "get_robust_list", "rseq",
+    "set_tid_address", "arch_prctl", "prctl", "rt_sigaction", "rt_sigprocmask",
+    "rt_sigreturn", "rt_sigtimedwait", "sigaltstack", "restart_syscall", "sched_yield",
+    "sched_getaffinity", "sched_getparam", "sched_getscheduler", "getpriority",
+    "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday",
+    "time", "getrandom", "exit", "exit_group", "wait4",
+    # who am I
+    "getpid", "gettid", "getppid", "getuid", "geteuid", "getgid", "getegid",
+    "getresuid", "getresgid", "getgroups", "getpgrp", "getsid", "uname", "sysinfo",
+    "getrusage", "times", "getrlimit",
+    # the broker socket and the result pipe, both opened before the filter
+    "sendto", "recvfrom", "sendmsg", "recvmsg", "shutdown", "getsockopt", "getsockname",
+]  # fmt: skip
+#: Reaching outside: kill the worker (the file fails with "stopped by the parser sandbox").
+_KILL = ["socket", "socketpair", "execve", "execveat", "fork", "vfork"]
+#: Syscalls libc falls back from when they say ENOSYS (clone3 -> clone: the filter
+#: cannot read clone3's flags, which are in memory).
 _NOT_IMPLEMENTED = ["clone3", "io_uring_setup", "io_uring_enter", "io_uring_register", "openat2"]
+_CLONE_THREAD = 0x00010000
+#: ioctl requests a parse may make: "is this a terminal?", bytes waiting, blocking mode,
+#: close-on-exec. Not TIOCSTI (typing into the user's terminal) nor anything else.
+_IOCTLS = [0x5401, 0x541B, 0x5421, 0x5451, 0x5450]  # TCGETS FIONREAD FIONBIO FIOCLEX FIONCLEX
+#: Stands for the worker's own pid in the compiled filter; replaced after fork
+#: (pids never reach this value: pid_max is at most 2**22).
+_SELF_PID = 0x7EADBEEF
 
 
 @dataclass(frozen=True)
@@ -196,6 +208,9 @@ def enter(keep_fds: Iterable[int], timeout_s: float, *, seccomp: bool = True) ->
     """Confine this (forked) process; raises ``OSError`` if a step fails."""
     keep = {0, 1, 2, *keep_fds}
     highest = _neutralise_fds(keep)
+    scrub_environment()
+    _prctl(_PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE")
+    _drop_capabilities()
     _no_new_privs()
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_FSIZE, MAX_FILE_BYTES)
@@ -206,6 +221,78 @@ def enter(keep_fds: Iterable[int], timeout_s: float, *, seccomp: bool = True) ->
     _limit(resource.RLIMIT_AS, _address_space() + (MEMORY_HEADROOM_MB << 20))
     if seccomp and sandbox_status().seccomp:
         _load_filter()
+
+
+#: Words that mark an environment variable as a secret (``CLAWKB_TOKEN``, API keys...).
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+
+
+def is_secret(name: str) -> bool:
+    upper = name.upper()
+    return upper.startswith("CLAWKB_LLM_") or any(word in upper for word in SECRET_WORDS)
+
+
+def scrub_environment() -> list[str]:
+    """Remove secret variables from this process's environment; their names.
+
+    The value bytes are zeroed where libc keeps them first (for the variables
+    the process started with, that is the memory ``/proc/PID/environ`` shows).
+    """
+    names = [name for name in os.environ if is_secret(name)]
+    if not names:
+        return names
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        libc = ctypes.CDLL(None)
+        environ = ctypes.POINTER(ctypes.c_void_p).in_dll(libc, "environ")
+        wanted = {name.encode() for name in names}
+        i = 0
+        while environ[i]:
+            addr = environ[i]
+            entry = ctypes.string_at(addr)
+            key, _, value = entry.partition(b"=")
+            if key in wanted and value:
+                ctypes.memset(addr + len(key) + 1, 0, len(value))
+            i += 1
+    for name in names:
+        os.environ.pop(name, None)
+    return names
+
+
+def harden_parent() -> None:
+    """In the parent, before forking workers: not dumpable, so a worker (same user)
+    can neither read ``/proc/PARENT/environ`` or ``/mem`` nor attach to it."""
+    with contextlib.suppress(OSError):
+        _prctl(_PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE")
+
+
+def _prctl(option: int, value: int, what: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({what}) failed")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _drop_capabilities() -> None:
+    """Run as root: give up every capability (``CAP_SYS_PTRACE`` would reopen the
+    parent's ``/proc`` files, ``CAP_DAC_OVERRIDE`` every file on the machine)."""
+    if os.geteuid() != 0:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset (dropping capabilities) failed")
 
 
 def _neutralise_fds(keep: set[int]) -> int:
@@ -221,9 +308,7 @@ def _neutralise_fds(keep: set[int]) -> int:
 
 
 def _no_new_privs() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1, "PR_SET_NO_NEW_PRIVS")
 
 
 def _limit(which: int, soft: int, hard: int | None = None) -> None:
@@ -243,6 +328,7 @@ def _address_space() -> int:
 def prepare() -> SandboxStatus:
     """In the parent, before forking: check libseccomp and compile the filter once
     (building it takes ~15 ms of library calls; loading compiled BPF, microseconds)."""
+    harden_parent()
     return sandbox_status()
 
 
@@ -264,7 +350,7 @@ class _SockFprog(ctypes.Structure):
 
 def _load_filter() -> None:
     """Install the compiled filter on this process (after ``PR_SET_NO_NEW_PRIVS``)."""
-    bpf = _compiled_filter()
+    bpf = _for_this_process(_compiled_filter())
     program = ctypes.create_string_buffer(bpf, len(bpf))
     fprog = _SockFprog(len(bpf) // 8, ctypes.cast(program, ctypes.c_void_p))
     libc = ctypes.CDLL(None, use_errno=True)
@@ -272,32 +358,60 @@ def _load_filter() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
 
 
+_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+
+
+def _for_this_process(bpf: bytes) -> bytes:
+    """The filter with :data:`_SELF_PID` replaced by this process's pid (signals and
+    limits may only target the worker itself)."""
+    out = bytearray(bpf)
+    replaced = 0
+    for off in range(0, len(out) - 7, 8):
+        code, _, _, k = struct.unpack_from("=HBBI", out, off)
+        if code == _JEQ_K and k == _SELF_PID:
+            struct.pack_into("=I", out, off + 4, os.getpid())
+            replaced += 1
+    if not replaced:
+        raise OSError("the compiled seccomp filter has no own-pid check")
+    return bytes(out)
+
+
 def _build_filter() -> Any:
     import pyseccomp as sc
 
-    filt = sc.SyscallFilter(sc.ALLOW)
-    kill = sc.KILL_PROCESS
-    for name in ("socket", "execve", "execveat", "fork", "vfork"):
-        _add(filt, kill, name)
-    # new processes, not threads: clone without CLONE_THREAD; clone3 passes its
-    # flags in memory the filter cannot read, so it says ENOSYS and libc uses clone
-    filt.add_rule(kill, "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
-    refuse = sc.ERRNO(errno.EACCES)
-    for flag in _WRITE_FLAGS:
-        filt.add_rule(refuse, "open", sc.Arg(1, sc.MASKED_EQ, flag, flag))
-        filt.add_rule(refuse, "openat", sc.Arg(2, sc.MASKED_EQ, flag, flag))
-    for name in _FS_CHANGES:
-        _add(filt, refuse, name)
-    for name in _REFUSED:
-        _add(filt, sc.ERRNO(errno.EPERM), name)
+    filt = sc.SyscallFilter(sc.ERRNO(errno.EPERM))
+    for name in _ALLOWED:
+        _add(filt, sc.ALLOW, name)
+    for name in _KILL:
+        _add(filt, sc.KILL_PROCESS, name)
     for name in _NOT_IMPLEMENTED:
         _add(filt, sc.ERRNO(errno.ENOSYS), name)
+    # threads, not processes
+    filt.add_rule(sc.ALLOW, "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, _CLONE_THREAD))
+    filt.add_rule(sc.KILL_PROCESS, "clone", sc.Arg(0, sc.MASKED_EQ, _CLONE_THREAD, 0))
+    # opening files read-only; any write flag is refused (seccomp cannot read paths,
+    # so there is no "write only under a temp folder")
+    refuse = sc.ERRNO(errno.EACCES)
+    _add(filt, sc.ALLOW, "open", sc.Arg(1, sc.MASKED_EQ, _WRITE_FLAGS, 0))
+    _add(filt, sc.ALLOW, "openat", sc.Arg(2, sc.MASKED_EQ, _WRITE_FLAGS, 0))
+    for flag in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND):
+        _add(filt, refuse, "open", sc.Arg(1, sc.MASKED_EQ, flag, flag))
+        _add(filt, refuse, "openat", sc.Arg(2, sc.MASKED_EQ, flag, flag))
+    for request in _IOCTLS:
+        filt.add_rule(sc.ALLOW, "ioctl", sc.Arg(1, sc.EQ, request))
+    # signals and limits: this process only (the pid is filled in after fork)
+    for name in ("kill", "tkill"):
+        _add(filt, sc.ALLOW, name, sc.Arg(0, sc.EQ, _SELF_PID))
+    _add(filt, sc.ALLOW, "tgkill", sc.Arg(0, sc.EQ, _SELF_PID))
+    for pid in (0, _SELF_PID):
+        _add(filt, sc.ALLOW, "prlimit64", sc.Arg(0, sc.EQ, pid))
+    _add(filt, sc.ALLOW, "setrlimit")
     return filt
 
 
-def _add(filt: Any, action: int, name: str) -> None:
+def _add(filt: Any, action: int, name: str, *args: Any) -> None:
     with contextlib.suppress(ValueError, OSError, RuntimeError):  # not on this architecture
-        filt.add_rule(action, name)
+        filt.add_rule(action, name, *args)
 
 
 # -- helpers: the few things a sandboxed parser may ask for -------------------------

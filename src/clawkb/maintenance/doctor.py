@@ -8,6 +8,7 @@ else, so the doctor names `clawkb restore` instead.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -188,6 +189,48 @@ def docs_of(kb: KnowledgeBase) -> str:
     return f"{kb.repo.counts()['chunks']} chunks"
 
 
+def _check_dense_files(
+    kb: KnowledgeBase,
+    sig: dict[str, Any],
+    add: Callable[[Finding], None],
+    repair: bool,
+    wait: float,
+) -> None:
+    """The dense vector files (a cache of the store's vectors) against the size and
+    checksum in their ``meta.json``; ``--repair`` rebuilds them from the store."""
+    import shutil
+
+    from clawkb.index.dense import DenseIndex, cache_folder, verify
+
+    folder = cache_folder(kb.home, sig)
+    meta_path = folder / "meta.json"
+    if not meta_path.is_file():
+        return  # built by the first dense search
+    try:
+        meta = json.loads(meta_path.read_text())
+        problem = verify(folder, meta) if isinstance(meta, dict) else "not a JSON object"
+    except (OSError, ValueError) as exc:
+        problem = f"{meta_path}: unreadable ({exc})"
+    if problem is None:
+        add(Finding("dense files", True, f"{folder.name}: sizes and checksums match"))
+        return
+    if not repair:
+        add(Finding("dense files", False, f"{problem}; run `clawkb doctor --repair`"))
+        return
+    with kb.write_lock(wait):
+        shutil.rmtree(folder, ignore_errors=True)
+        dense = DenseIndex(kb.home / "index" / "dense", kb.conn, sig)
+        dense.refresh()
+    add(
+        Finding(
+            "dense files",
+            True,
+            problem,
+            repaired=f"rebuilt {len(dense.ids)} vectors from the store",
+        )
+    )
+
+
 def _check_vectors(
     kb: KnowledgeBase, add: Callable[[Finding], None], repair: bool, wait: float
 ) -> None:
@@ -198,6 +241,7 @@ def _check_vectors(
         add(Finding("vectors", True, "none stored (lexical search only)"))
         return
     mkey = vectors.model_key(sig)
+    _check_dense_files(kb, sig, add, repair, wait)
     orphans, dangling, unused = vectors_repo.health_counts(kb.conn, mkey)
     pending = len(vectors.pending_chunk_ids(kb.conn, mkey))
     note = f"; {pending} chunks not embedded yet (`clawkb embed`)" if pending else ""

@@ -51,7 +51,7 @@ def recall(
     weighting: Weighting,
 ) -> RecallResult:
     t0 = time.perf_counter()
-    warnings = kb.ensure_fresh()  # a reader repairs a lagging index, as search does
+    warnings = kb.ensure_fresh()  # as search does: a lagging index is a warning, not a write
     if not tokenize(query):
         raise ConfigError(f"query {query!r} has no searchable terms")
     hits = _memory_hits(kb, query, namespace, tags, limit, now, weighting, explain)

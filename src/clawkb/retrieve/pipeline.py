@@ -126,6 +126,16 @@ class Retriever:
             self._synonyms = (mtime, load_synonyms(path))
         return self._synonyms[1]
 
+    def dense_damage(self) -> str | None:
+        """Why the dense vectors cannot be searched (a damaged file), or None."""
+        from clawkb.index.dense import DenseDamaged
+
+        try:
+            self.dense_index().refresh()
+        except DenseDamaged as exc:
+            return str(exc)
+        return None
+
     def has_vectors(self) -> bool:
         kb = self.kb
         return kb.memo.get("has_vectors", lambda: vectors.stored_signature(kb.conn) is not None)
@@ -154,6 +164,9 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
     warnings = []
     if resolved in ("dense", "hybrid") and not source.has_vectors():
         warnings.append(source.no_vectors(resolved))
+        resolved = "lexical"
+    elif resolved in ("dense", "hybrid") and (damage := source.dense_damage()) is not None:
+        warnings.append(f"{damage}; lexical results only: run `clawkb doctor --repair`")
         resolved = "lexical"
     short = source.shortcut(q, s, resolved, warnings)
     if short is not None:  # e.g. Milvus hybrid_search (server-side fusion)

@@ -87,6 +87,10 @@ class Source(Protocol):
         """The warning when ``mode`` needs vectors this source does not have."""
         ...
 
+    def dense_damage(self) -> str | None:
+        """Why the dense channel cannot be searched (a damaged vector file), or None."""
+        ...
+
     def term_stats(self, scope: Scope) -> TermStats: ...
 
     def stamp(self) -> tuple[int, int] | None:
@@ -162,6 +166,9 @@ class LocalSource:
 
     def no_vectors(self, mode: str) -> str:
         return f"mode {mode}: no vectors yet; run `clawkb embed` (lexical results only)"
+
+    def dense_damage(self) -> str | None:
+        return self.retriever.dense_damage()
 
     def term_stats(self, scope: Scope) -> LexicalIndex:
         return self.kb.lexical

@@ -82,11 +82,17 @@ class Gate:
                 self._cond.notify_all()
 
 
-def _manifest_stamp(kb: KnowledgeBase) -> int:
-    try:
-        return (kb.lexical.folder / "manifest.json").stat().st_mtime_ns
-    except OSError:
-        return 0
+def _manifest_stamp(kb: KnowledgeBase) -> tuple[int, int]:
+    """When the index was last published and the store last written (its WAL): a view
+    renews when either moves, so another process's commits that leave the index as it
+    is (``embed``, memory notes) are seen too."""
+    stamps = []
+    for path in (kb.lexical.folder / "manifest.json", kb.home / (db.DB_NAME + "-wal")):
+        try:
+            stamps.append(path.stat().st_mtime_ns)
+        except OSError:
+            stamps.append(0)
+    return stamps[0], stamps[1]
 
 
 class _Slot:
@@ -98,14 +104,16 @@ class _Slot:
     Renewal happens inside the gate, while no write is in progress; searches
     then run outside it, so they never wait for a write and never see the
     store ahead of the index. While another process is mid-run (store ahead of
-    the index), the view stays unpinned and the KB's usual catch-up applies.
+    the index), the view stays unpinned and serves the index as it is, with a
+    warning. A view that finds the index damaged asks the writer thread for the
+    repair (:meth:`Runtime.request_repair`) and waits for it: readers never write.
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.kb: KnowledgeBase | None = None
         self.generation = -1
-        self.stamp = 0
+        self.stamp = (0, 0)
         self.pinned = False
 
     def stale(self, generation: int) -> bool:
@@ -145,6 +153,7 @@ class Runtime:
         self._local = threading.local()
         self._slots: list[_Slot] = []
         self._opened_lock = threading.Lock()
+        self._repair: concurrent.futures.Future[list[str]] | None = None
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._seq = itertools.count()
         self.queued = 0
@@ -169,7 +178,17 @@ class Runtime:
             if slot.stale(self.generation):
                 with self.gate.read():  # the writer is between writes: store and index agree
                     slot.renew(self.home, self.generation)
+                slot.kb.repair_handler = self.request_repair  # type: ignore[union-attr]
             return fn(slot.kb)  # type: ignore[arg-type]
+
+    def request_repair(self) -> concurrent.futures.Future[list[str]]:
+        """A reader found the index behind or damaged: the writer thread repairs it
+        (readers never write); one repair job queued at a time."""
+        with self._opened_lock:
+            fut = self._repair
+            if fut is None or fut.done():
+                fut = self._repair = self.submit(lambda kb: kb.repair_index(), "repair")
+            return fut
 
     def _release_idle(self) -> None:
         """After a write: idle views let go of their old snapshot (so the WAL can be reset)."""

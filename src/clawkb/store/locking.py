@@ -8,6 +8,7 @@ file (or the process dying) releases it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -78,19 +79,24 @@ class FileLock:
         return True
 
     def write_owner(self) -> None:
-        """Record our pid in the lock file (for humans looking at a stuck lock)."""
+        """Record our pid in the lock file (for humans looking at a stuck lock).
+
+        Best effort: on a full disk the lock is still held, only the note is missing.
+        """
         if self._fh is not None:
-            self._fh.seek(0)
-            self._fh.truncate()
-            self._fh.write(str(os.getpid()))
-            self._fh.flush()
+            fd = self._fh.fileno()  # unbuffered: a failed write leaves nothing pending
+            os.ftruncate(fd, 0)
+            try:
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
 
     def clear_owner(self) -> None:
         """Empty the lock file: a clean finish (a pid left behind means a writer died)."""
         if self._fh is not None:
-            self._fh.seek(0)
-            self._fh.truncate()
-            self._fh.flush()
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fh.fileno(), 0)
 
     def release(self) -> None:
         fh, self._fh = self._fh, None
