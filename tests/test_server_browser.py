@@ -107,10 +107,11 @@ def test_search_viewer_ask_status(browser: Browser, srv: Server) -> None:
     page.locator("[data-tab=ask]").click()
     page.locator("#question").fill("What baud rate does the UART2 debug console use?")
     page.locator("#ask-form button").click()
-    cite = page.locator("#answer .cite").first
+    turn = page.locator("#thread .turn").last
+    cite = turn.locator(".answer .cite").first
     expect(cite).to_be_visible(timeout=20000)
-    expect(page.locator("#answer")).to_contain_text("UART2")
-    expect(page.locator("#sources li .loc").first).to_contain_text("uart.md")
+    expect(turn.locator(".answer")).to_contain_text("UART2")
+    expect(turn.locator(".sources li .loc").first).to_contain_text("uart.md")
     page.screenshot(path=str(ARTIFACTS / "ask.png"), full_page=True)
     cite.click()
     expect(page.locator("#v-title")).to_contain_text("uart.md")
