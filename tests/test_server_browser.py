@@ -9,7 +9,6 @@ outside the loopback server. Screenshots go to tests/artifacts/ for humans.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,23 +18,14 @@ import pytest
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'clawkb[server]'")
 pytest.importorskip("playwright", reason="needs playwright (the dev extra)")
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
+from browser_helpers import ARTIFACTS, launched, require_chromium
 from llm_server import running_server
 from server_helpers import Server, make_kb, serving
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        "Debian's chromium is not installed (make test installs it: apt-get install chromium)",
-        allow_module_level=True,
-    )
+require_chromium()
 
-ARTIFACTS = Path(__file__).parent / "artifacts"
-ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]  # fmt: skip
 TOKEN = "browser-token-123"
 
 
@@ -55,11 +45,8 @@ def srv(kb: tuple[Path, Path]) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with launched() as b:
         yield b
-        b.close()
 
 
 def open_page(browser: Browser, url: str, **ctx: Any) -> tuple[Page, list[str]]:

@@ -11,7 +11,7 @@ import yaml
 
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'clawkb[server]'")
 
-from server_helpers import Server, make_kb, serving, write_docs
+from server_helpers import Server, serving, write_docs
 
 TOKEN = "server-token-123"
 OPS_TOKEN = "ops-only-token-1"
@@ -22,7 +22,10 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from clawkb import KnowledgeBase
 
     tmp = tmp_path_factory.mktemp("wbapi")
-    home, root, _ = make_kb(tmp)
+    home, root = tmp / "kb", tmp / "team-kb"
+    write_docs(root)
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([root])
     other = tmp / "other-docs"
     write_docs(
         other, {"relay.md": "# Relay\n\nThe relay coil is driven by GPIO17 via a ULN2003.\n"}

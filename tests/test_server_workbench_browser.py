@@ -13,7 +13,6 @@ Screenshots go to tests/artifacts/.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,17 +23,13 @@ import yaml
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'clawkb[server]'")
 pytest.importorskip("playwright", reason="needs playwright (the dev extra)")
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
-from server_helpers import Server, make_kb, serving, write_docs
+from browser_helpers import ARTIFACTS, launched, require_chromium
+from server_helpers import DOCS, Server, serving, write_docs
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-if not Path(CHROMIUM).exists():
-    pytest.skip("Debian's chromium is not installed", allow_module_level=True)
+require_chromium()
 
-ARTIFACTS = Path(__file__).parent / "artifacts"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1280, "height": 860}
 CAN = {"can.md": "# CAN bus\n\n## Wiring\n\nThe CAN bus is wired to connector J9 with a "
@@ -49,13 +44,13 @@ def kbs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from clawkb import KnowledgeBase
 
     tmp = tmp_path_factory.mktemp("workbench")
-    home, root, _ = make_kb(tmp)
-    write_docs(root, CAN)
+    home, root = tmp / "kb", tmp / "team-kb"
+    write_docs(root, {**DOCS, **CAN})  # no datasheets: this module needs no boards
     (root / "inbox").mkdir()
     hw_root = tmp / "hw-docs"
     write_docs(hw_root, HW_DOCS)
     hw = tmp / "hw" / ".clawkb"
-    with KnowledgeBase.open(home) as kb:
+    with KnowledgeBase.open(home, create=True) as kb:
         kb.index([root])
     with KnowledgeBase.open(hw, create=True) as kb:
         kb.index([hw_root])
@@ -76,11 +71,8 @@ def srv(kbs: dict[str, Path]) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with launched() as b:
         yield b
-        b.close()
 
 
 def open_page(

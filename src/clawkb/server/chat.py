@@ -9,23 +9,18 @@ is extractive, as ``ask`` is.
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from clawkb.errors import NotFoundError
 from clawkb.server.api_read import state_of
-from clawkb.server.ask import RateLimited
-
-if TYPE_CHECKING:
-    from clawkb.kb import KnowledgeBase
+from clawkb.server.ask import AskIn, _event, _stream, answer_json, check_rate, sse
 
 router = APIRouter(prefix="/api/v1", tags=["ask"])
 
@@ -71,45 +66,22 @@ class Conversations:
 
 @router.post("/chat", summary="A conversation turn: follow-ups rewritten, citations per turn")
 async def chat(request: Request, body: ChatIn) -> Any:
-    from clawkb.answer import answer
     from clawkb.answer.followup import standalone
 
     st = state_of(request)
-    client = request.client.host if request.client else "?"
-    wait = st.ask_limiter.allow(client)
-    if wait:
-        raise RateLimited(wait)
+    check_rate(request, st)
     cid, turns = st.conversations.turns(body.conversation)
     query = standalone(body.question, [t["standalone"] for t in turns])
-    if body.stream:  # ask's event stream, after a `turn` event naming the conversation
-        from fastapi.responses import StreamingResponse
+    st.conversations.add(cid, {"question": body.question, "standalone": query})
+    head = {"conversation": cid, "turn": len(turns) + 1, "question": body.question,
+            "standalone": query}  # fmt: skip
+    inner = AskIn(question=query, limit=body.limit, stream=body.stream, no_llm=body.no_llm)
+    if not body.stream:
+        return {**head, "result": await answer_json(st, inner)}
 
-        from clawkb.server.ask import AskIn, _event, _stream
+    async def events() -> AsyncIterator[bytes]:  # ask's events after one naming the turn
+        yield _event("turn", head)
+        async for piece in _stream(st, inner):
+            yield piece
 
-        st.conversations.add(cid, {"question": body.question, "standalone": query})
-        head = {"conversation": cid, "turn": len(turns) + 1, "question": body.question,
-                "standalone": query}  # fmt: skip
-        inner = AskIn(question=query, limit=body.limit, stream=True, no_llm=body.no_llm)
-
-        async def events() -> AsyncIterator[bytes]:
-            yield _event("turn", head)
-            async for piece in _stream(st, inner):
-                yield piece
-
-        return StreamingResponse(
-            events(),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
-        )
-
-    def run(kb: KnowledgeBase) -> Any:
-        return answer(kb, query, limit=body.limit, llm="none" if body.no_llm else "auto")
-
-    t0 = time.perf_counter()
-    res = await asyncio.to_thread(st.runtime.read_sync, run)
-    st.metrics.observe_answer(res, time.perf_counter() - t0, 0)
-    out = res.to_dict()
-    out.pop("explanation", None)
-    turn = {"question": body.question, "standalone": query}
-    st.conversations.add(cid, turn)
-    return {"conversation": cid, "turn": len(turns) + 1, **turn, "result": out}
+    return sse(events())

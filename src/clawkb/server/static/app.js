@@ -31,11 +31,11 @@ const I18N = {
     no_inbox: "Uploads are off: start the server with --inbox DIR (or server.inbox).",
     uploading: (p) => `uploading ${p}%`, indexing: "indexing…",
     indexed: (r) => `indexed: +${r.added} ~${r.updated} ✗${r.failed} · ${r.chunks_added} chunks`,
-    no_match: (q) => `No match for “${q}”. Try fewer or other words, another language, or clear the filters.`,
+    nomatch_q: (q) => `No match for “${q}”. Try fewer or other words, another language, or clear the filters.`,
     offline: "The server cannot be reached — results below are cleared until it answers again.",
     bad_token: "That token was refused. Try again.",
-    kb_path: "Knowledge base", roots: "Served folders", mode: "Search mode", model: "Models", pending: "Vectors pending", no_vectors: "— (no embeddings: clawkb embed)",
-    legend: "Documents: indexed files · Chunks: searchable passages · Vectors: chunks with an embedding (dense search) · Segments: index files on disk · Memories: agent memories",
+    kb_path: "Knowledge base", roots: "Served folders", mode: "Search mode", model: "Models", pending: "Vectors pending",
+    legend: "Documents: indexed files · Chunks: searchable passages · Vectors: chunks with an embedding (dense search) · Vectors pending: chunks still waiting for one (— when the KB has none: run clawkb embed) · Segments: index files on disk · Memories: agent memories",
   },
   zh: {
     tab_search: "搜索", tab_ask: "问答", tab_status: "状态", filters: "筛选",
@@ -64,11 +64,11 @@ const I18N = {
     no_inbox: "上传未开启：用 --inbox DIR（或 server.inbox）启动服务器。",
     uploading: (p) => `上传中 ${p}%`, indexing: "索引中…",
     indexed: (r) => `已索引：+${r.added} ~${r.updated} ✗${r.failed} · ${r.chunks_added} 个分块`,
-    no_match: (q) => `没有与“${q}”匹配的结果。试试更少或别的词、换一种语言，或清除筛选。`,
+    nomatch_q: (q) => `没有与“${q}”匹配的结果。试试更少或别的词、换一种语言，或清除筛选。`,
     offline: "无法连接服务器——在它恢复之前，下面的结果已清空。",
     bad_token: "令牌不正确，请重试。",
-    kb_path: "知识库", roots: "服务的文件夹", mode: "检索模式", model: "模型", pending: "待生成向量", no_vectors: "—（未生成嵌入：clawkb embed）",
-    legend: "文档：已索引的文件 · 分块：可检索的段落 · 向量：已有嵌入的分块（语义检索）· 索引段：磁盘上的索引文件 · 记忆：智能体记忆",
+    kb_path: "知识库", roots: "服务的文件夹", mode: "检索模式", model: "模型", pending: "待生成向量",
+    legend: "文档：已索引的文件 · 分块：可检索的段落 · 向量：已有嵌入的分块（语义检索）· 待生成向量：还在等待嵌入的分块（— 表示尚未生成：运行 clawkb embed）· 索引段：磁盘上的索引文件 · 记忆：智能体记忆",
   },
 };
 
@@ -230,7 +230,7 @@ async function runSearch() {
   if (body.count) $("#search-info").textContent = t("hits", body.count, ms);
   else {
     $("#search-info").textContent = "";
-    $("#results").append(el("li", "empty", body.abstained && body.message ? body.message : t("no_match", q)));
+    $("#results").append(el("li", "empty", body.abstained && body.message ? body.message : t("nomatch_q", q)));
   }
   document.body.dataset.lastSearchMs = String(ms);
   document.body.dataset.searches = String(Number(document.body.dataset.searches || 0) + 1);
@@ -434,7 +434,7 @@ async function loadStatus() {
     ["model", [search.embedding, search.llm].filter(Boolean).join(" · ") || "—"],
   ]);
   const items = [["documents", s.documents], ["chunks", s.chunks], ["vectors", vectors],
-    ["pending", search.vectors_pending == null ? t("no_vectors") : search.vectors_pending],
+    ["pending", search.vectors_pending == null ? "—" : search.vectors_pending],
     ["segments", (s.lexical || {}).segments], ["memories", s.memories]];
   kv($("#counts"), items.filter(([, v]) => v !== undefined));
   $("#legend").textContent = t("legend");
@@ -485,9 +485,9 @@ async function runHitTest(ev) {
     return;
   }
   list.replaceChildren();
-  $("#hits-info").textContent = `${body.count} · ${body.mode || ""} · ${Math.round(body.took_ms || 0)} ms` +
-    (body.confidence ? ` · confidence ${JSON.stringify(body.confidence)}` : "");
-  if (!body.count) list.append(el("li", "empty", body.message || t("no_match", q)));
+  $("#hits-info").textContent = t("hits", body.count, Math.round(body.took_ms || 0)) +
+    (body.mode ? ` · ${body.mode}` : "") + (body.confidence != null ? ` · confidence ${JSON.stringify(body.confidence)}` : "");
+  if (!body.count) list.append(el("li", "empty", body.message || t("nomatch_q", q)));
   body.hits.forEach((h, i) => {
     const li = el("li", "hit");
     const head = el("div", "row");
@@ -690,7 +690,7 @@ $("#lang").addEventListener("click", () => {
 // An IME (pinyin, kana…) fires input for every composition state: search only once the
 // composition ends, with what was committed.
 let composing = false;
-const searchSoon = debounce(runSearch, 60);
+const searchSoon = debounce(runSearch, 25);
 $("#q").addEventListener("compositionstart", () => { composing = true; });
 $("#q").addEventListener("compositionend", () => { composing = false; searchSoon(); });
 $("#q").addEventListener("input", (ev) => { if (!composing && !ev.isComposing) searchSoon(); });
