@@ -119,3 +119,24 @@ def test_several_kbs_with_their_own_tokens(srv: Server, setup: dict[str, Path]) 
     assert srv.http.get("/api/v1/kb/kb/status", headers=ops).status_code == 401
     r = srv.get("/api/v1/kb/nope/search", params={"q": "x"})
     assert r.status_code == 404 and "nope" in r.json()["message"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("hw", "expected NAME=KB_DIR"),
+        ("bad name=.", "must be letters, digits"),
+        ("hw=does-not-exist", "is not a knowledge-base folder"),
+    ],
+)
+def test_add_kb_refuses_bad_flags(setup: dict[str, Path], flag: str, message: str) -> None:
+    from click.testing import CliRunner
+
+    from clawkb.cli.main import cli
+
+    res = CliRunner().invoke(
+        cli, ["--kb", str(setup["home"]), "serve", "--add-kb", flag, "--port", "0"]
+    )
+    assert res.exit_code != 0
+    out = res.output.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("error:") and message in out[0], res.output

@@ -262,6 +262,16 @@ def test_kb_switch_and_status(
     page.locator("#kb").select_option(page.locator("#kb option").first.get_attribute("value") or "")
     page.locator("#q").fill("走线阻抗")
     expect(page.locator("#results .hit").first).to_be_visible()
+    # a KB with its own token: the page asks for it, and keeps it for that KB only
+    page.locator("#q").fill("")
+    page.locator("#kb").select_option("ops")
+    page.locator("#q").fill("GPIO17")
+    expect(page.locator("#token-dialog")).to_be_visible()
+    page.locator("#token").fill(OPS_TOKEN)
+    page.locator("#token-form button").click()
+    expect(page.locator("#results .hit .loc").first).to_contain_text("relay.md")
+    assert page.evaluate("sessionStorage.getItem('clawkb.token@ops')") == OPS_TOKEN
+    assert page.evaluate("sessionStorage.getItem('clawkb.token')") is None
     no_csp_violation(console)
     page.context.close()
 

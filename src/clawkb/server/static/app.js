@@ -100,14 +100,18 @@ function applyLang() {
 let kbName = "";      // "" = the server's default KB (old paths)
 let roots = [];       // the served roots of the current KB, for relative paths
 const base = () => (kbName ? `/api/v1/kb/${encodeURIComponent(kbName)}` : "/api/v1");
+// a token per KB (a KB may have its own), the server's token as the fallback
+const tokenKey = () => (kbName ? `clawkb.token@${kbName}` : "clawkb.token");
+const getToken = () => sessionStorage.getItem(tokenKey()) || sessionStorage.getItem("clawkb.token");
 
 async function api(path, opts = {}) {
   // X-Clawkb-Request: the server refuses form-type writes without it (no other
   // web site can add it to a request it sends here).
   const headers = Object.assign({ "x-clawkb-request": "1" }, opts.headers || {});
-  const token = sessionStorage.getItem("clawkb.token");
+  const token = getToken();
   if (token) headers.authorization = "Bearer " + token;
-  const url = path.startsWith("/api/v1/") ? base() + path.slice(7) : path;
+  // /api/v1/kbs is the server's own list; everything else goes to the chosen KB
+  const url = path.startsWith("/api/v1/") && path !== "/api/v1/kbs" ? base() + path.slice(7) : path;
   let res;
   try {
     res = await fetch(url, Object.assign({}, opts, { headers }));
@@ -144,7 +148,7 @@ function askToken(refused) {
     $("#token-error").textContent = t("bad_token");
     $("#token").value = "";
     dlg.addEventListener("close", () => {
-      sessionStorage.setItem("clawkb.token", $("#token").value.trim());
+      sessionStorage.setItem(tokenKey(), $("#token").value.trim());
       resolve();
     }, { once: true });
     dlg.showModal();
@@ -577,7 +581,7 @@ function upload(file) {
   const xhr = new XMLHttpRequest();   // fetch cannot report upload progress
   xhr.open("POST", base() + "/upload");
   xhr.setRequestHeader("x-clawkb-request", "1");
-  const token = sessionStorage.getItem("clawkb.token");
+  const token = getToken();
   if (token) xhr.setRequestHeader("authorization", "Bearer " + token);
   xhr.upload.onprogress = (e) => {
     if (!e.lengthComputable) return;
@@ -690,7 +694,7 @@ $("#lang").addEventListener("click", () => {
 // An IME (pinyin, kana…) fires input for every composition state: search only once the
 // composition ends, with what was committed.
 let composing = false;
-const searchSoon = debounce(runSearch, 25);
+const searchSoon = debounce(runSearch, 10);
 $("#q").addEventListener("compositionstart", () => { composing = true; });
 $("#q").addEventListener("compositionend", () => { composing = false; searchSoon(); });
 $("#q").addEventListener("input", (ev) => { if (!composing && !ev.isComposing) searchSoon(); });
