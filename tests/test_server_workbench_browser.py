@@ -161,10 +161,11 @@ def test_chat_follow_up_and_enter_to_ask(
     page.context.close()
 
 
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 def test_hit_test_save_settings_and_golden(
-    browser: Browser, srv: Server, kbs: dict[str, Path]
+    browser: Browser, srv: Server, kbs: dict[str, Path], viewport: dict[str, int]
 ) -> None:
-    page, console = open_page(browser, srv.url + "/#hits")
+    page, console = open_page(browser, srv.url + "/#hits", viewport)
     page.locator("#h-q").fill("DQS 等长")
     page.locator("#h-mode").select_option("lexical")
     page.locator("#h-wl").fill("1.5")
@@ -174,7 +175,8 @@ def test_hit_test_save_settings_and_golden(
     expect(first.locator(".score")).to_contain_text("score")
     expect(first.locator(".loc")).to_contain_text("layout/ddr.md")
     expect(first.locator("details summary")).to_be_visible()  # explain per hit
-    shot(page, "wb-hit-test")
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport["width"] + 1
+    shot(page, f"wb-hit-test-{viewport['width']}")
     page.locator("#h-save").click()
     expect(page.locator("#hits-info")).to_contain_text("config.yaml")
     saved = yaml.safe_load((kbs["home"] / "config.yaml").read_text(encoding="utf-8"))
@@ -195,11 +197,14 @@ def test_hit_test_save_settings_and_golden(
     expect(page.locator("#g-summary")).to_contain_text("hit@3 50%")
     expect(rows.first.locator(".ok")).to_contain_text("rank 1")
     expect(rows.nth(1).locator(".miss")).to_contain_text("got")
-    shot(page, "wb-golden")
+    shot(page, f"wb-golden-{viewport['width']}")
     golden = yaml.safe_load((kbs["home"] / "golden.yaml").read_text(encoding="utf-8"))
     assert golden["queries"][0] == {"query": "DQS 等长", "expect_path": "layout/ddr.md"}
     rows.nth(1).locator("button").click()
     expect(rows).to_have_count(1)
+    rows.first.locator("button").click()  # the next run starts from no golden file
+    expect(page.locator("#golden tbody tr.empty")).to_be_visible()
+    assert not (kbs["home"] / "golden.yaml").exists()
     no_csp_violation(console)
     page.context.close()
 

@@ -11,7 +11,7 @@ const I18N = {
     ask_placeholder: "Ask a question; the answer cites its sources [n]", ask_button: "Ask",
     watch: "Watch", runs: "Last runs", r_started: "Started", r_status: "Status",
     r_counts: "Counts", r_errors: "Errors", prev: "◀ previous", next: "next ▶",
-    token_prompt: "This server needs an access token.", hits: (n, ms) => `${n} results · ${ms} ms`,
+    token_prompt: "This server needs an access token.", hits: (n, ms) => `${n} result${n === 1 ? "" : "s"} · ${ms} ms`,
     none: "No match.", sources: "Sources", nearest: "Nearest passages", asking: "Thinking…",
     documents: "Documents", chunks: "Chunks", vectors: "Vectors", segments: "Segments",
     memories: "Memories", watch_off: "Not watching (start with --watch).",
@@ -544,7 +544,13 @@ async function loadGolden(report) {
   for (const r of (report && report.results) || []) byQ[r.query + "\u0000" + r.expect_path] = r;
   const tbody = $("#golden tbody");
   tbody.replaceChildren();
-  if (!g.queries.length) tbody.append(el("tr", "empty")).append(el("td", null, t("g_empty")));
+  if (!g.queries.length) {
+    const tr = el("tr", "empty");
+    const td = el("td", "muted", t("g_empty"));
+    td.colSpan = 4;
+    tr.append(td);
+    tbody.append(tr);
+  }
   g.queries.forEach((q, i) => {
     const tr = el("tr");
     const r = byQ[q.query + "\u0000" + q.expect_path];
