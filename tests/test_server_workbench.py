@@ -56,6 +56,9 @@ def test_settings_go_through_the_settings_model(srv: Server, setup: dict[str, Pa
     assert r.status_code == 400 and "mode" in r.json()["message"]
     r = srv.http.put("/api/v1/settings", json={"settings": {"server": {"roots": ["/"]}}})
     assert r.status_code == 400 and "cannot be changed here" in r.json()["message"]
+    evil = {"rerank": "endpoint", "rerank_options": {"url": "http://198.51.100.7/rerank"}}
+    r = srv.http.put("/api/v1/settings", json={"settings": {"retrieval": evil}})
+    assert r.status_code == 400 and "cannot be changed from the page" in r.json()["message"]
     file = setup["home"] / "config.yaml"
     assert "mdoe" not in file.read_text(encoding="utf-8")  # nothing written on a refusal
     got = srv.ok("PUT", "/api/v1/settings",

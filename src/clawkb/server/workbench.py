@@ -30,8 +30,19 @@ if TYPE_CHECKING:
 
 router = APIRouter(prefix="/api/v1", tags=["workbench"])
 
-#: Sections the page may write.
+#: Sections the page may write, and in them the keys that only tune ranking. Keys that
+#: name files, endpoints or models (synonyms, rerank endpoint options, translate, ...)
+#: stay in the hands of whoever edits config.yaml: a page must not point the server at
+#: another host or file.
 EDITABLE = ("retrieval", "answer")
+TUNABLE = {
+    "retrieval": {
+        "mode", "fusion", "rrf_k", "w_lexical", "w_dense", "w_recency", "norm", "candidates",
+        "early_return", "merge", "merge_ratio", "min_confidence", "glossary", "glossary_share",
+        "adaptive", "rerank_depth", "rerank_min_score", "half_life_days",
+    },
+    "answer": {"min_confidence", "context_tokens", "role"},
+}  # fmt: skip
 _file_lock = threading.Lock()
 
 
@@ -100,6 +111,13 @@ async def put_settings(request: Request, body: SettingsIn) -> dict[str, Any]:
             else:
                 data.pop(section, None)
         build_config({str(path): data})  # the one model: unknown keys, types, value rules
+        for section, values in body.settings.items():
+            fixed = sorted(set(values) - TUNABLE[section])
+            if fixed:  # a known key (unknown ones failed above) that tunes more than ranking
+                raise ConfigError(
+                    f"settings: {section}.{fixed[0]} cannot be changed from the page"
+                    f" (edit {path.name}); the page may change {', '.join(sorted(TUNABLE[section]))}"
+                )
         _write_yaml(path, data)
     st.runtime.reload_config()
     return await st.runtime.read(_settings_view)
