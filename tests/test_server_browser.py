@@ -147,10 +147,18 @@ def test_keyboard_and_phone_width(browser: Browser, srv: Server) -> None:
 
 
 def test_page_asks_for_the_token_once(browser: Browser, kb: tuple[Path, Path]) -> None:
+    """Then: a wrong token says so; a stopped server shows the offline banner and no stale
+    results (one token server for both)."""
     with serving(kb[0], [kb[1]], token=TOKEN, args=["--no-mcp"]) as s:
         page, requested = open_page(browser, s.url + "/")
+        console: list[str] = []
+        page.on("console", lambda m: console.append(m.text))
         page.locator("#q").fill("UART2")
         expect(page.locator("#token-dialog")).to_be_visible()
+        expect(page.locator("#token-error")).to_be_hidden()
+        page.locator("#token").fill("wrong-token-999")
+        page.locator("#token-form button").click()
+        expect(page.locator("#token-error")).to_contain_text("refused")  # not a silent reopen
         page.locator("#token").fill(TOKEN)
         page.locator("#token-form button").click()
         expect(page.locator("#results .hit").first).to_be_visible()
@@ -159,4 +167,11 @@ def test_page_asks_for_the_token_once(browser: Browser, kb: tuple[Path, Path]) -
         expect(page.locator("#results .hit").first).to_contain_text("ddr")
         expect(page.locator("#token-dialog")).to_be_hidden()
         only_loopback(requested, s.url)
+        s.proc.terminate()
+        s.proc.wait(timeout=15)
+        page.locator("#q").fill("UART2")
+        expect(page.locator("#banner")).to_contain_text("cannot be reached")
+        expect(page.locator("#results .hit")).to_have_count(0)  # stale results cleared
+        page.screenshot(path=str(ARTIFACTS / "offline.png"))
+        assert not [m for m in console if "Content Security Policy" in m], console
         page.context.close()

@@ -5,9 +5,9 @@ for the module: drag-and-drop upload with its index report, the hit test and
 saving its settings into config.yaml, golden queries added from a hit and
 checked, a chat whose follow-up is rewritten, the KB switcher, no search while
 an IME composition is open, Enter-to-ask, the no-match state, relative paths,
-the status view, at desktop and phone (390×844) widths. A second server with a
-token shows the wrong-token message, then is stopped for the offline banner.
-The browser console must show no Content-Security-Policy violation.
+the status view, at desktop and phone (390×844) widths. (The wrong-token
+message and the offline banner are in test_server_browser.py, on its token
+server.) The browser console must show no Content-Security-Policy violation.
 Screenshots go to tests/artifacts/.
 """
 
@@ -279,28 +279,3 @@ def test_kb_switch_and_status(
     assert page.evaluate("sessionStorage.getItem('clawkb.token')") is None
     no_csp_violation(console)
     page.context.close()
-
-
-def test_wrong_token_message_then_offline_banner(browser: Browser, kbs: dict[str, Path]) -> None:
-    token = "right-token-123"
-    with serving(kbs["home"], [kbs["root"]], token=token, args=["--no-mcp"]) as s:
-        page, console = open_page(browser, s.url + "/")
-        page.locator("#q").fill("UART2")
-        expect(page.locator("#token-dialog")).to_be_visible()
-        expect(page.locator("#token-error")).to_be_hidden()
-        page.locator("#token").fill("wrong-token-999")
-        page.locator("#token-form button").click()
-        expect(page.locator("#token-error")).to_be_visible()
-        expect(page.locator("#token-error")).to_contain_text("refused")
-        page.locator("#token").fill(token)
-        page.locator("#token-form button").click()
-        expect(page.locator("#results .hit").first).to_be_visible()
-        s.proc.terminate()
-        s.proc.wait(timeout=15)
-        page.locator("#q").fill("DDR")
-        expect(page.locator("#banner")).to_be_visible()
-        expect(page.locator("#banner")).to_contain_text("cannot be reached")
-        expect(page.locator("#results .hit")).to_have_count(0)  # stale results cleared
-        shot(page, "wb-offline")
-        no_csp_violation(console)
-        page.context.close()
