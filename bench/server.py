@@ -5,10 +5,11 @@
    changed files: errors, empty results for existing files (both target 0),
    throughput and p95.
 3. Watch latency, saved -> searchable (median of 20, target <= 2 s).
-4. The web page in headless chromium: first-load bytes (target <= 200 KB) and
-   keystroke -> first results at 10k chunks (target <= 150 ms).
+4. The web page in headless chromium: first-load bytes (target <= 60 KB) and
+   keystroke -> first results at 10k chunks (target <= 100 ms).
 
     .venv/bin/python bench/server.py [--duration 60] [--files 2000]
+    .venv/bin/python bench/server.py --page-only    # only 4., into its own section
 
 Writes bench/results/server-latest.md (and .json).
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import re
 import shutil
@@ -232,8 +234,9 @@ def browser(url: str) -> dict[str, Any]:
             "performance.getEntriesByType('navigation').concat(performance.getEntriesByType("
             "'resource')).reduce((s, e) => s + (e.transferSize || e.encodedBodySize || 0), 0)"
         )
-        times = []
-        for q in ["串口", "时钟", "key00042", "reset", "阻抗", "uart", "定时器", "gpio"] * 2:
+        times: list[float] = []
+        fetches: list[float] = []  # request sent -> results rendered (no debounce, no key event)
+        for q in ["串口", "时钟", "key00042", "reset", "阻抗", "uart", "定时器", "gpio"] * 4:
             page.fill("#q", q[:-1])
             page.wait_for_timeout(300)  # the prefix's own search settles
             page.evaluate(
@@ -244,11 +247,15 @@ def browser(url: str) -> dict[str, Any]:
             )
             page.evaluate("window.__k = performance.now()")
             page.locator("#q").press_sequentially(q[-1])
-            page.wait_for_function("window.__t !== null", timeout=10000)
+            deadline = time.perf_counter() + 10
+            while page.evaluate("window.__t") is None and time.perf_counter() < deadline:
+                time.sleep(0.005)  # polled: the page's CSP forbids wait_for_function's eval
             times.append(page.evaluate("window.__t"))
+            fetches.append(float(page.evaluate("document.body.dataset.lastSearchMs")))
         b.close()
     return {"first_load_bytes": size, "keystroke_to_results_ms_median": statistics.median(times),
-            "keystroke_to_results_ms_p95": pct(times, 95), "n": len(times)}  # fmt: skip
+            "keystroke_to_results_ms_p95": pct(times, 95), "n": len(times),
+            "fetch_to_render_ms_median": statistics.median(fetches)}  # fmt: skip
 
 
 def main() -> int:
@@ -256,6 +263,7 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--page-only", action="store_true", help="only the page measurements")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="clawkb-serve-bench-"))
     try:
@@ -268,6 +276,16 @@ def main() -> int:
             kb.index([root])
             chunks = kb.status()["chunks"]
         print(f"corpus: {a.files} files, {chunks} chunks", flush=True)
+        if a.page_only:
+            proc, url = start_server(home, [root])
+            try:
+                page = browser(url)
+            finally:
+                stop(proc)
+            print("browser", page, flush=True)
+            load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+            write_page({"chunks": chunks, "files": a.files, "browser": page, "load": load})
+            return 0
         proc, url = start_server(home, [root], "--watch")
         try:
             queries = [f"key{i:05d} {WORDS[i % len(WORDS)]}" for i in range(0, a.files, 10)]
@@ -323,15 +341,57 @@ def write(r: dict[str, Any]) -> None:
         lines.append(f"| browser | skipped: {b['skipped']} | | |")
     else:
         lines += [
-            f"| page first load, bytes transferred | {b['first_load_bytes'] / 1024:.1f} KB | ≤ 200 KB"
-            f" | {ok(b['first_load_bytes'] <= 200 * 1024)} |",
-            f"| keystroke → first results in chromium, median / p95 |"
-            f" {b['keystroke_to_results_ms_median']:.0f} / {b['keystroke_to_results_ms_p95']:.0f} ms"
-            f" | ≤ 150 ms | {ok(b['keystroke_to_results_ms_median'] <= 150)} |",
+            *_page_rows(b),
         ]
     lines += ["", f"Watch during the load test: `{json.dumps(c.get('watch_runs'))}`", ""]
     (RESULTS / "server-latest.md").write_text("\n".join(lines))
     print("\n".join(lines))
+
+
+def _page_rows(b: dict[str, Any]) -> list[str]:
+    ok = lambda cond: "met" if cond else "**missed**"  # noqa: E731
+    return [
+        f"| page first load, bytes transferred | {b['first_load_bytes'] / 1024:.1f} KB | ≤ 60 KB"
+        f" | {ok(b['first_load_bytes'] <= 60 * 1024)} |",
+        f"| keystroke → first results in chromium, median / p95 |"
+        f" {b['keystroke_to_results_ms_median']:.0f} / {b['keystroke_to_results_ms_p95']:.0f} ms"
+        f" | ≤ 100 ms | {ok(b['keystroke_to_results_ms_median'] <= 100)} |",
+        f"| … of which request sent → results rendered, median |"
+        f" {b.get('fetch_to_render_ms_median', float('nan')):.0f} ms | | |",
+    ]
+
+
+PAGE_START, PAGE_END = "<!-- page -->", "<!-- /page -->"
+
+
+def write_page(r: dict[str, Any]) -> None:
+    """The page's rows as their own section of server-latest.md (the rest is kept)."""
+    b = r["browser"]
+    rows = [f"| browser | skipped: {b['skipped']} |  | |"] if "skipped" in b else _page_rows(b)
+    section = "\n".join([
+        PAGE_START,
+        "## The page (`bench/server.py --page-only`)",
+        "",
+        f"Corpus: {r['files']} Markdown files, {r['chunks']} chunks; headless chromium and the"
+        " server on loopback; each keystroke is measured from the key press to the results"
+        " rendered (the page's 10 ms input debounce included), 32 keystrokes. Load average"
+        f" during the run: {r.get('load', '?')} on 2 cores (other jobs), so milliseconds here"
+        " are noisy.",
+        "",
+        "| what | result | target | |",
+        "|---|---|---|---|",
+        *rows,
+        PAGE_END,
+    ])  # fmt: skip
+    path = RESULTS / "server-latest.md"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if PAGE_START in text and PAGE_END in text:
+        head, _, rest = text.partition(PAGE_START)
+        text = head + section + rest.partition(PAGE_END)[2]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text, encoding="utf-8")
+    print(section)
 
 
 if __name__ == "__main__":

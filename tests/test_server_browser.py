@@ -9,7 +9,6 @@ outside the loopback server. Screenshots go to tests/artifacts/ for humans.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,23 +18,14 @@ import pytest
 pytest.importorskip("fastapi", reason="needs the server extra: pip install 'clawkb[server]'")
 pytest.importorskip("playwright", reason="needs playwright (the dev extra)")
 
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
+from browser_helpers import ARTIFACTS, launched, require_chromium
 from llm_server import running_server
 from server_helpers import Server, make_kb, serving
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-if not Path(CHROMIUM).exists():
-    pytest.skip(
-        "Debian's chromium is not installed (make test installs it: apt-get install chromium)",
-        allow_module_level=True,
-    )
+require_chromium()
 
-ARTIFACTS = Path(__file__).parent / "artifacts"
-ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]  # fmt: skip
 TOKEN = "browser-token-123"
 
 
@@ -55,11 +45,8 @@ def srv(kb: tuple[Path, Path]) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    with launched() as b:
         yield b
-        b.close()
 
 
 def open_page(browser: Browser, url: str, **ctx: Any) -> tuple[Page, list[str]]:
@@ -107,10 +94,11 @@ def test_search_viewer_ask_status(browser: Browser, srv: Server) -> None:
     page.locator("[data-tab=ask]").click()
     page.locator("#question").fill("What baud rate does the UART2 debug console use?")
     page.locator("#ask-form button").click()
-    cite = page.locator("#answer .cite").first
+    turn = page.locator("#thread .turn").last
+    cite = turn.locator(".answer .cite").first
     expect(cite).to_be_visible(timeout=20000)
-    expect(page.locator("#answer")).to_contain_text("UART2")
-    expect(page.locator("#sources li .loc").first).to_contain_text("uart.md")
+    expect(turn.locator(".answer")).to_contain_text("UART2")
+    expect(turn.locator(".sources li .loc").first).to_contain_text("uart.md")
     page.screenshot(path=str(ARTIFACTS / "ask.png"), full_page=True)
     cite.click()
     expect(page.locator("#v-title")).to_contain_text("uart.md")
@@ -159,10 +147,18 @@ def test_keyboard_and_phone_width(browser: Browser, srv: Server) -> None:
 
 
 def test_page_asks_for_the_token_once(browser: Browser, kb: tuple[Path, Path]) -> None:
+    """Then: a wrong token says so; a stopped server shows the offline banner and no stale
+    results (one token server for both)."""
     with serving(kb[0], [kb[1]], token=TOKEN, args=["--no-mcp"]) as s:
         page, requested = open_page(browser, s.url + "/")
+        console: list[str] = []
+        page.on("console", lambda m: console.append(m.text))
         page.locator("#q").fill("UART2")
         expect(page.locator("#token-dialog")).to_be_visible()
+        expect(page.locator("#token-error")).to_be_hidden()
+        page.locator("#token").fill("wrong-token-999")
+        page.locator("#token-form button").click()
+        expect(page.locator("#token-error")).to_contain_text("refused")  # not a silent reopen
         page.locator("#token").fill(TOKEN)
         page.locator("#token-form button").click()
         expect(page.locator("#results .hit").first).to_be_visible()
@@ -171,4 +167,11 @@ def test_page_asks_for_the_token_once(browser: Browser, kb: tuple[Path, Path]) -
         expect(page.locator("#results .hit").first).to_contain_text("ddr")
         expect(page.locator("#token-dialog")).to_be_hidden()
         only_loopback(requested, s.url)
+        s.proc.terminate()
+        s.proc.wait(timeout=15)
+        page.locator("#q").fill("UART2")
+        expect(page.locator("#banner")).to_contain_text("cannot be reached")
+        expect(page.locator("#results .hit")).to_have_count(0)  # stale results cleared
+        page.screenshot(path=str(ARTIFACTS / "offline.png"))
+        assert not [m for m in console if "Content Security Policy" in m], console
         page.context.close()

@@ -175,7 +175,7 @@ def test_page_on_another_origin_cannot_write(srv: tuple[Server, Path], attacker:
     pytest.importorskip("playwright", reason="needs playwright (the dev extra)")
     from playwright.sync_api import sync_playwright
 
-    from test_server_browser import ARGS, CHROMIUM
+    from browser_helpers import ARGS, CHROMIUM
 
     s, root = srv
     with sync_playwright() as pw:

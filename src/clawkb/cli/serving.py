@@ -23,6 +23,13 @@ from clawkb.cli.common import echo, handle_errors
 )
 @click.option("--inbox", metavar="DIR", help="Folder (inside a PATH) that uploads go to.")
 @click.option("--no-mcp", is_flag=True, help="Do not mount the MCP endpoint at /mcp.")
+@click.option(
+    "--add-kb",
+    "add_kbs",
+    multiple=True,
+    metavar="NAME=KB_DIR",
+    help="Serve another knowledge base too, at /api/v1/kb/NAME/ (repeatable; also server.kbs).",
+)
 @click.pass_context
 @handle_errors
 def serve(
@@ -34,6 +41,7 @@ def serve(
     token: str | None,
     inbox: str | None,
     no_mcp: bool,
+    add_kbs: tuple[str, ...],
 ) -> None:
     """Serve the knowledge base: web page at /, JSON API at /api/v1, MCP at /mcp.
 
@@ -50,7 +58,7 @@ def serve(
     settings = load_settings(
         home, Config.load(home).extra if home.exists() else {}, paths=list(paths),
         inbox=inbox, host=host, port=port, token=token or None, watch=use_watch,
-        mcp=not no_mcp,
+        mcp=not no_mcp, add_kbs=list(add_kbs),
     )  # fmt: skip
     settings.check()
     with KnowledgeBase.open(home, create=bool(paths)) as kb:

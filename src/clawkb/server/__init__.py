@@ -31,13 +31,20 @@ def run(settings: Any, *, watch: bool = False, announce: Callable[[str], None] =
     app = create_app(
         settings,
         watch=factory,
-        on_ready=lambda: announce(f"Serving on {settings.url}  (knowledge base: {settings.home})"),
+        on_ready=lambda: announce(_served(settings)),
     )
     config = uvicorn_config(app, settings, lifespan="on")
     sock = bind(settings.host, settings.port)
     settings.port = sock.getsockname()[1]
     server = uvicorn.Server(config)
     server.run(sockets=[sock])
+
+
+def _served(settings: Any) -> str:
+    line = f"Serving on {settings.url}  (knowledge base: {settings.home})"
+    for spec in settings.kbs:  # more KBs: each at /api/v1/kb/NAME/
+        line += f"\n  also {spec.name}: {spec.home}  ({settings.url}/api/v1/kb/{spec.name}/)"
+    return line
 
 
 def uvicorn_config(app: Any, settings: Any, **kw: Any) -> Any:

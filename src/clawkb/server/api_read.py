@@ -30,7 +30,10 @@ def reply(data: Any) -> Response:
 
 
 def state_of(request: Request) -> ServerState:
-    return request.app.state.clawkb
+    """The KB a request is for: ``/api/v1/kb/NAME/...`` (see :mod:`clawkb.server.kbs`) or
+    the default one."""
+    name = request.scope.get("clawkb_kb")
+    return request.app.state.kbs[name] if name else request.app.state.clawkb
 
 
 def _limit(limit: int) -> int:
@@ -161,7 +164,13 @@ async def source(request: Request, anchor: str, context: int = 200) -> dict[str,
 @router.get("/status", summary="Counts, index state, last runs, watch state")
 async def status(request: Request) -> dict[str, Any]:
     st = state_of(request)
-    data = await st.runtime.read(lambda kb: {**kb.status(), "runs": kb.runs(5)})
+
+    def run(kb: KnowledgeBase) -> dict[str, Any]:
+        out = {**kb.status(), "runs": kb.runs(5)}
+        out["search"] = _search_state(out, kb.config)
+        return out
+
+    data = await st.runtime.read(run)
     data["server"] = st.describe()
     return data
 
@@ -178,6 +187,34 @@ async def eval_self(request: Request, per_kind: int = 30) -> dict[str, Any]:
     return await state_of(request).runtime.read(
         lambda kb: self_eval(kb, per_kind=per_kind).to_dict()
     )
+
+
+def _search_state(data: dict[str, Any], config: Any) -> dict[str, Any]:
+    """What the status view explains: the mode searches run in, the models, vectors pending."""
+    configured = config.retrieval.mode
+    dense = data.get("dense") or {}
+    vectors = int(dense.get("vectors") or 0)
+    mode = configured if configured != "auto" else ("hybrid" if vectors else "lexical")
+    return {
+        "configured": configured,
+        "mode": mode,
+        "embedding": config.embedding.model if dense else None,
+        "llm": config.llm.describe() if config.llm.configured else "extractive (no LLM)",
+        "vectors_pending": max(0, int(data.get("chunks") or 0) - vectors) if dense else None,
+    }
+
+
+@router.get("/kbs", summary="The knowledge bases this server serves (the first is the default)")
+async def kbs(request: Request) -> dict[str, Any]:
+    states = request.app.state.kbs
+    return {
+        "default": request.app.state.clawkb.settings.name,
+        "kbs": [
+            {"name": name, "home": st.settings.home.as_posix(), "roots": [r.as_posix() for r in st.roots],
+             "token": bool(st.settings.token)}
+            for name, st in states.items()
+        ],
+    }  # fmt: skip
 
 
 @router.get("/runs", summary="The last indexing runs with their errors")

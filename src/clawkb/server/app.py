@@ -20,9 +20,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from clawkb import __version__
 from clawkb.errors import ClawkbError
-from clawkb.server import api_read, api_write, ask
+from clawkb.server import api_read, api_write, ask, chat, workbench
 from clawkb.server.ask import RateLimited
+from clawkb.server.chat import Conversations
 from clawkb.server.errors import error_for, validation_message
+from clawkb.server.kbs import KBSpec
 from clawkb.server.metrics import Metrics
 from clawkb.server.runtime import Runtime
 from clawkb.server.security import BodyTimeout, BodyTooLarge, Guard, RateLimiter
@@ -43,6 +45,7 @@ class ServerState:
         self.metrics = Metrics(status=lambda: self.runtime.read_sync(lambda kb: kb.status()))
         self.ask_limiter = RateLimiter(settings.ask_per_minute)
         self.watcher: Any = None
+        self.conversations = Conversations()
         self.started = time.time()
         self._types: set[str] | None = None
 
@@ -74,6 +77,8 @@ class ServerState:
         return {
             "version": __version__,
             "url": s.url,
+            "kb": s.name,
+            "home": s.home.as_posix(),
             "roots": [r.as_posix() for r in self.roots],
             "inbox": s.inbox.as_posix() if s.inbox else None,
             "auth": bool(s.token),
@@ -89,6 +94,9 @@ def create_app(settings: ServerSettings, *, watch: Any = None, on_ready: Any = N
     ``on_ready()`` runs once everything (MCP, watch) has started."""
     settings.check()
     state = ServerState(settings)
+    states = {settings.name: state}
+    for spec in settings.kbs:
+        states[spec.name] = ServerState(_kb_settings(settings, spec))
     mcp_app, mcp_lifespan = _mcp(settings) if settings.mcp else (None, None)
 
     @contextlib.asynccontextmanager
@@ -100,7 +108,8 @@ def create_app(settings: ServerSettings, *, watch: Any = None, on_ready: Any = N
                 state.watcher = watch(state)
                 state.watcher.start()
                 stack.callback(state.watcher.stop)
-            stack.callback(state.runtime.close)
+            for each in states.values():
+                stack.callback(each.runtime.close)
             if on_ready is not None:
                 on_ready()
             yield
@@ -114,7 +123,10 @@ def create_app(settings: ServerSettings, *, watch: Any = None, on_ready: Any = N
         lifespan=lifespan,
     )
     app.state.clawkb = state
-    for router in (api_read.router, api_write.router, api_write.compat, ask.router):
+    app.state.kbs = states
+    routers = (api_read.router, api_write.router, api_write.compat, ask.router, chat.router,
+               workbench.router)  # fmt: skip
+    for router in routers:
         app.include_router(router)
     _install_errors(app)
     _install_pages(app, state)
@@ -161,6 +173,20 @@ class _Timing:
             self.metrics.observe_request(
                 endpoint, scope["method"], status, time.perf_counter() - t0
             )
+
+
+def _kb_settings(main: ServerSettings, spec: KBSpec) -> ServerSettings:
+    """Another KB's settings: the server's flags and limits, its own roots, inbox and name."""
+    import dataclasses
+
+    from clawkb.config import Config
+    from clawkb.server.settings import load_settings
+
+    own = load_settings(spec.home, Config.load(spec.home).extra, paths=[])
+    return dataclasses.replace(
+        main, home=spec.home, roots=own.roots, inbox=own.inbox, name=spec.name, kbs=[],
+        token=spec.token or main.token, upload_types=own.upload_types or main.upload_types,
+    )  # fmt: skip
 
 
 def _install_errors(app: FastAPI) -> None:

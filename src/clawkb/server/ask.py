@@ -54,20 +54,33 @@ def _answer(kb: KnowledgeBase, body: AskIn, on_token: Any) -> Any:
 @router.post("/ask", summary="Answer a question with [n] citations (JSON, or SSE with stream)")
 async def ask(request: Request, body: AskIn) -> Any:
     st = state_of(request)
+    check_rate(request, st)
+    if not body.stream:
+        return await answer_json(st, body)
+    return sse(_stream(st, body))
+
+
+def check_rate(request: Request, st: Any) -> None:
+    """Questions (ask and chat) are limited per client address."""
     client = request.client.host if request.client else "?"
     wait = st.ask_limiter.allow(client)
     if wait:
         raise RateLimited(wait)
-    if not body.stream:
-        t0 = time.perf_counter()
-        # Reads never hold up writes: a model call may take a minute.
-        res = await asyncio.to_thread(st.runtime.read_sync, lambda kb: _answer(kb, body, None))
-        st.metrics.observe_answer(res, time.perf_counter() - t0, 0)
-        out = res.to_dict()
-        out.pop("explanation", None)
-        return out
+
+
+async def answer_json(st: Any, body: AskIn) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    # Reads never hold up writes: a model call may take a minute.
+    res = await asyncio.to_thread(st.runtime.read_sync, lambda kb: _answer(kb, body, None))
+    st.metrics.observe_answer(res, time.perf_counter() - t0, 0)
+    out: dict[str, Any] = res.to_dict()
+    out.pop("explanation", None)
+    return out
+
+
+def sse(events: AsyncIterator[bytes]) -> StreamingResponse:
     return StreamingResponse(
-        _stream(st, body),
+        events,
         media_type="text/event-stream",
         headers={"cache-control": "no-store", "x-accel-buffering": "no"},
     )

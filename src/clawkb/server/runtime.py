@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from clawkb.config import Config
 from clawkb.kb import KnowledgeBase
 from clawkb.store import db
 
@@ -113,11 +114,14 @@ class _Slot:
         self.lock = threading.Lock()
         self.kb: KnowledgeBase | None = None
         self.generation = -1
+        self.config_version = 0
         self.stamp = (0, 0)
         self.pinned = False
 
-    def stale(self, generation: int) -> bool:
+    def stale(self, generation: int, config_version: int = 0) -> bool:
         if self.kb is None or not self.pinned or self.generation != generation:
+            return True
+        if self.config_version != config_version:
             return True
         return _manifest_stamp(self.kb) != self.stamp
 
@@ -126,14 +130,16 @@ class _Slot:
             db.end_read(self.kb.conn)
         self.pinned = False
 
-    def renew(self, home: Path, generation: int) -> None:
+    def renew(self, home: Path, generation: int, config_version: int = 0) -> None:
         self.unpin()
         if self.kb is None:
             self.kb = KnowledgeBase.open(home)
-        else:  # same connection and settings, the index loaded again
+        else:  # same connection, the index loaded again (and the settings, when they changed)
             old = self.kb
-            self.kb = KnowledgeBase(self.kb.home, self.kb.conn, self.kb.config)
+            config = old.config if self.config_version == config_version else Config.load(home)
+            self.kb = KnowledgeBase(self.kb.home, self.kb.conn, config)
             old.lexical.close()  # its lease and mapped files go now (the slot lock is held)
+        self.config_version = config_version
         self.generation = generation
         self.stamp = _manifest_stamp(self.kb)
         db.begin_read(self.kb.conn)
@@ -150,6 +156,8 @@ class Runtime:
         self.home = home
         self.gate = Gate()
         self.generation = 0
+        self.config_version = 0  # bumped when config.yaml was rewritten (the page's settings)
+        self._writer_config = 0
         self._local = threading.local()
         self._slots: list[_Slot] = []
         self._opened_lock = threading.Lock()
@@ -175,9 +183,9 @@ class Runtime:
         """Run ``fn`` on this thread's pinned view (see :class:`_Slot`)."""
         slot = self._slot()
         with slot.lock:
-            if slot.stale(self.generation):
+            if slot.stale(self.generation, self.config_version):
                 with self.gate.read():  # the writer is between writes: store and index agree
-                    slot.renew(self.home, self.generation)
+                    slot.renew(self.home, self.generation, self.config_version)
                 slot.kb.repair_handler = self.request_repair  # type: ignore[union-attr]
             return fn(slot.kb)  # type: ignore[arg-type]
 
@@ -205,6 +213,10 @@ class Runtime:
         import anyio.to_thread
 
         return await anyio.to_thread.run_sync(self.read_sync, fn)
+
+    def reload_config(self) -> None:
+        """``config.yaml`` changed: every view and the writer read it again before their next use."""
+        self.config_version += 1
 
     # -- writes -----------------------------------------------------------
     def submit(
@@ -245,7 +257,11 @@ class Runtime:
                 continue
             self.current_job = getattr(fut, "job_name", "write")
             try:
+                if kb is not None and self._writer_config != self.config_version:
+                    kb.close()
+                    kb = None
                 if kb is None:
+                    self._writer_config = self.config_version
                     kb = KnowledgeBase.open(self.home)
                 if getattr(fut, "gated", True):
                     with self.exclusive():

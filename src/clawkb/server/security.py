@@ -20,7 +20,6 @@ and ``X-Content-Type-Options: nosniff``.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import os
 import threading
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from clawkb.errors import ConfigError
+from clawkb.server.kbs import split_path, token_ok
 from clawkb.server.settings import LOOPBACK_NAMES, ServerSettings, is_loopback, normal_origin
 
 Scope = MutableMapping[str, Any]
@@ -169,6 +169,11 @@ class Guard:
         self.settings = settings
         self.hosts = allowed_hosts(settings)
         self.token = settings.token.encode() if settings.token else None
+        # KB name -> tokens that open it (the server's token opens every KB)
+        self.kb_tokens: dict[str, list[bytes]] = {settings.name: [self.token] if self.token else []}
+        for spec in settings.kbs:
+            own = [spec.token.encode()] if spec.token else []
+            self.kb_tokens[spec.name] = ([self.token] if self.token else []) + own
         self.upload_path = upload_path
         self.trusted = frozenset(
             normal_origin(o) for o in [*settings.allowed_origins, *settings.cors_origins]
@@ -185,12 +190,19 @@ class Guard:
                 send, 421, "bad_host", f"Host {headers.get('host', '')!r} is not served here"
             )
             return
-        path = scope["path"]
+        kb, path = split_path(scope["path"])
+        if kb is not None:
+            if kb not in self.kb_tokens:
+                await send_error(send, 404, "not_found", f"no knowledge base named {kb!r} here")
+                return
+            raw = path.encode()
+            scope = {**scope, "path": path, "raw_path": raw, "clawkb_kb": kb}
+        tokens = self.kb_tokens[kb or self.settings.name]
         refused = cross_site_reason(scope["method"], path, headers, self.trusted)
         if refused is not None:
             await send_error(send, 403, "cross_site", refused)
             return
-        if self.token is not None and not _public(path) and not self._authorized(headers):
+        if tokens and not _public(path) and not self._authorized(headers, tokens):
             await send_error(
                 send,
                 401,
@@ -211,13 +223,10 @@ class Guard:
         body = BodyReader(receive, limit, self.settings.body_timeout_s, self.settings.body_min_rate)
         await self.app(scope, body.receive, body.wrap(send))
 
-    def _authorized(self, headers: dict[str, str]) -> bool:
+    def _authorized(self, headers: dict[str, str], tokens: list[bytes]) -> bool:
         auth = headers.get("authorization", "")
         scheme, _, value = auth.partition(" ")
-        assert self.token is not None
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            value.strip().encode(), self.token
-        )
+        return scheme.lower() == "bearer" and token_ok(value.strip(), tokens)
 
 
 def _public(path: str) -> bool:

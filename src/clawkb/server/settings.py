@@ -16,6 +16,7 @@
       header_timeout_s: 10        # a request's headers must arrive within this
       body_timeout_s: 30          # its body within this, plus 1 s per body_min_rate bytes
       body_min_rate: 1024         # bytes per second
+      kbs: {hw: ~/hw/.clawkb}      # more KBs on the same server (see clawkb.server.kbs)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from clawkb.errors import ConfigError
+from clawkb.server.kbs import KBSpec, default_name, parse_specs
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -44,6 +46,7 @@ _KNOWN = {
     "header_timeout_s",
     "body_timeout_s",
     "body_min_rate",
+    "kbs",
 }
 
 
@@ -77,6 +80,8 @@ class ServerSettings:
     body_timeout_s: float = 30.0
     body_min_rate: int = 1024
     mcp: bool = True
+    name: str = ""  # the default KB's name in /api/v1/kb/NAME/... (from its folder)
+    kbs: list[KBSpec] = field(default_factory=list)  # the other KBs served
 
     @property
     def url(self) -> str:
@@ -116,7 +121,13 @@ def _paths(value: Any, key: str) -> list[Path]:
 
 
 def load_settings(
-    home: Path, extra: dict[str, Any], *, paths: list[str], inbox: str | None = None, **flags: Any
+    home: Path,
+    extra: dict[str, Any],
+    *,
+    paths: list[str],
+    inbox: str | None = None,
+    add_kbs: list[str] | None = None,
+    **flags: Any,
 ) -> ServerSettings:
     """Flags win over config; roots are the union of PATH arguments and ``server.roots``."""
     raw = extra.get("server") or {}
@@ -132,6 +143,11 @@ def load_settings(
     roots += [r for r in _paths(raw.get("roots"), "roots") if r not in roots]
     inbox_path = _paths(inbox or raw.get("inbox"), "inbox")
     s = ServerSettings(home=home, roots=roots, inbox=inbox_path[0] if inbox_path else None)
+    s.name = default_name(home)
+    s.kbs = parse_specs(add_kbs or [], raw.get("kbs"), base=home.parent)
+    for spec in s.kbs:
+        if spec.name == s.name or spec.home == home:
+            raise ConfigError(f"KB {spec.name}: the default KB is already served as {s.name!r}")
     for key in ("allowed_hosts", "cors_origins", "allowed_origins", "upload_types"):
         if key in raw:
             setattr(s, key, [str(v) for v in raw[key] or []])

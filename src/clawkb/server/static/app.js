@@ -11,7 +11,7 @@ const I18N = {
     ask_placeholder: "Ask a question; the answer cites its sources [n]", ask_button: "Ask",
     watch: "Watch", runs: "Last runs", r_started: "Started", r_status: "Status",
     r_counts: "Counts", r_errors: "Errors", prev: "◀ previous", next: "next ▶",
-    token_prompt: "This server needs an access token.", hits: (n, ms) => `${n} results · ${ms} ms`,
+    token_prompt: "This server needs an access token.", hits: (n, ms) => `${n} result${n === 1 ? "" : "s"} · ${ms} ms`,
     none: "No match.", no_match: "Nothing in the knowledge base looks relevant to this query.",
     sources: "Sources", nearest: "Nearest passages", asking: "Thinking…",
     documents: "Documents", chunks: "Chunks", vectors: "Vectors", segments: "Segments",
@@ -23,6 +23,24 @@ const I18N = {
     self_kind: (k) => ({ section: "section title", identifier: "identifier", zh2en: "Chinese → English page",
       en2zh: "English → Chinese page" })[k] || k,
     self_note: (s) => `hit@${s.k}: share of queries whose answer is in the top ${s.k} · ${s.seconds} s`,
+    tab_hits: "Hit test", tab_golden: "Golden", tab_upload: "Upload", retry: "Retry",
+    ask_hint: "Enter to ask · Shift+Enter for a new line · follow-up questions keep the conversation",
+    new_chat: "New conversation", searched: "searched for", hits_placeholder: "Query to test",
+    h_fusion: "Fusion", h_minconf: "Min confidence", h_run: "Test", h_save: "Save to config",
+    saved: (f) => `Saved to ${f}`, score: "score", add_golden: "+ golden", added_golden: "Added to golden queries",
+    g_check: "Run check", g_query: "Query", g_expect: "Expected", g_result: "Result",
+    g_empty: "No golden queries yet: add one from a hit in Hit test.", remove: "remove",
+    g_summary: (r) => `hit@${r.k} ${(r.hit_at_k * 100).toFixed(0)}% (${r.hits}/${r.total}) · threshold ${r.threshold * 100}% · ${r.passed ? "passed" : "FAILED"}`,
+    g_rank: (r) => r.passed ? `✓ rank ${r.rank}` : (r.rank ? `✗ rank ${r.rank}` : "✗ not found") + (r.top_paths.length ? " · got " + r.top_paths.map(rel).join(", ") : ""),
+    drop: "Drop files here, or click to choose", inbox: (p) => `Files go to ${p} and are indexed at once.`,
+    no_inbox: "Uploads are off: start the server with --inbox DIR (or server.inbox).",
+    uploading: (p) => `uploading ${p}%`, indexing: "indexing…",
+    indexed: (r) => `indexed: +${r.added} ~${r.updated} ✗${r.failed} · ${r.chunks_added} chunks`,
+    nomatch_q: (q) => `No match for “${q}”. Try fewer or other words, another language, or clear the filters.`,
+    offline: "The server cannot be reached — results below are cleared until it answers again.",
+    bad_token: "That token was refused. Try again.",
+    kb_path: "Knowledge base", roots: "Served folders", mode: "Search mode", model: "Models", pending: "Vectors pending",
+    legend: "Documents: indexed files · Chunks: searchable passages · Vectors: chunks with an embedding (dense search) · Vectors pending: chunks still waiting for one (— when the KB has none: run clawkb embed) · Segments: index files on disk · Memories: agent memories",
   },
   zh: {
     tab_search: "搜索", tab_ask: "问答", tab_status: "状态", filters: "筛选",
@@ -42,6 +60,24 @@ const I18N = {
     self_kind: (k) => ({ section: "章节标题", identifier: "标识符", zh2en: "中文 → 英文页面",
       en2zh: "英文 → 中文页面" })[k] || k,
     self_note: (s) => `hit@${s.k}：答案在前 ${s.k} 条中的查询比例 · ${s.seconds} 秒`,
+    tab_hits: "命中测试", tab_golden: "黄金查询", tab_upload: "上传", retry: "重试",
+    ask_hint: "Enter 提问 · Shift+Enter 换行 · 可以接着追问",
+    new_chat: "新对话", searched: "检索", hits_placeholder: "要测试的查询",
+    h_fusion: "融合", h_minconf: "最低置信度", h_run: "测试", h_save: "保存到配置",
+    saved: (f) => `已保存到 ${f}`, score: "得分", add_golden: "+ 黄金查询", added_golden: "已加入黄金查询",
+    g_check: "运行检查", g_query: "查询", g_expect: "期望", g_result: "结果",
+    g_empty: "还没有黄金查询：在“命中测试”里从命中结果添加。", remove: "删除",
+    g_summary: (r) => `hit@${r.k} ${(r.hit_at_k * 100).toFixed(0)}%（${r.hits}/${r.total}）· 阈值 ${r.threshold * 100}% · ${r.passed ? "通过" : "未通过"}`,
+    g_rank: (r) => r.passed ? `✓ 第 ${r.rank} 名` : (r.rank ? `✗ 第 ${r.rank} 名` : "✗ 未找到") + (r.top_paths.length ? " · 实际 " + r.top_paths.map(rel).join("、") : ""),
+    drop: "把文件拖到这里，或点击选择", inbox: (p) => `文件保存到 ${p} 并立即索引。`,
+    no_inbox: "上传未开启：用 --inbox DIR（或 server.inbox）启动服务器。",
+    uploading: (p) => `上传中 ${p}%`, indexing: "索引中…",
+    indexed: (r) => `已索引：+${r.added} ~${r.updated} ✗${r.failed} · ${r.chunks_added} 个分块`,
+    nomatch_q: (q) => `没有与“${q}”匹配的结果。试试更少或别的词、换一种语言，或清除筛选。`,
+    offline: "无法连接服务器——在它恢复之前，下面的结果已清空。",
+    bad_token: "令牌不正确，请重试。",
+    kb_path: "知识库", roots: "服务的文件夹", mode: "检索模式", model: "模型", pending: "待生成向量",
+    legend: "文档：已索引的文件 · 分块：可检索的段落 · 向量：已有嵌入的分块（语义检索）· 待生成向量：还在等待嵌入的分块（— 表示尚未生成：运行 clawkb embed）· 索引段：磁盘上的索引文件 · 记忆：智能体记忆",
   },
 };
 
@@ -69,26 +105,59 @@ function applyLang() {
   $("#lang").textContent = t("lang");
 }
 
-// -- API with the bearer token kept for this browser session ------------------
+// -- API: the chosen KB, the bearer token kept for this browser session, the banner ----
+let kbName = "";      // "" = the server's default KB (old paths)
+let roots = [];       // the served roots of the current KB, for relative paths
+const base = () => (kbName ? `/api/v1/kb/${encodeURIComponent(kbName)}` : "/api/v1");
+// a token per KB (a KB may have its own), the server's token as the fallback
+const tokenKey = () => (kbName ? `clawkb.token@${kbName}` : "clawkb.token");
+const getToken = () => sessionStorage.getItem(tokenKey()) || sessionStorage.getItem("clawkb.token");
+
 async function api(path, opts = {}) {
   // X-Clawkb-Request: the server refuses form-type writes without it (no other
   // web site can add it to a request it sends here).
   const headers = Object.assign({ "x-clawkb-request": "1" }, opts.headers || {});
-  const token = sessionStorage.getItem("clawkb.token");
+  const token = getToken();
   if (token) headers.authorization = "Bearer " + token;
-  const res = await fetch(path, Object.assign({}, opts, { headers }));
-  if (res.status === 401) {
-    await askToken();
+  // /api/v1/kbs is the server's own list; everything else goes to the chosen KB
+  const url = path.startsWith("/api/v1/") && path !== "/api/v1/kbs" ? base() + path.slice(7) : path;
+  let res;
+  try {
+    res = await fetch(url, Object.assign({}, opts, { headers }));
+  } catch (err) {
+    if (err.name !== "AbortError") offline(true);
+    throw err;
+  }
+  offline(false);
+  if (res.status === 401 && !opts.quiet) {
+    await askToken(Boolean(token));
+    if (!kbsLoaded) loadKbs();
     return api(path, opts);
   }
   return res;
 }
 
-function askToken() {
+function offline(down) {
+  const was = !$("#banner").hidden;
+  $("#banner").hidden = !down;
+  if (down) {
+    $("#banner-text").textContent = t("offline");
+    $("#results").replaceChildren();   // never leave stale results under a new query
+    $("#search-info").textContent = "";
+    document.body.dataset.offline = "1";
+  } else if (was) {
+    delete document.body.dataset.offline;
+  }
+}
+
+function askToken(refused) {
   return new Promise((resolve) => {
     const dlg = $("#token-dialog");
+    $("#token-error").hidden = !refused;
+    $("#token-error").textContent = t("bad_token");
+    $("#token").value = "";
     dlg.addEventListener("close", () => {
-      sessionStorage.setItem("clawkb.token", $("#token").value.trim());
+      sessionStorage.setItem(tokenKey(), $("#token").value.trim());
       resolve();
     }, { once: true });
     dlg.showModal();
@@ -100,6 +169,10 @@ async function json(path, opts) {
   const body = await res.json();
   if (!res.ok) throw new Error(`${body.code}: ${body.message}`);
   return body;
+}
+
+function post(path, body, method = "POST") {
+  return json(path, { method, headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
 }
 
 // -- rendering helpers ----------------------------------------------------------
@@ -118,8 +191,15 @@ function highlighted(text, spans) {
   return frag;
 }
 
+function rel(path) {
+  // a path relative to the served root that holds it (the longest match)
+  let best = "";
+  for (const r of roots) if (path.startsWith(r + "/") && r.length > best.length) best = r;
+  return best ? path.slice(best.length + 1) : path;
+}
+
 function where(h) {
-  return `${h.path}:${h.line_start}-${h.line_end}` + (h.page ? ` p.${h.page}` : "");
+  return `${rel(h.path)}:${h.line_start}-${h.line_end}` + (h.page ? ` p.${h.page}` : "");
 }
 
 // -- search -------------------------------------------------------------------
@@ -151,13 +231,20 @@ async function runSearch() {
     body = await json("/api/v1/search?" + searchParams(q), { signal: searchAbort.signal });
   } catch (err) {
     if (err.name === "AbortError") return;
-    if (seq === searchSeq) $("#search-info").textContent = `${t("error")}: ${err.message}`;
+    if (seq === searchSeq) {
+      $("#results").replaceChildren();
+      if ($("#banner").hidden) $("#search-info").textContent = `${t("error")}: ${err.message}`;
+    }
     return;
   }
   if (seq !== searchSeq) return;
   renderHits(body);
   const ms = Math.round(performance.now() - started);
-  $("#search-info").textContent = body.count ? t("hits", body.count, ms) : (body.message || t("none"));
+  if (body.count) $("#search-info").textContent = t("hits", body.count, ms);
+  else {
+    $("#search-info").textContent = "";
+    $("#results").append(el("li", "empty", body.abstained ? t("no_match") : t("nomatch_q", q)));
+  }
   document.body.dataset.lastSearchMs = String(ms);
   document.body.dataset.searches = String(Number(document.body.dataset.searches || 0) + 1);
 }
@@ -166,7 +253,6 @@ function renderHits(body) {
   const list = $("#results");
   list.replaceChildren();
   selected = -1;
-  if (!body.hits.length) list.append(el("li", "empty", body.abstained ? t("no_match") : t("none")));
   body.hits.forEach((h, i) => {
     const li = el("li", "hit");
     li.tabIndex = 0;
@@ -248,23 +334,35 @@ function closeViewer() {
   if (selected >= 0 && items[selected]) items[selected].focus();
 }
 
-// -- ask (streamed over SSE) ---------------------------------------------------------
+// -- ask: a conversation, each turn streamed over SSE -------------------------------
+let conversation = null;
+
 async function runAsk(ev) {
-  ev.preventDefault();
+  if (ev) ev.preventDefault();
   const question = $("#question").value.trim();
   if (!question) return;
-  const out = $("#answer");
-  out.replaceChildren(el("span", "muted", t("asking")));
-  $("#sources").replaceChildren();
+  $("#question").value = "";
+  const turn = el("div", "turn");
+  const out = el("div", "answer", t("asking"));
+  const sources = el("ol", "sources");
+  turn.append(el("div", "q", question), out, sources);
+  $("#thread").append(turn);
   let text = "";
   let final = null;
-  const res = await api("/api/v1/ask", {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ question, stream: true }),
-  });
+  let res;
+  try {
+    res = await api("/api/v1/chat", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ question, conversation, stream: true }),
+    });
+  } catch (err) {
+    out.replaceChildren(el("span", "err", `${t("error")}: ${err.message}`));
+    return;
+  }
   if (!res.ok) {
     const body = await res.json();
+    if (res.status === 404) conversation = null;  // the server forgot it: start again
     out.replaceChildren(el("span", "err", `${body.code}: ${body.message}`));
     return;
   }
@@ -281,16 +379,19 @@ async function runAsk(ev) {
       buf = buf.slice(cut + 2);
       const name = (block.match(/^event: (.*)$/m) || [])[1];
       const data = JSON.parse((block.match(/^data: (.*)$/m) || [])[1] || "{}");
-      if (name === "token") { text += data.text; renderAnswer(text, null); }
-      else if (name === "sources") { final = data; renderAnswer(data.answer, data); }
+      if (name === "turn") {
+        conversation = data.conversation;
+        if (data.standalone !== question) turn.insertBefore(el("div", "muted standalone", `${t("searched")}: ${data.standalone}`), out);
+      } else if (name === "token") { text += data.text; renderAnswer(out, sources, text, null); }
+      else if (name === "sources") { final = data; renderAnswer(out, sources, data.answer, data); }
       else if (name === "error") { out.replaceChildren(el("span", "err", `${data.code}: ${data.message}`)); }
     }
   }
-  if (final) document.body.dataset.answered = "1";
+  turn.scrollIntoView({ block: "nearest" });
+  if (final) document.body.dataset.answered = String(Number(document.body.dataset.answered || 0) + 1);
 }
 
-function renderAnswer(text, final) {
-  const out = $("#answer");
+function renderAnswer(out, list, text, final) {
   out.replaceChildren();
   const byN = {};
   for (const p of (final && final.passages) || []) byN[p.n] = p;
@@ -307,7 +408,6 @@ function renderAnswer(text, final) {
     }
   }
   if (!final) return;
-  const list = $("#sources");
   list.replaceChildren(el("li", "muted", final.abstained ? t("nearest") : t("sources")));
   const shown = final.abstained ? final.passages : final.citations;
   for (const p of shown) {
@@ -322,24 +422,36 @@ function renderAnswer(text, final) {
 }
 
 // -- status -----------------------------------------------------------------------------
+function kv(dl, items) {
+  dl.replaceChildren();
+  for (const [k, v] of items) {
+    const d = el("div");
+    d.append(el("dt", null, t(k)), el("dd", null, v));
+    dl.append(d);
+  }
+}
+
 async function loadStatus() {
   let s;
   try { s = await json("/api/v1/status"); } catch (err) {
     $("#watch-state").textContent = `${t("error")}: ${err.message}`;
     return;
   }
-  const counts = $("#counts");
-  counts.replaceChildren();
   const dense = s.dense || {};
-  const items = [["documents", s.documents], ["chunks", s.chunks], ["vectors", dense.vectors || 0],
+  const vectors = dense.vectors || 0;
+  const srv = s.server || {};
+  const search = s.search || {};
+  kv($("#kb-info"), [
+    ["kb_path", s.home], ["roots", (srv.roots || []).join(", ") || "—"],
+    ["mode", search.mode ? `${search.mode}` + (search.configured && search.configured !== search.mode ? ` (${search.configured})` : "") : "—"],
+    ["model", [search.embedding, search.llm].filter(Boolean).join(" · ") || "—"],
+  ]);
+  const items = [["documents", s.documents], ["chunks", s.chunks], ["vectors", vectors],
+    ["pending", search.vectors_pending == null ? "—" : search.vectors_pending],
     ["segments", (s.lexical || {}).segments], ["memories", s.memories]];
-  for (const [k, v] of items) {
-    if (v === undefined) continue;
-    const d = el("div");
-    d.append(el("dt", null, t(k)), el("dd", null, v));
-    counts.append(d);
-  }
-  const w = s.server && s.server.watch;
+  kv($("#counts"), items.filter(([, v]) => v !== undefined));
+  $("#legend").textContent = t("legend");
+  const w = srv.watch;
   $("#watch-state").textContent = w ? t("watch_on", w) : t("watch_off");
   const tbody = $("#runs tbody");
   tbody.replaceChildren();
@@ -347,7 +459,7 @@ async function loadStatus() {
     const tr = el("tr");
     const c = r.counts || {};
     const errs = el("td", "err");
-    for (const e of r.errors || []) errs.append(el("div", null, `${e.path}: ${e.reason}`));
+    for (const e of r.errors || []) errs.append(el("div", null, `${rel(e.path)}: ${e.reason}`));
     tr.append(
       el("td", null, new Date(r.started_at * 1000).toLocaleString()),
       el("td", null, r.status),
@@ -383,16 +495,213 @@ async function runSelfCheck() {
   table.hidden = false;
 }
 
+// -- hit test: ranked chunks with scores under chosen settings, saved to config.yaml ------
+const H_KEYS = { "h-mode": "mode", "h-fusion": "fusion", "h-wl": "w_lexical", "h-wd": "w_dense", "h-mc": "min_confidence" };
+
+async function loadSettings() {
+  try {
+    const s = await json("/api/v1/settings");
+    for (const [id, key] of Object.entries(H_KEYS)) {
+      const v = (s.settings["retrieval." + key] || {}).value;
+      if (v !== undefined && v !== null) $("#" + id).value = String(v);
+    }
+  } catch (err) { $("#hits-info").textContent = `${t("error")}: ${err.message}`; }
+}
+
+async function runHitTest(ev) {
+  if (ev) ev.preventDefault();
+  const q = $("#h-q").value.trim();
+  if (!q) return;
+  const p = new URLSearchParams({ q, limit: "20", explain: "true", mode: $("#h-mode").value,
+    fusion: $("#h-fusion").value, w_lexical: $("#h-wl").value, w_dense: $("#h-wd").value,
+    min_confidence: $("#h-mc").value });
+  const list = $("#hit-list");
+  let body;
+  try { body = await json("/api/v1/search?" + p); } catch (err) {
+    list.replaceChildren();
+    $("#hits-info").textContent = `${t("error")}: ${err.message}`;
+    return;
+  }
+  list.replaceChildren();
+  $("#hits-info").textContent = t("hits", body.count, Math.round(body.took_ms || 0)) +
+    (body.mode ? ` · ${body.mode}` : "") + (body.confidence != null ? ` · confidence ${JSON.stringify(body.confidence)}` : "");
+  if (!body.count) list.append(el("li", "empty", body.message || t("nomatch_q", q)));
+  body.hits.forEach((h, i) => {
+    const li = el("li", "hit");
+    const head = el("div", "row");
+    head.append(el("span", "rank", `#${i + 1}`), el("span", "score", `${t("score")} ${Number(h.score).toFixed(4)}`),
+      el("span", "loc", where(h)));
+    const add = el("button", "link add-golden", t("add_golden"));
+    add.type = "button";
+    add.addEventListener("click", async () => {
+      try {
+        await post("/api/v1/golden", { query: q, expect_path: rel(h.path) });
+        add.textContent = t("added_golden"); add.disabled = true;
+      } catch (err) { add.textContent = err.message; }
+    });
+    head.append(add);
+    li.append(head);
+    if (h.heading_path && h.heading_path.length) li.append(el("div", "sec", "§ " + h.heading_path.join(" › ")));
+    const snip = el("div", "snip");
+    snip.append(highlighted(h.snippet || h.text, h.snippet ? h.highlights : []));
+    li.append(snip);
+    if (h.explanation) {
+      const d = el("details");
+      d.append(el("summary", null, t("explain")), el("pre", "explain", JSON.stringify(h.explanation, null, 2)));
+      li.append(d);
+    }
+    list.append(li);
+  });
+}
+
+async function saveSettings() {
+  const retrieval = {};
+  for (const [id, key] of Object.entries(H_KEYS)) {
+    const v = $("#" + id).value;
+    retrieval[key] = ["mode", "fusion"].includes(key) ? v : Number(v);
+  }
+  try {
+    const s = await post("/api/v1/settings", { settings: { retrieval } }, "PUT");
+    $("#hits-info").textContent = t("saved", s.file);
+  } catch (err) { $("#hits-info").textContent = `${t("error")}: ${err.message}`; }
+}
+
+// -- golden queries ------------------------------------------------------------------------
+async function loadGolden(report) {
+  let g;
+  try { g = await json("/api/v1/golden"); } catch (err) {
+    $("#g-summary").textContent = `${t("error")}: ${err.message}`;
+    return;
+  }
+  $("#g-file").textContent = g.file;
+  const byQ = {};
+  for (const r of (report && report.results) || []) byQ[r.query + "\u0000" + r.expect_path] = r;
+  const tbody = $("#golden tbody");
+  tbody.replaceChildren();
+  if (!g.queries.length) {
+    const tr = el("tr", "empty");
+    const td = el("td", "muted", t("g_empty"));
+    td.colSpan = 4;
+    tr.append(td);
+    tbody.append(tr);
+  }
+  g.queries.forEach((q, i) => {
+    const tr = el("tr");
+    const r = byQ[q.query + "\u0000" + q.expect_path];
+    const del = el("button", "link", t("remove"));
+    del.type = "button";
+    del.addEventListener("click", async () => {
+      try { await post("/api/v1/golden/remove", { index: i }); loadGolden(); } catch (err) { $("#g-summary").textContent = err.message; }
+    });
+    const td = el("td");
+    td.append(del);
+    tr.append(el("td", null, q.query), el("td", "loc", q.expect_path + (q.expect_heading ? " § " + q.expect_heading : "")),
+      el("td", r ? (r.passed ? "ok" : "err miss") : null, r ? t("g_rank", r) : ""), td);
+    tbody.append(tr);
+  });
+}
+
+async function runGolden() {
+  try {
+    const r = await post("/api/v1/golden/check", {});
+    $("#g-summary").textContent = t("g_summary", r);
+    $("#g-summary").className = "info " + (r.passed ? "ok" : "err");
+    loadGolden(r);
+  } catch (err) { $("#g-summary").textContent = `${t("error")}: ${err.message}`; }
+}
+
+// -- upload: drag and drop into the inbox, upload progress, then the index report --------
+function upload(file) {
+  const li = el("li");
+  const state = el("span", "muted", t("uploading", 0));
+  const bar = el("progress");
+  bar.max = 100; bar.value = 0;
+  li.append(el("span", "loc", file.name), " ", bar, " ", state);
+  $("#uploads").prepend(li);
+  const xhr = new XMLHttpRequest();   // fetch cannot report upload progress
+  xhr.open("POST", base() + "/upload");
+  xhr.setRequestHeader("x-clawkb-request", "1");
+  const token = getToken();
+  if (token) xhr.setRequestHeader("authorization", "Bearer " + token);
+  xhr.upload.onprogress = (e) => {
+    if (!e.lengthComputable) return;
+    const p = Math.round((e.loaded / e.total) * 100);
+    bar.value = p; state.textContent = p < 100 ? t("uploading", p) : t("indexing");
+  };
+  xhr.upload.onload = () => { bar.value = 100; state.textContent = t("indexing"); };
+  xhr.onload = () => {
+    let body = {};
+    try { body = JSON.parse(xhr.responseText); } catch (e) { /* not JSON */ }
+    if (xhr.status === 200) {
+      state.textContent = t("indexed", body.report);
+      state.className = "ok";
+      li.dataset.done = "1";
+    } else {
+      state.textContent = `${body.code || xhr.status}: ${body.message || xhr.statusText}`;
+      state.className = "err";
+      li.dataset.done = "0";
+    }
+    bar.remove();
+  };
+  xhr.onerror = () => { state.textContent = t("offline"); state.className = "err"; offline(true); };
+  const form = new FormData();
+  form.append("file", file);
+  xhr.send(form);
+}
+
+async function loadInbox() {
+  try {
+    const s = await json("/api/v1/status");
+    $("#inbox").textContent = s.server.inbox ? t("inbox", rel(s.server.inbox)) : t("no_inbox");
+    $("#drop").classList.toggle("off", !s.server.inbox);
+  } catch (err) { $("#inbox").textContent = `${t("error")}: ${err.message}`; }
+}
+
+// -- knowledge bases -------------------------------------------------------------------------
+let kbsLoaded = false;
+
+async function loadKbs() {
+  let k;
+  try { k = await json("/api/v1/kbs", { quiet: true }); } catch (err) { return; }
+  kbsLoaded = true;
+  const sel = $("#kb");
+  sel.replaceChildren(...k.kbs.map((x) => { const o = el("option", null, x.name); o.value = x.name; return o; }));
+  const wanted = sessionStorage.getItem("clawkb.kb");
+  const names = k.kbs.map((x) => x.name);
+  kbName = wanted && names.includes(wanted) ? wanted : "";
+  sel.value = kbName || k.default;
+  sel.hidden = k.kbs.length < 2;
+  roots = (k.kbs.find((x) => x.name === (kbName || k.default)) || { roots: [] }).roots;
+}
+
+function switchKb() {
+  const name = $("#kb").value;
+  kbName = name;
+  sessionStorage.setItem("clawkb.kb", name);
+  conversation = null;
+  $("#thread").replaceChildren();
+  $("#hit-list").replaceChildren();
+  $("#results").replaceChildren();
+  document.body.dataset.kb = name;
+  loadKbs().then(() => { showTab(); if ($("#q").value.trim()) runSearch(); });
+}
+
 // -- tabs, keys, start ---------------------------------------------------------------------
+const TABS = ["search", "ask", "hits", "golden", "upload", "status"];
+
 function showTab() {
-  const tab = (window.location.hash || "#search").slice(1);
-  for (const name of ["search", "ask", "status"]) {
+  let tab = (window.location.hash || "#search").slice(1);
+  if (!TABS.includes(tab)) tab = "search";
+  for (const name of TABS) {
     $("#tab-" + name).hidden = name !== tab;
     document.querySelector(`[data-tab=${name}]`).classList.toggle("active", name === tab);
   }
   if (tab === "status") loadStatus();
   if (tab === "ask") $("#question").focus();
   if (tab === "search") $("#q").focus();
+  if (tab === "hits") { loadSettings(); $("#h-q").focus(); }
+  if (tab === "golden") loadGolden();
+  if (tab === "upload") loadInbox();
 }
 
 function debounce(fn, ms) {
@@ -422,13 +731,31 @@ $("#lang").addEventListener("click", () => {
   localStorage.setItem("clawkb.lang", lang);
   applyLang();
 });
+// An IME (pinyin, kana…) fires input for every composition state: search only once the
+// composition ends, with what was committed.
+let composing = false;
+const searchSoon = debounce(runSearch, 10);
+$("#q").addEventListener("compositionstart", () => { composing = true; });
+$("#q").addEventListener("compositionend", () => { composing = false; searchSoon(); });
+$("#q").addEventListener("input", (ev) => { if (!composing && !ev.isComposing) searchSoon(); });
 $("#search-form").addEventListener("submit", (ev) => { ev.preventDefault(); runSearch(); });
-$("#q").addEventListener("input", debounce(runSearch, 60));
 $("#filters").addEventListener("change", runSearch);
 $("#ask-form").addEventListener("submit", runAsk);
 $("#question").addEventListener("keydown", (ev) => {
-  if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) runAsk(ev);
+  // Enter asks, Shift+Enter is a new line; never while an IME composition is open
+  if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing && ev.keyCode !== 229) runAsk(ev);
 });
+$("#new-chat").addEventListener("click", () => { conversation = null; $("#thread").replaceChildren(); $("#question").focus(); });
+$("#hits-form").addEventListener("submit", runHitTest);
+$("#h-save").addEventListener("click", saveSettings);
+$("#g-check").addEventListener("click", runGolden);
+const drop = $("#drop");
+["dragenter", "dragover"].forEach((n) => drop.addEventListener(n, (ev) => { ev.preventDefault(); drop.classList.add("over"); }));
+["dragleave", "drop"].forEach((n) => drop.addEventListener(n, () => drop.classList.remove("over")));
+drop.addEventListener("drop", (ev) => { ev.preventDefault(); [...ev.dataTransfer.files].forEach(upload); });
+$("#files").addEventListener("change", (ev) => { [...ev.target.files].forEach(upload); ev.target.value = ""; });
+$("#kb").addEventListener("change", switchKb);
+$("#banner-retry").addEventListener("click", () => { if ($("#q").value.trim()) runSearch(); else api("/api/v1/kbs").catch(() => {}); });
 $("#v-close").addEventListener("click", closeViewer);
 $("#self-run").addEventListener("click", runSelfCheck);
 $("#v-prev").addEventListener("click", () => viewing && viewing.previous && openViewer(viewing.previous));
@@ -436,3 +763,4 @@ $("#v-next").addEventListener("click", () => viewing && viewing.next && openView
 window.addEventListener("hashchange", showTab);
 applyLang();
 showTab();
+loadKbs();
