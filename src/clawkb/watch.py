@@ -229,7 +229,7 @@ class Watcher:
     ) -> None:
         if report is None:
             return
-        for key in ("added", "updated", "removed", "failed"):
+        for key in ("added", "updated", "removed", "failed", "reparsed"):
             totals[key] = totals.get(key, 0) + int(getattr(report, key))
         errors.extend({"path": p, "reason": r} for p, r in report.errors)
         if self.metrics is not None:

@@ -119,6 +119,9 @@ def index(
                 echo(line, err=True)
         for path, message in report.warnings:
             echo(f"warning: {one_line(path)}: {message}", err=True)
+    summary = report.reparse_summary()
+    if summary:
+        echo(summary)
     echo(
         f"added {report.added} · updated {report.updated} · removed {report.removed} · "
         f"unchanged {report.unchanged} · failed {report.failed} · skipped {report.skipped} "

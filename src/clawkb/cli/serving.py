@@ -107,10 +107,13 @@ def watch(ctx: click.Context, paths: tuple[str, ...], debounce: int) -> None:
 
 
 def _report_line(r: dict[str, Any]) -> str:
-    return (
+    line = (
         f"indexed: added {r['added']} · updated {r['updated']} · removed {r['removed']} ·"
         f" unchanged {r['unchanged']} · failed {r['failed']} ({r['seconds']:.1f}s)"
     )
+    if r.get("reparsed"):
+        line += f"\n  re-parsed {r['reparsed']} unchanged file(s): parser changed"
+    return line
 
 
 def _print_run(last: dict[str, Any]) -> None:
@@ -124,6 +127,8 @@ def _run_line(last: dict[str, Any]) -> str:
         f"{time.strftime('%H:%M:%S')} {last['events']} change(s): +{c.get('added', 0)}"
         f" ~{c.get('updated', 0)} -{c.get('removed', 0)} ({last['seconds']:.2f}s)"
     )
+    if c.get("reparsed"):
+        line += f"\n  re-parsed {c['reparsed']} unchanged file(s): parser changed"
     for e in last["errors"]:
         line += f"\n  error: {e['path']}: {e['reason']}"
     return line

@@ -54,6 +54,13 @@ _SENTENCE_END = re.compile(r"[。！？；…!?;]+[\"'”’」』）)\]]*[ \t]*
 _TABLE_SEP = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _DOMINANT_SHARE = 0.8
 
+#: Recorded with every stored document. Bump it when a change to these rules
+#: gives different chunks for the same slices: `clawkb index` then re-chunks
+#: documents stored under another version even when their files did not change.
+#: 2: heading-only sections glued to the subsection they introduce; table row
+#: spans kept inside the slice.
+CHUNKER_VERSION = "2"
+
 
 @dataclass(frozen=True, slots=True)
 class ChunkConfig:

@@ -1,7 +1,10 @@
 """Incremental, crash-safe ingest: files (or in-memory records) into the store.
 
 Per file: stat → (size, mtime) unchanged? skip : read → content hash unchanged?
-skip : parse → chunk → rows. Reading, parsing and chunking run in worker
+skip : parse → chunk → rows. A file stored by another parser, parser version or
+chunker version than it would get now is parsed again whatever its stat and
+hash say (:func:`~clawkb.ingest.prepare.needs_reparse`), and counted in
+:attr:`IndexReport.reparsed`. Reading, parsing and chunking run in worker
 processes (``ingest_workers``; :mod:`clawkb.ingest.prepare`), the store is
 written by this process alone, one transaction per batch of files
 (:mod:`clawkb.ingest.writer`). The lexical index is synced from the log in
@@ -25,7 +28,14 @@ from clawkb.config import Config
 from clawkb.index.lexical import LexicalIndex
 from clawkb.ingest.chunker import ChunkConfig
 from clawkb.ingest.discover import Problem, discover
-from clawkb.ingest.prepare import FileSettings, FileTask, Prepared, prepare_file, prepare_records
+from clawkb.ingest.prepare import (
+    FileSettings,
+    FileTask,
+    Prepared,
+    needs_reparse,
+    prepare_file,
+    prepare_records,
+)
 from clawkb.ingest.sync import sync_lexical
 from clawkb.ingest.workers import WorkerPool, default_workers
 from clawkb.ingest.writer import write_batch
@@ -90,6 +100,19 @@ class IndexReport:
     skipped_files: list[tuple[str, str]] = field(default_factory=list)
     #: (path, message) for files indexed with a caveat (e.g. PDF pages that need OCR)
     warnings: list[tuple[str, str]] = field(default_factory=list)
+    #: unchanged files stored again because their parser (or its version, or the
+    #: chunker's) differs from the one that stored them; counted in ``updated`` too
+    reparsed: int = 0
+    reparsed_by: dict[str, int] = field(default_factory=dict)  # by the new parser's name
+
+    def reparse_summary(self) -> str | None:
+        """``re-parsed 3 files: parser changed (rst 2, html 1)``, or None."""
+        if not self.reparsed:
+            return None
+        ranked = sorted(self.reparsed_by.items(), key=lambda kv: (-kv[1], kv[0]))
+        parts = ", ".join(f"{name or '?'} {n}" for name, n in ranked)
+        noun = "file" if self.reparsed == 1 else "files"
+        return f"re-parsed {self.reparsed} {noun}: parser changed ({parts})"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -239,7 +262,15 @@ class Ingestor:
         except OSError as exc:
             self._fail(report, run_id, key, f"cannot stat ({exc.strerror or exc})", old)
             return None
-        if old and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns and not old.error:
+        # a stored version from another parser (version) is redone whatever the file says
+        stale = old is not None and needs_reparse(old, self.registry, key)
+        if (
+            old
+            and not stale
+            and old.size == st.st_size
+            and old.mtime_ns == st.st_mtime_ns
+            and not old.error
+        ):
             report.unchanged += 1
             return None
         limit = int(self.config.max_file_mb * 1024 * 1024)
@@ -253,7 +284,8 @@ class Ingestor:
                 old,
             )
             return None
-        return FileTask(key, st.st_size, st.st_mtime_ns, old.content_hash if old else None)
+        digest = old.content_hash if old and not stale else None
+        return FileTask(key, st.st_size, st.st_mtime_ns, digest)
 
     def _retry_files(
         self, batch: list[FileTask], settings: FileSettings, exc: BaseException

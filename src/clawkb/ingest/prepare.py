@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from clawkb.errors import ClawkbError, ParseError, UnsupportedFileError
-from clawkb.ingest.chunker import ChunkConfig, chunk_slices
+from clawkb.ingest.chunker import CHUNKER_VERSION, ChunkConfig, chunk_slices
 from clawkb.ingest.decode import looks_binary, normalize_newlines
 from clawkb.ingest.limits import parse_with_limit
+from clawkb.parsers.base import DEFAULT_VERSION, parser_version
 from clawkb.parsers.registry import ParserRegistry, default_registry
 from clawkb.parsers.text import first_line_title, is_text_name, paragraph_slices
-from clawkb.store.repo import ChunkValues, chunk_values, content_hash
+from clawkb.store.repo import ChunkValues, DocRow, chunk_values, content_hash
 from clawkb.types import ParsedDocument
 
 _dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode
@@ -45,6 +46,9 @@ class Prepared:
     size: int = 0
     mtime_ns: int = 0
     parser: str = ""
+    #: the versions recorded with the document (:func:`clawkb.parsers.base.parser_version`)
+    parser_version: str = ""
+    chunker_version: str = CHUNKER_VERSION
     title: str = ""
     encoding: str | None = None
     meta_json: str = "{}"
@@ -61,7 +65,7 @@ class FileTask:
     path: str
     size: int
     mtime_ns: int
-    old_digest: str | None  # content hash of the stored version, if any
+    old_digest: str | None  # content hash of the stored version, if any (None: parse anyway)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,7 @@ def prepare_record(
         digest=digest,
         size=len(data),
         parser="record",
+        parser_version=DEFAULT_VERSION,
         title=title or first_line_title(lines),
         encoding="utf-8",
         meta_json=_dumps(dict(metadata)) if metadata else "{}",
@@ -109,6 +114,32 @@ def prepare_files(tasks: Sequence[FileTask], settings: FileSettings) -> list[Pre
     """A worker task: several files, each failing on its own."""
     registry = default_registry()
     return [prepare_file(t, settings, registry) for t in tasks]
+
+
+def current_versions(registry: ParserRegistry, key: str) -> tuple[str, str, str] | None:
+    """(parser name, parser version, chunker version) a file at ``key`` would be stored
+    with now, judged by its name before it is read; None when no parser claims it."""
+    parser = registry.for_path(key)
+    if parser is None and is_text_name(key):
+        parser = registry.by_name("text")  # prepare_file's fallback for text by content
+    if parser is None:
+        return None
+    return parser.name, parser_version(parser, key), CHUNKER_VERSION
+
+
+def stored_versions(old: DocRow) -> tuple[str, str | None, str | None]:
+    """(parser name, parser version, chunker version) a stored document was made with."""
+    return old.parser, old.parser_version, old.chunker_version
+
+
+def needs_reparse(old: DocRow, registry: ParserRegistry, key: str) -> bool:
+    """Whether the stored ``old`` came from another parser, parser version or chunker
+    version than ``key`` would get now (an unknown version counts as another).
+
+    A file no parser claims any more is not re-parsed: it keeps its chunks.
+    """
+    now = current_versions(registry, key)
+    return now is not None and stored_versions(old) != now
 
 
 def prepare_file(task: FileTask, settings: FileSettings, registry: ParserRegistry) -> Prepared:
@@ -153,6 +184,7 @@ def prepare_file(task: FileTask, settings: FileSettings, registry: ParserRegistr
         size=task.size,
         mtime_ns=task.mtime_ns,
         parser=parser.name,
+        parser_version=parser_version(parser, key),
         title=parsed.title or Path(key).stem,
         encoding=parsed.encoding,
         meta_json=_dumps(dict(parsed.metadata)),

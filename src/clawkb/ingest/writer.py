@@ -5,7 +5,7 @@ only decides what each one means for the stored version and writes a whole
 batch in one transaction — documents one statement each, every chunk of the
 batch in one ``executemany``, the change log in one ``INSERT … SELECT``. A
 killed run loses at most the batch in flight; the next run redoes it (its
-files still differ from the store by size, time or hash).
+files still differ from the store by size, time, hash or parser version).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from clawkb.ingest.prepare import Prepared
+from clawkb.ingest.prepare import Prepared, stored_versions
 from clawkb.store import runs_repo
 from clawkb.store.repo import DocRow, Repository
 
@@ -45,6 +45,7 @@ def write_batch(
     waiting: list[Prepared] = []  # new documents, inserted together
     waiting_paths: set[str] = set()
     done: _Stored = []
+    reparsed: list[str] = []  # parser names of unchanged files stored again
     with repo.transaction() as conn:
         now = time.time()
         for p in items:
@@ -62,7 +63,9 @@ def write_batch(
                     repo.mark_error(p.path, p.reason)
                 if run_id is not None:
                     runs_repo.record_failure(conn, run_id, p.path, p.reason, now)
-            elif p.status == "same" or (old and old.content_hash == p.digest):
+            elif p.status == "same" or (
+                old and old.content_hash == p.digest and stored_versions(old) == _versions(p)
+            ):
                 if p.status == "same" and old:
                     repo.touch_document(old.id, p.size, p.mtime_ns)
                 report.unchanged += 1
@@ -87,7 +90,10 @@ def write_batch(
                     title=p.title,
                     encoding=p.encoding,
                     meta_json=p.meta_json,
+                    versions=(p.parser_version, p.chunker_version),
                 )
+                if old.content_hash == p.digest:  # same bytes: a newer parser or chunker
+                    reparsed.append(p.parser)
                 olds[p.path] = _row(doc_id, p, root)
                 changes += repo.insert_chunk_values([(doc_id, p.rows)])
                 report.chunks_added += len(p.rows)
@@ -103,6 +109,9 @@ def write_batch(
     for _, _, updated in done:
         report.updated += updated
         report.added += not updated
+    for name in reparsed:  # counted once the transaction committed
+        report.reparsed += 1
+        report.reparsed_by[name] = report.reparsed_by.get(name, 0) + 1
     return changes
 
 
@@ -110,8 +119,12 @@ def write_batch(
 NO_TEXT = "no searchable text found: indexed with 0 chunks"
 
 
+def _versions(p: Prepared) -> tuple[str, str, str]:
+    return p.parser, p.parser_version, p.chunker_version
+
+
 def _row(doc_id: int, p: Prepared, root: str) -> DocRow:
-    return DocRow(doc_id, p.path, root, p.digest, p.size, p.mtime_ns, p.title, None)
+    return DocRow(doc_id, p.path, root, p.digest, p.size, p.mtime_ns, p.title, None, *_versions(p))
 
 
 def _insert(
@@ -128,6 +141,7 @@ def _insert(
     ids = repo.insert_documents(
         [
             (p.path, root, p.digest, p.size, p.mtime_ns, p.parser, p.title, p.encoding, p.meta_json)
+            + (p.parser_version, p.chunker_version)
             for p in waiting
         ]
     )

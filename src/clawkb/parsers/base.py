@@ -7,6 +7,13 @@ it claims, and a ``parse(data, path)`` method that turns raw bytes into a
 
 Optional class attributes:
 
+* ``version = "2"``: the version of what ``parse`` returns (default ``"1"``).
+  Every stored document records its parser's name and version; bump the
+  version when a change gives different slices for the same bytes, and the
+  next ``clawkb index`` re-parses files stored by the older version even when
+  they did not change on disk. A parser whose output depends on another
+  parser (``compressed``) may define ``version_for(path)`` instead;
+
 * ``isolate = True``: parse in a forked, sandboxed worker under the time
   limit (:mod:`clawkb.ingest.limits`) — for formats parsed by C code or
   complex libraries from untrusted bytes;
@@ -37,3 +44,16 @@ class Parser(Protocol):
     def parse(self, data: bytes, path: str) -> ParsedDocument:
         """Parse one file. Raise :class:`clawkb.errors.ParseError` naming ``path``."""
         ...
+
+
+#: The version of a parser that does not say (plugins written before versions).
+DEFAULT_VERSION = "1"
+
+
+def parser_version(parser: object, path: str) -> str:
+    """The version string recorded for ``path`` parsed by ``parser`` (see above)."""
+    version_for = getattr(parser, "version_for", None)
+    if callable(version_for):
+        return str(version_for(path))
+    version = getattr(parser, "version", None)
+    return DEFAULT_VERSION if version is None or version == "" else str(version)

@@ -23,7 +23,7 @@ from typing import ClassVar
 
 from clawkb.errors import UnsupportedFileError
 from clawkb.ingest.decode import looks_binary
-from clawkb.parsers.base import Parser
+from clawkb.parsers.base import Parser, parser_version
 from clawkb.parsers.safety import STREAM_FORMATS, inflate_stream
 from clawkb.types import ParsedDocument
 
@@ -43,6 +43,22 @@ class CompressedParser:
     )
     #: Decompression and the inner parse run in the sandboxed worker.
     isolate: ClassVar[bool] = True
+    version: ClassVar[str] = "1"
+
+    def version_for(self, path: str) -> str:
+        """This parser's version and the inner parser's (``1+rst:1``), so a changed
+        inner parser re-parses the compressed files it reads too."""
+        from clawkb.parsers.registry import default_registry
+
+        suffix = PurePath(path).suffix.lower()
+        inner_name = PurePath(path).name[: -len(suffix)] if suffix else ""
+        registry = default_registry()
+        parser = registry.for_path(inner_name) if inner_name else None
+        if parser is None or parser.name == self.name:
+            parser = registry.by_name("text")  # the by-content fallback
+        if parser is None:
+            return self.version
+        return f"{self.version}+{parser.name}:{parser_version(parser, inner_name)}"
 
     def preload(self) -> None:
         """Load the registry (every inner parser) once in the parent, before the fork."""

@@ -131,6 +131,10 @@ class HtmlParser:
     """Parser for ``.html``, ``.htm`` and ``.xhtml`` files (needs ``clawkb[formats]``)."""
 
     name: ClassVar[str] = "html"
+
+    #: spans stay inside the file, permalink glyphs dropped, code language from its wrappers (see parsers/base.py)
+
+    version: ClassVar[str] = "2"
     extensions: ClassVar[tuple[str, ...]] = (".html", ".htm", ".xhtml")
     mime_types: ClassVar[tuple[str, ...]] = ("text/html", "application/xhtml+xml")
     #: Untrusted markup parsed by C code (lxml): a forked, sandboxed worker.

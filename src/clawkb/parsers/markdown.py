@@ -73,6 +73,10 @@ class MarkdownParser:
     """Parser for ``.md``, ``.markdown`` and ``.mdx`` files."""
 
     name: ClassVar[str] = "markdown"
+
+    #: HTML blocks keep only their text (see parsers/base.py)
+
+    version: ClassVar[str] = "2"
     extensions: ClassVar[tuple[str, ...]] = (".md", ".markdown", ".mdx")
     mime_types: ClassVar[tuple[str, ...]] = ("text/markdown", "text/x-markdown")
 

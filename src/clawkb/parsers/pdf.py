@@ -72,6 +72,10 @@ class PdfParser:
     """Parser for ``.pdf`` files (needs the ``pdf`` extra)."""
 
     name: ClassVar[str] = "pdf"
+
+    #: continued tables keep their header, stray cells are no headings (see parsers/base.py)
+
+    version: ClassVar[str] = "2"
     extensions: ClassVar[tuple[str, ...]] = (".pdf",)
     mime_types: ClassVar[tuple[str, ...]] = ("application/pdf",)
     #: Run in a worker process under the per-file time limit (C code can hang).

@@ -104,6 +104,8 @@ class RstParser:
     """Parser for ``.rst`` and ``.rest`` files (docutils)."""
 
     name: ClassVar[str] = "rst"
+    #: .rst files were read by the text parser before this parser existed
+    version: ClassVar[str] = "1"
     extensions: ClassVar[tuple[str, ...]] = (".rst", ".rest")
     mime_types: ClassVar[tuple[str, ...]] = ("text/x-rst", "text/prs.fallenstein.rst")
     #: docutils on untrusted text (deep nesting, huge tables): in the sandboxed worker.

@@ -205,6 +205,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         DROP INDEX IF EXISTS chunks_hash;
         """,
     ),
+    (
+        "0008_parser_versions",
+        """
+        -- the parser version and chunker version that produced a document's chunks
+        -- (documents.parser has its name). NULL: stored before this migration, so
+        -- unknown, and `clawkb index` re-parses the file once
+        ALTER TABLE documents ADD COLUMN parser_version TEXT;
+        ALTER TABLE documents ADD COLUMN chunker_version TEXT;
+        """,
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

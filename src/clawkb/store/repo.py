@@ -78,6 +78,17 @@ class DocRow:
     mtime_ns: int
     title: str
     error: str | None
+    parser: str = ""
+    #: what produced the stored chunks (None: stored before versions were recorded)
+    parser_version: str | None = None
+    chunker_version: str | None = None
+
+
+#: The document columns a :class:`DocRow` is built from, in order.
+_DOC_COLS = (
+    "id, path, root, content_hash, size, mtime_ns, title, error, parser, parser_version,"
+    " chunker_version"
+)
 
 
 @fast_init  # built for every search hit
@@ -177,7 +188,7 @@ class Repository:
         for i in range(0, len(paths), 900):
             part = list(paths[i : i + 900])
             q = (
-                "SELECT id, path, root, content_hash, size, mtime_ns, title, error FROM documents"
+                f"SELECT {_DOC_COLS} FROM documents"
                 f" WHERE path IN ({','.join('?' * len(part))})"
             )
             out.update((r[1], DocRow(*r)) for r in self.conn.execute(q, part))
@@ -185,8 +196,7 @@ class Repository:
 
     def document(self, path: str) -> DocRow | None:
         r = self.conn.execute(
-            "SELECT id, path, root, content_hash, size, mtime_ns, title, error"
-            " FROM documents WHERE path = ?",
+            f"SELECT {_DOC_COLS} FROM documents WHERE path = ?",
             (path,),
         ).fetchone()
         return DocRow(*r) if r else None
@@ -195,7 +205,7 @@ class Repository:
         """Documents indexed under ``root`` or any folder below it (whatever root they had)."""
         prefix = root.rstrip("/") + "/"
         rows = self.conn.execute(
-            "SELECT id, path, root, content_hash, size, mtime_ns, title, error FROM documents"
+            f"SELECT {_DOC_COLS} FROM documents"
             " WHERE root = ? OR substr(path, 1, ?) = ?",
             (root, len(prefix), prefix),
         )
@@ -215,9 +225,11 @@ class Repository:
         metadata: dict[str, Any] | None = None,
         meta_json: str | None = None,
         new: bool = False,
+        versions: tuple[str | None, str | None] = (None, None),
     ) -> int:
         """Insert or update by path; ``meta_json`` is ``metadata`` already encoded,
-        ``new`` says the caller knows no row has this path (saves a lookup)."""
+        ``new`` says the caller knows no row has this path (saves a lookup),
+        ``versions`` is (parser version, chunker version) of the chunks stored."""
         meta = (
             meta_json
             if meta_json is not None
@@ -231,14 +243,18 @@ class Repository:
         if row:
             self.conn.execute(
                 "UPDATE documents SET root=?, content_hash=?, size=?, mtime_ns=?, parser=?,"
-                " title=?, encoding=?, metadata=?, indexed_at=?, error=NULL WHERE id=?",
-                (root, digest, size, mtime_ns, parser, title, encoding, meta, time.time(), row[0]),
+                " title=?, encoding=?, metadata=?, indexed_at=?, error=NULL, parser_version=?,"
+                " chunker_version=? WHERE id=?",
+                (root, digest, size, mtime_ns, parser, title, encoding, meta, time.time())
+                + (*versions, row[0]),
             )
             return int(row[0])
         cur = self.conn.execute(
             "INSERT INTO documents (path, root, content_hash, size, mtime_ns, parser, title,"
-            " encoding, metadata, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (path, root, digest, size, mtime_ns, parser, title, encoding, meta, time.time()),
+            " encoding, metadata, indexed_at, parser_version, chunker_version)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (path, root, digest, size, mtime_ns, parser, title, encoding, meta, time.time())
+            + versions,
         )
         return int(cur.lastrowid or 0)
 
@@ -246,7 +262,8 @@ class Repository:
         """Insert new documents in one statement; return their ids in order.
 
         Each row: (path, root, content_hash, size, mtime_ns, parser, title,
-        encoding, metadata json). No row may have a path that is stored already.
+        encoding, metadata json, parser version, chunker version). No row may
+        have a path that is stored already.
         """
         if not rows:
             return []
@@ -254,7 +271,8 @@ class Repository:
         top = self.conn.execute("SELECT COALESCE(MAX(id), 0) FROM documents").fetchone()[0]
         self.conn.executemany(
             "INSERT INTO documents (path, root, content_hash, size, mtime_ns, parser, title,"
-            " encoding, metadata, indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            " encoding, metadata, parser_version, chunker_version, indexed_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             [(*r, now) for r in rows],
         )
         # SQLite gives each new row max(id) + 1 while that fits (we hold the write
