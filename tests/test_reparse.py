@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from plugin_helpers import clawkb, install_dist
 
 from clawkb.errors import ParseError
 from clawkb.ingest.chunker import CHUNKER_VERSION
@@ -26,6 +25,7 @@ from clawkb.parsers.registry import ParserRegistry
 from clawkb.parsers.text import TextParser
 from clawkb.store.db import DB_NAME
 from clawkb.types import ParsedDocument, Slice
+from plugin_helpers import clawkb, install_dist
 
 RST = (
     "Power supply\n"
@@ -240,7 +240,7 @@ def test_compressed_version_names_the_inner_parser() -> None:
     assert parser.version_for("/d/copyright.gz") == "1+text:1"  # extensionless: text
 
 
-NOTE_PLUGIN = '''
+NOTE_PLUGIN = """
 from clawkb.types import ParsedDocument, Slice
 
 class NoteParser:
@@ -252,7 +252,7 @@ class NoteParser:
     def parse(self, data, path):
         text = data.decode()
         return ParsedDocument(slices=(Slice("{version}: " + text.strip(), 1, 1),))
-'''
+"""
 
 
 def test_cli_reports_the_reparse_of_a_bumped_plugin(tmp_path: Path) -> None:

@@ -140,8 +140,19 @@ def _insert(
         return 0
     ids = repo.insert_documents(
         [
-            (p.path, root, p.digest, p.size, p.mtime_ns, p.parser, p.title, p.encoding, p.meta_json)
-            + (p.parser_version, p.chunker_version)
+            (
+                p.path,
+                root,
+                p.digest,
+                p.size,
+                p.mtime_ns,
+                p.parser,
+                p.title,
+                p.encoding,
+                p.meta_json,
+                p.parser_version,
+                p.chunker_version,
+            )
             for p in waiting
         ]
     )

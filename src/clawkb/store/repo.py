@@ -187,10 +187,7 @@ class Repository:
         out: dict[str, DocRow] = {}
         for i in range(0, len(paths), 900):
             part = list(paths[i : i + 900])
-            q = (
-                f"SELECT {_DOC_COLS} FROM documents"
-                f" WHERE path IN ({','.join('?' * len(part))})"
-            )
+            q = f"SELECT {_DOC_COLS} FROM documents WHERE path IN ({','.join('?' * len(part))})"
             out.update((r[1], DocRow(*r)) for r in self.conn.execute(q, part))
         return out
 
@@ -205,8 +202,7 @@ class Repository:
         """Documents indexed under ``root`` or any folder below it (whatever root they had)."""
         prefix = root.rstrip("/") + "/"
         rows = self.conn.execute(
-            f"SELECT {_DOC_COLS} FROM documents"
-            " WHERE root = ? OR substr(path, 1, ?) = ?",
+            f"SELECT {_DOC_COLS} FROM documents WHERE root = ? OR substr(path, 1, ?) = ?",
             (root, len(prefix), prefix),
         )
         return {r[1]: DocRow(*r) for r in rows}
@@ -240,21 +236,21 @@ class Repository:
             if new
             else self.conn.execute("SELECT id FROM documents WHERE path = ?", (path,)).fetchone()
         )
+        # the columns after path, in the order of both statements
+        values = (root, digest, size, mtime_ns, parser, title, encoding, meta, time.time())
         if row:
             self.conn.execute(
                 "UPDATE documents SET root=?, content_hash=?, size=?, mtime_ns=?, parser=?,"
-                " title=?, encoding=?, metadata=?, indexed_at=?, error=NULL, parser_version=?,"
-                " chunker_version=? WHERE id=?",
-                (root, digest, size, mtime_ns, parser, title, encoding, meta, time.time())
-                + (*versions, row[0]),
+                " title=?, encoding=?, metadata=?, indexed_at=?, parser_version=?,"
+                " chunker_version=?, error=NULL WHERE id=?",
+                (*values, *versions, row[0]),
             )
             return int(row[0])
         cur = self.conn.execute(
             "INSERT INTO documents (path, root, content_hash, size, mtime_ns, parser, title,"
             " encoding, metadata, indexed_at, parser_version, chunker_version)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (path, root, digest, size, mtime_ns, parser, title, encoding, meta, time.time())
-            + versions,
+            (path, *values, *versions),
         )
         return int(cur.lastrowid or 0)
 
