@@ -21,6 +21,7 @@ from clawkb.ingest.chunker import CHUNKER_VERSION
 from clawkb.ingest.pipeline import IndexReport, Ingestor
 from clawkb.kb import KnowledgeBase
 from clawkb.parsers.compressed import CompressedParser
+from clawkb.parsers.html import HtmlParser
 from clawkb.parsers.registry import ParserRegistry
 from clawkb.parsers.text import TextParser
 from clawkb.store.db import DB_NAME
@@ -125,7 +126,7 @@ def test_store_from_before_the_migration_reparses_everything_once(tmp_path: Path
     docs, home = _tree(tmp_path / "docs"), tmp_path / "kb"
     with KnowledgeBase.open(home, create=True) as kb:
         kb.index([docs])
-    ids = {name: c for name, c in _chunk_ids(home).items()}
+    ids = _chunk_ids(home)
     # Take the real file back to the schema of the release before versions were recorded.
     _sql(
         home,
@@ -236,7 +237,7 @@ def test_changed_file_with_a_new_parser_is_an_update_not_a_reparse(tmp_path: Pat
 def test_compressed_version_names_the_inner_parser() -> None:
     parser = CompressedParser()
     assert parser.version_for("/d/guide.rst.gz") == "1+rst:1"
-    assert parser.version_for("/d/page.html.xz") == "1+html:2"
+    assert parser.version_for("/d/page.html.xz") == f"1+html:{HtmlParser.version}"
     assert parser.version_for("/d/copyright.gz") == "1+text:1"  # extensionless: text
 
 
