@@ -71,6 +71,7 @@ editors: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/embed_speed.py
 	$(BIN)/python bench/cli_latency.py
 	$(BIN)/python bench/lsp_hover.py
 	$(BIN)/python bench/hardware_context.py
