@@ -217,7 +217,10 @@ def test_section_merge_joins_neighbouring_chunks_on_milvus(kb: KnowledgeBase) ->
     want = local(kb, "flywheel rotor trim weight", mode="hybrid")
     merged = [h for h in got.hits if len(h.explanation.get("merged", [])) > 1]
     assert merged, "the long section should come back as one merged hit"
-    assert spans(got)[:3] == spans(want)[:3]
+    # the merged passages cover the same lines; which near-identical step leads a merged
+    # hit (its anchor) may differ, as Milvus scores BM25 on one field and local BM25F on three
+    assert [s[1:] for s in spans(got)[:3]] == [s[1:] for s in spans(want)[:3]]
+    assert [h.anchor.path for h in got.hits[:3]] == [h.anchor.path for h in want.hits[:3]]
     plain = milvus(kb, "flywheel rotor trim weight", mode="hybrid", merge=False)
     assert len({h.anchor.path for h in plain.hits[:3]}) == 1  # unmerged: three of one file
 

@@ -37,7 +37,7 @@ def _kb(tmp_path: Path, sections: int) -> tuple[Path, dict[str, str]]:
 
 
 def test_piped_embed_prints_lines_and_ctrl_c_says_how_far_it_got(tmp_path: Path) -> None:
-    home, env = _kb(tmp_path, 640)  # 641 chunks (with the title's) = 11 batches, 0.4 s each
+    home, env = _kb(tmp_path, 640)  # 640 chunks (the bare title glues onto section 0) = 11 batches
     proc = subprocess.Popen(
         [sys.executable, "-m", "clawkb.cli.main", "--kb", str(home), "embed"],
         env=env,
@@ -61,7 +61,7 @@ def test_piped_embed_prints_lines_and_ctrl_c_says_how_far_it_got(tmp_path: Path)
     progress = [LINE.match(s) for s in seen if LINE.match(s)]
     assert len(progress) >= 2, err  # a line every interval although stderr is a pipe
     total = int(progress[0].group(2))
-    assert total == 641 and all(int(m.group(2)) == total for m in progress)
+    assert total == 640 and all(int(m.group(2)) == total for m in progress)
     assert f"knowledge base: {home}" in err
     assert proc.returncode == 130, err
     stop = STOPPED.search(err)

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from clawkb import __version__
+from clawkb.cli.common import echo
 
 #: Command modules under clawkb.cli; each exposes ``COMMANDS``.
 MODULES = (
@@ -108,10 +109,10 @@ class LazyGroup(click.Group):
         except click.ClickException as exc:
             buf = io.StringIO()
             exc.show(file=buf)
-            click.echo(re.sub(r"(?m)^Error: ", "error: ", buf.getvalue()), err=True, nl=False)
+            echo(re.sub(r"(?m)^Error: ", "error: ", buf.getvalue()), err=True, nl=False)
             sys.exit(exc.exit_code)
         except click.Abort:
-            click.echo("aborted", err=True)
+            echo("aborted", err=True)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
 
