@@ -25,13 +25,9 @@ from typing import Any, TypeVar
 
 import httpx
 
-from clawkb.errors import ClawkbError
+from clawkb.errors import EndpointError
 
 T = TypeVar("T")
-
-
-class EndpointError(ClawkbError):
-    """A remote model endpoint failed or answered nonsense."""
 
 
 class Transient(Exception):

@@ -44,7 +44,7 @@ from clawkb.endpoint import (
     transient_from,
     with_retries,
 )
-from clawkb.errors import ClawkbError, ConfigError
+from clawkb.errors import ConfigError, LLMError
 
 __all__ = [
     "ChatClient",
@@ -58,10 +58,6 @@ __all__ = [
 
 Message = Mapping[str, str]
 TokenSink = Callable[[str], None]
-
-
-class LLMError(ClawkbError):
-    """The language model endpoint failed or answered something unusable."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from clawkb.backends.settings import MilvusSettings
-from clawkb.errors import ClawkbError, ConfigError, IndexError_
+from clawkb.errors import BackendError, ConfigError, IndexError_
 from clawkb.text import TOKENIZER_VERSION
 
 #: Bump when fields change; a collection of another version is refused.
@@ -44,10 +44,6 @@ HIT_FIELDS = [
 ]
 _clients: dict[tuple[str, str, str], Any] = {}
 _lock = threading.Lock()
-
-
-class BackendError(ClawkbError):
-    """The Milvus backend is unreachable, misconfigured or incompatible."""
 
 
 def require_pymilvus() -> Any:

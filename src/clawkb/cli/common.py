@@ -21,14 +21,13 @@ from typing import Any, TypeVar
 
 import click
 
-from clawkb.errors import ClawkbError
+from clawkb.errors import EXIT_ERROR, ClawkbError
 from clawkb.store import diskspace
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: Exit statuses (docs/cli.md): 0 done; 1 nothing found (search, recall, ask abstained);
 #: 2 error or bad usage; 3 done, but some files or folders failed (``index``).
-EXIT_ERROR = 2
 EXIT_FAILURES = 3
 
 
@@ -71,7 +70,7 @@ def emit(line: str, *, err: bool = False, nl: bool = True, file: Any = None) -> 
 
 
 def handle_errors(func: F) -> F:
-    """Turn a domain error into a one-line message and exit code 2."""
+    """Turn a domain error into a one-line message and its exit code (2 for errors)."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -79,7 +78,7 @@ def handle_errors(func: F) -> F:
             return func(*args, **kwargs)
         except ClawkbError as exc:
             echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_ERROR)
+            sys.exit(exc.exit_code)
         except OSError as exc:
             if not diskspace.is_disk_full(exc):
                 raise

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
-from clawkb.errors import IndexError_
+from clawkb.errors import IndexCorruptError, IndexError_
 from clawkb.store.locking import FileLock
 
 MANIFEST = "manifest.json"
@@ -37,10 +37,6 @@ LEASES = "leases"
 #: bigger ones check sizes and headers, and are checksummed in full by
 #: `clawkb doctor` and after a writer died (see docs/operations.md).
 FULL_CHECK_BYTES = 8 << 20
-
-
-class IndexCorruptError(IndexError_):
-    """A file of the index is missing, truncated or does not match its checksum."""
 
 
 def crc_file(path: Path) -> tuple[int, int]:

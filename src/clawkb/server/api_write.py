@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Request, UploadFile
 from pydantic import BaseModel, Field
 
-from clawkb.errors import ConfigError
+from clawkb.errors import ConfigError, UploadTooLarge
 from clawkb.server.api_read import state_of
 from clawkb.server.security import confine
 
@@ -192,10 +192,6 @@ def _report_embed(fut: Any) -> None:
     why = exc or (got or {}).get("error")
     if why:
         print(f"warning: new chunks not embedded yet: {why}", flush=True)
-
-
-class UploadTooLarge(ConfigError):
-    pass
 
 
 def _free_name(folder: Path, name: str) -> Path:

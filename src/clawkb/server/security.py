@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from clawkb.errors import ConfigError
+from clawkb.errors import PathOutsideRoots
 from clawkb.server.kbs import split_path, token_ok
 from clawkb.server.settings import LOOPBACK_NAMES, ServerSettings, is_loopback, normal_origin
 
@@ -60,10 +60,6 @@ SECURITY_HEADERS = (
     ),
     (b"referrer-policy", b"same-origin"),
 )
-
-
-class PathOutsideRoots(ConfigError):
-    """A path that resolves outside every served root (``..``, absolute, symlink)."""
 
 
 def error_body(code: str, message: str) -> bytes:
