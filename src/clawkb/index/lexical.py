@@ -1,4 +1,4 @@
-"""The persistent, incremental BM25F index (DESIGN D3).
+"""The persistent, incremental BM25F index (ARCHITECTURE.md, `index/`).
 
 Layout under the KB folder (``index/lexical/``)::
 

@@ -64,7 +64,7 @@ CHUNKER_VERSION = "2"
 
 @dataclass(frozen=True, slots=True)
 class ChunkConfig:
-    """Chunk size budget; defaults follow DESIGN (~350 tokens, 15% overlap)."""
+    """Chunk size budget; defaults ~350 tokens, 15% overlap."""
 
     max_tokens: int = 350
     overlap: float = 0.15

@@ -1,4 +1,4 @@
-"""The parser sandbox: what a forked parser worker may do (DESIGN D9, issue "parser sandbox").
+"""The parser sandbox: what a forked parser worker may do (ARCHITECTURE.md, `ingest/`).
 
 Parsers of untrusted formats (PDF, DOCX, XLSX, HTML: C libraries reading
 attacker-made bytes) run in a forked worker (:mod:`clawkb.ingest.limits`).

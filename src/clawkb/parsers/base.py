@@ -1,4 +1,4 @@
-"""The parser interface (DESIGN D6).
+"""The parser interface (ARCHITECTURE.md, `parsers/`).
 
 A parser is a class with a ``name``, the file ``extensions`` and ``mime_types``
 it claims, and a ``parse(data, path)`` method that turns raw bytes into a

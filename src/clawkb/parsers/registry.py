@@ -1,4 +1,4 @@
-"""Find parsers through the ``clawkb.parsers`` entry-point group (DESIGN D6).
+"""Find parsers through the ``clawkb.parsers`` entry-point group (ARCHITECTURE.md, `parsers/`).
 
 Built-in parsers are registered in clawkb's own ``pyproject.toml`` exactly
 like third-party ones, so there is one discovery path and ``clawkb plugins``

@@ -1,4 +1,4 @@
-"""The one retrieval pipeline (DESIGN D5): every search is a :class:`Query` run here.
+"""The one retrieval pipeline (ARCHITECTURE.md, `retrieve/`): every search is a :class:`Query` run here.
 
 rewrite → cache → candidates (filters, restriction, memories hidden) →
 lexical → early return → dense → fusion → boost (boards, memory weights) →

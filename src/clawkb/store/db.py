@@ -1,4 +1,4 @@
-"""The SQLite store: connection settings and named, append-only migrations (DESIGN D1).
+"""The SQLite store: connection settings and named, append-only migrations (ARCHITECTURE.md, `store/`).
 
 The store is the source of truth; every other index is derived from it. A KB
 written by a newer clawkb (a schema we do not know) is refused, never touched.

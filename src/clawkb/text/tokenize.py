@@ -1,4 +1,4 @@
-"""The one tokenizer for documents and queries (DESIGN D2).
+"""The one tokenizer for documents and queries (ARCHITECTURE.md, `text/`).
 
 What you can find, and how. Text is NFKC-normalised first (full-width
 ``ＳＴＭ３２`` is ``STM32``, ``Ω`` is ``ω``, ``℃`` is ``°C``) and every token is
