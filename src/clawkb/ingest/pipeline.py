@@ -333,9 +333,13 @@ class Ingestor:
 
     # -- records ----------------------------------------------------------
     def index_records(
-        self, records: Iterable[TextRecord], progress: Progress | None = None
+        self, records: Iterable[TextRecord], progress: Progress | None = None, *, sync: bool = True
     ) -> IndexReport:
-        """Index in-memory documents; each task's records are stored in one transaction."""
+        """Index in-memory documents; each task's records are stored in one transaction.
+
+        ``sync=False`` only writes the store (the caller's transaction may still
+        roll it back) and leaves the lexical index to the caller's next sync.
+        """
         t0 = time.perf_counter()
         report = IndexReport()
         done = 0
@@ -358,12 +362,14 @@ class Ingestor:
                     raise result
                 olds = self.repo.documents_by_paths([p.path for p in result])
                 self._pending += write_batch(self.repo, result, olds, "", report)
-                self._flush()
+                if sync:
+                    self._flush()
                 if progress:
                     for p in result:
                         done += 1
                         progress(done, 0, p.path)
-            self._flush(force=True)
+            if sync:
+                self._flush(force=True)
         finally:
             self._close_pool()
         report.seconds = time.perf_counter() - t0

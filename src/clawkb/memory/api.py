@@ -113,9 +113,10 @@ class Memory:
                 expires_at=now + ttl_s if ttl_s is not None else (old.expires_at if old else None),
                 path=memory_path(ns, mid),
             )
-            with self.kb.repo.transaction() as conn:
+            with self.kb.repo.transaction() as conn:  # the row and its document, or neither
                 table.upsert(conn, rec, content_hash(body.encode("utf-8")))
-            self._ingestor().index_records([_as_document(rec)])
+                self._ingestor().index_records([_as_document(rec)], sync=False)
+            sync_lexical(self.kb.repo, self.kb.lexical, self.kb.config.index_batch_chunks)
         return StoreResult(rec, created=old is None)
 
     def forget(
