@@ -145,7 +145,9 @@ def knowledge_search(
     variants, notes = _variants(kb, query, opts)
     if variants:
         lists = [res.hits] + [run(q, depth, mode, fusion).hits for q, mode in variants]
-        res = dataclasses.replace(res, hits=_rrf(lists))
+        from clawkb.retrieve.settings import from_config
+
+        res = dataclasses.replace(res, hits=_rrf(lists, from_config(kb.config).rrf_k))
     hits = refine(
         kb,
         query,
@@ -180,7 +182,6 @@ def knowledge_search(
     return res
 
 
-RRF_K = 60
 VARIANT_WEIGHT = 0.5  # a rewrite counts half as much as the query the user typed
 
 
@@ -218,15 +219,16 @@ def _variants(
     return out, notes
 
 
-def _rrf(lists: list[list[Any]]) -> list[Any]:
-    """Reciprocal-rank fusion of hit lists (the first is the user's query)."""
+def _rrf(lists: list[list[Any]], k: int) -> list[Any]:
+    """Reciprocal-rank fusion of hit lists (the first is the user's query), with the
+    pipeline's constant ``k`` (``retrieval.rrf_k``)."""
     score: dict[str, float] = {}
     first: dict[str, Any] = {}
     for n, hits in enumerate(lists):
         w = 1.0 if n == 0 else VARIANT_WEIGHT
         for rank, h in enumerate(hits, start=1):
             key = h.anchor.id
-            score[key] = score.get(key, 0.0) + w / (RRF_K + rank)
+            score[key] = score.get(key, 0.0) + w / (k + rank)
             first.setdefault(key, h)
     order = sorted(score, key=lambda k: -score[k])
     return [dataclasses.replace(first[k], rank=i, score=score[k]) for i, k in enumerate(order, 1)]

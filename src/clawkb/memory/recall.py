@@ -8,10 +8,12 @@ keeps its best chunk and the top ``limit`` are returned. Because the weight is
 applied to all matches (not just a first top-k), the ordering is exact.
 
 With ``include_documents`` the memory list and the normal document search
-(which hides memories) are merged by reciprocal rank fusion, ``1 / (60 +
-rank)`` per list, the same k=60 the retrieval design uses: the two lists'
+(which hides memories) are merged by reciprocal rank fusion, ``1 / (k +
+rank)`` per list with the pipeline's ``retrieval.rrf_k``: the two lists'
 scores need not share a scale, so document ranking can change (hybrid,
-reranking) without breaking the blend. Ties go to the memory.
+reranking) without breaking the blend. The lists share no item and weigh the
+same, so ``k`` sets the scores but never the order: the lists interleave by
+rank, ties to the memory.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from clawkb.errors import ConfigError
 from clawkb.memory.model import MemoryRecord, RecallHit, RecallResult, Weighting, memory_weight
 from clawkb.retrieve.fusion import Channel, rrf
 from clawkb.retrieve.query import ChunkBoost, Query
+from clawkb.retrieve.settings import from_config
 from clawkb.retrieve.source import LocalSource
 from clawkb.store import memory_repo as table
 from clawkb.text import tokenize
@@ -34,8 +37,6 @@ from clawkb.types import Hit
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
-
-RRF_K = 60
 
 
 def recall(
@@ -58,7 +59,7 @@ def recall(
     if include_documents:
         docs = kb.search(query, limit=limit, explain=explain)
         warnings += [w for w in docs.warnings if w not in warnings]
-        hits = _blend(hits, docs.hits, limit)
+        hits = _blend(hits, docs.hits, limit, from_config(kb.config).rrf_k)
     return RecallResult(query, hits, (time.perf_counter() - t0) * 1000, warnings)
 
 
@@ -116,7 +117,9 @@ def _explain(
     }
 
 
-def _blend(memories: list[RecallHit], documents: Sequence[Hit], limit: int) -> list[RecallHit]:
+def _blend(
+    memories: list[RecallHit], documents: Sequence[Hit], limit: int, k: int
+) -> list[RecallHit]:
     """Reciprocal rank fusion (the pipeline's :func:`~clawkb.retrieve.fusion.rrf`) of
     the memory list and the document list; ties go to the memory."""
     items = [*memories, *(RecallHit("document", 0.0, d.score, 1.0, d) for d in documents)]
@@ -125,7 +128,7 @@ def _blend(memories: list[RecallHit], documents: Sequence[Hit], limit: int) -> l
         "memory": Channel(np.arange(n, dtype=np.int64), np.zeros(n)),
         "document": Channel(np.arange(n, len(items), dtype=np.int64), np.zeros(len(items) - n)),
     }
-    fused = rrf(channels, {"memory": 1.0, "document": 1.0}, RRF_K)
+    fused = rrf(channels, {"memory": 1.0, "document": 1.0}, k)
     out = []
     for i, f in enumerate(fused[:limit], start=1):
         h = items[f.chunk_id]
