@@ -82,7 +82,7 @@ def _close_lite(home: Path) -> None:
     if conf is None:
         data = yaml.safe_load((home / "remote.yaml").read_text(encoding="utf-8"))
         conf = Config.from_dict(data, str(home / "remote.yaml"))
-    s = backend_settings(conf.extra, home)
+    s = backend_settings(conf.backend, home)
     if s is not None:
         from clawkb.backends.milvus_kb import forget
 

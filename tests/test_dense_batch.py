@@ -166,7 +166,7 @@ def test_query_signals_computed_once_per_query_and_index_generation(kb):
 def kb_settings(k):
     from clawkb.retrieve.settings import from_config
 
-    return from_config(k.config.extra)
+    return from_config(k.config)
 
 
 def test_cross_lingual_hybrid_search_embeds_query_and_translation_in_one_call(tmp_path):

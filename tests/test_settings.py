@@ -88,7 +88,7 @@ def test_valid_file_is_read_into_typed_sections(tmp_path: Path) -> None:
     cfg = Config.load(home, env={})
     assert (cfg.max_tokens, cfg.follow_symlinks, cfg.embedding.model) == (200, "outside", "static")
     assert cfg.retrieval.rrf_k == 30 and cfg.datasheets == ("ds",)
-    assert cfg.extra["retrieval"] == {"rrf_k": 30, "rerank_options": {"base_url": "http://h"}}
+    assert cfg.explicit("retrieval") == {"rrf_k": 30, "rerank_options": {"base_url": "http://h"}}
     assert cfg.memory.half_life_days == 7.0
 
 

@@ -250,25 +250,11 @@ class Config:
         sources: dict[str, str] = getattr(self, "_sources", {})
         return sources.get(key, "default")
 
-    def _set(self, section: str) -> dict[str, Any]:
+    def explicit(self, section: str) -> dict[str, Any]:
+        """The keys of ``section`` that a file or variable set (not the defaults)."""
         value = getattr(self, section)
         return {
             f.name: getattr(value, f.name)
             for f in fields(value)
             if self.source(f"{section}.{f.name}") != "default"
-        }
-
-    @property
-    def extra(self) -> dict[str, Any]:
-        """The sections as plain dicts of the keys that were set (for older call sites)."""
-        return {
-            "retrieval": self._set("retrieval"),
-            "embedding": {"model": self.embedding.model, "options": dict(self.embedding.options)},
-            "llm": self._set("llm"),
-            "answer": self._set("answer"),
-            "memory": self._set("memory"),
-            "board_boost": self.board_boost,
-            "backend": self.backend,
-            "server": dict(self.server),
-            **({"datasheets": list(self.datasheets)} if self.datasheets else {}),
         }

@@ -420,7 +420,7 @@ class KnowledgeBase:
 
     def _after_write(self, report: IndexReport) -> IndexReport:
         """With a Milvus backend, replay the new changes there (clawkb.backends)."""
-        if self.config.extra.get("backend") in (None, "local"):
+        if self.config.backend == "local":
             return report
         from clawkb.backends.milvus_kb import after_write
 
@@ -527,7 +527,7 @@ class KnowledgeBase:
         if self._source is None:
             from clawkb.backends.settings import backend_settings
 
-            settings = backend_settings(self.config.extra, self.home)
+            settings = backend_settings(self.config.backend, self.home)
             if settings is None:
                 from clawkb.retrieve.source import LocalSource
 
@@ -696,7 +696,7 @@ def _dense_status(kb: KnowledgeBase) -> dict[str, Any] | None:
 
 
 def _backend_status(kb: KnowledgeBase) -> dict[str, Any]:
-    if kb.config.extra.get("backend") in (None, "local"):
+    if kb.config.backend == "local":
         return {"kind": "local"}
     from clawkb.backends.milvus_kb import backend_status
 

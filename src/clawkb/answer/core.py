@@ -124,14 +124,13 @@ def answer(
         raise ConfigError("the question is empty")
     if limit < 1:
         raise ConfigError(f"--limit must be at least 1, got {limit}")
-    opts = _answer_options(kb)
-    budget = budget_tokens or int(opts.get("context_tokens", 1800))
-    threshold = (
-        min_confidence
-        if min_confidence is not None
-        else float(opts.get("min_confidence", DEFAULT_MIN_CONFIDENCE))
-    )
-    role_obj = load_role(role or str(opts.get("role", DEFAULT_ROLE)), kb.home)
+    opts = kb.config.answer  # validated by the settings model
+    budget = budget_tokens or opts.context_tokens
+    if min_confidence is not None:
+        threshold = min_confidence
+    else:
+        threshold = DEFAULT_MIN_CONFIDENCE if opts.min_confidence is None else opts.min_confidence
+    role_obj = load_role(role or opts.role or DEFAULT_ROLE, kb.home)
     client = _client(kb, llm)
     t0 = time.perf_counter()
     vectors = has_vectors(kb)  # crossling: the dense cosine joins the confidence
@@ -143,13 +142,13 @@ def answer(
     texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in found]
     # crossling: the fitted model, unless a threshold is set or the KB is remote (Milvus
     # keeps no term statistics to compute its features from)
-    fitted = min_confidence is None and "min_confidence" not in opts
+    fitted = min_confidence is None and opts.min_confidence is None
     if fitted and res.decision is not None:  # the search's own decision (notfound.py)
         conf = res.decision
     elif fitted and not getattr(kb, "remote", False):
         conf = model_confidence(kb.lexical, question, found, terms, texts, cos, vectors)
     else:
-        if cos is not None and min_confidence is None and "min_confidence" not in opts:
+        if cos is not None and min_confidence is None and opts.min_confidence is None:
             threshold = DENSE_MIN_CONFIDENCE
         conf = retrieval_confidence(terms, texts, threshold, question, cos)
     passages = build_context(kb.repo, found, budget_tokens=budget, max_passages=limit)
@@ -218,15 +217,6 @@ def _number_in_reading_order(out: Answer) -> None:
     out.text = renumber(out.text, mapping)
     out.cited = [mapping[n] for n in out.cited]
     out.passages = sorted((replace(p, n=mapping[p.n]) for p in out.passages), key=lambda p: p.n)
-
-
-def _answer_options(kb: KnowledgeBase) -> dict[str, Any]:
-    opts = kb.config.extra.get("answer") or {}
-    if not isinstance(opts, dict):
-        raise ConfigError(
-            "config.yaml: `answer` must be a mapping (role, context_tokens, min_confidence)"
-        )
-    return opts
 
 
 def _client(kb: KnowledgeBase, llm: ChatClient | str | None) -> ChatClient | None:

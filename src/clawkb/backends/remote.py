@@ -58,7 +58,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
     remote = True
 
     def __init__(self, home: Path, config: Config) -> None:  # no super(): no local store
-        settings = backend_settings(config.extra, home)
+        settings = backend_settings(config.backend, home)
         if settings is None:
             raise ConfigError(f"{home / REMOTE_FILE}: needs backend: {{kind: milvus, uri: ...}}")
         conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)

@@ -91,13 +91,11 @@ def milvus_settings(data: Mapping[str, Any], home: Path | None, origin: str) -> 
     return s
 
 
-def backend_settings(extra: Mapping[str, Any], home: Path | None = None) -> MilvusSettings | None:
-    """The configured backend: None for ``local`` (the default), else Milvus settings.
-
-    The one place that reads the ``backend`` key (from ``Config.extra``), so it
-    is easy to move when settings become a typed model.
-    """
-    raw = extra.get("backend")
+def backend_settings(
+    raw: str | Mapping[str, Any] | None, home: Path | None = None
+) -> MilvusSettings | None:
+    """The configured backend (``Config.backend``): None for ``local`` (the default),
+    else Milvus settings. The one place that interprets the ``backend`` key."""
     origin = str(home / "config.yaml") if home is not None else "config"
     if raw is None or raw == "local":
         return None

@@ -56,7 +56,7 @@ def serve(
 
     home = resolve_home(ctx.obj.get("kb") if ctx.obj else None)
     settings = load_settings(
-        home, Config.load(home).extra if home.exists() else {}, paths=list(paths),
+        home, Config.load(home).server if home.exists() else {}, paths=list(paths),
         inbox=inbox, host=host, port=port, token=token or None, watch=use_watch,
         mcp=not no_mcp, add_kbs=list(add_kbs),
     )  # fmt: skip

@@ -94,7 +94,7 @@ def dense_status(kb: Any) -> dict[str, Any] | None:
     from clawkb.index.dense import DenseIndex
     from clawkb.retrieve.settings import from_config
 
-    settings = from_config(kb.config.extra)
+    settings = from_config(kb.config)
     index = DenseIndex(
         kb.home / "index" / "dense", kb.conn, sig, ann_threshold=settings.ann_threshold
     )

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from clawkb.errors import ConfigError
 from clawkb.hardware.boards import check_boards
 from clawkb.retrieve.query import ChunkBoost, Query
 from clawkb.retrieve.result import SearchResult
@@ -25,16 +24,9 @@ from clawkb.store.hardware_repo import boards_of_anchors, chunk_ids_of_boards, d
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
 
-DEFAULT_BOOST = 1.5
-
 
 def board_boost(kb: KnowledgeBase) -> float:
-    value = kb.config.extra.get("board_boost", DEFAULT_BOOST)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(
-            f"{kb.home / 'config.yaml'}: 'board_boost' must be a positive number, got {value!r}"
-        )
-    return float(value)
+    return float(kb.config.board_boost)  # checked (> 0) by the settings model
 
 
 def board_restriction(

@@ -61,7 +61,7 @@ class Retriever:
         # weak: the registry below is keyed weakly by the KB, and a strong reference
         # from the value would keep every KB (and its mapped index files) alive
         self._kb = weakref.ref(kb)
-        self.settings = from_config(kb.config.extra)
+        self.settings = from_config(kb.config)
         self.cache = TTLCache(self.settings.cache_size, self.settings.cache_ttl_s)
         self.qvec_cache = TTLCache(512, 3600.0)
         self._embedder: Embedder | None = None
@@ -80,7 +80,7 @@ class Retriever:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            name, options = embedding_config(self.kb.config.extra)
+            name, options = embedding_config(self.kb.config)
             self._embedder = get_embedder(name, options)
         return self._embedder
 

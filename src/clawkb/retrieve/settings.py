@@ -10,9 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawkb.errors import ConfigError
+
+if TYPE_CHECKING:
+    from clawkb.config import Config
 
 MODES = ("auto", "lexical", "dense", "hybrid")
 #: The Milvus backend's abstain rule (max of term share and mapped cosine below this):
@@ -112,24 +115,14 @@ def _apply(base: RetrievalSettings, data: Mapping[str, Any], origin: str) -> Ret
     return replace(base, **kwargs, extra=extra)
 
 
-def from_config(extra: Mapping[str, Any]) -> RetrievalSettings:
-    data = extra.get("retrieval") or {}
-    if not isinstance(data, Mapping):
-        raise ConfigError("config.yaml: `retrieval:` must be a mapping of settings")
-    return _apply(RetrievalSettings(), data, "config.yaml")
+def from_config(config: Config) -> RetrievalSettings:
+    """The ``retrieval:`` keys the configuration sets, over the defaults."""
+    return _apply(RetrievalSettings(), config.explicit("retrieval"), "config.yaml")
 
 
-def embedding_config(extra: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def embedding_config(config: Config) -> tuple[str, dict[str, Any]]:
     """``embedding: {model: e5-small, options: {...}}`` → (name, options)."""
-    data = extra.get("embedding") or {}
-    if isinstance(data, str):
-        return data, {}
-    if not isinstance(data, Mapping):
-        raise ConfigError("config.yaml: `embedding:` must be a model name or a mapping")
-    options = data.get("options") or {}
-    if not isinstance(options, Mapping):
-        raise ConfigError("config.yaml: `embedding.options` must be a mapping")
-    return str(data.get("model", "e5-small")), dict(options)
+    return config.embedding.model, dict(config.embedding.options)
 
 
 def remote_min_confidence(s: RetrievalSettings) -> float:

@@ -182,7 +182,7 @@ def _kb_settings(main: ServerSettings, spec: KBSpec) -> ServerSettings:
     from clawkb.config import Config
     from clawkb.server.settings import load_settings
 
-    own = load_settings(spec.home, Config.load(spec.home).extra, paths=[])
+    own = load_settings(spec.home, Config.load(spec.home).server, paths=[])
     return dataclasses.replace(
         main, home=spec.home, roots=own.roots, inbox=own.inbox, name=spec.name, kbs=[],
         token=spec.token or main.token, upload_types=own.upload_types or main.upload_types,

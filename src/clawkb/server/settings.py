@@ -122,15 +122,15 @@ def _paths(value: Any, key: str) -> list[Path]:
 
 def load_settings(
     home: Path,
-    extra: dict[str, Any],
+    raw: dict[str, Any],
     *,
     paths: list[str],
     inbox: str | None = None,
     add_kbs: list[str] | None = None,
     **flags: Any,
 ) -> ServerSettings:
-    """Flags win over config; roots are the union of PATH arguments and ``server.roots``."""
-    raw = extra.get("server") or {}
+    """Flags win over config (``raw`` is its ``server:`` section); roots are the union
+    of PATH arguments and ``server.roots``."""
     if not isinstance(raw, dict):
         raise ConfigError("config.yaml: `server` must be a mapping")
     unknown = set(raw) - _KNOWN
