@@ -27,7 +27,7 @@ setup(
             "clawkb.index._bm25native",
             sources=["src/clawkb/index/_bm25native.c"],
             depends=["src/clawkb/index/_topk.h"],
-            extra_compile_args=["-O3"],
+            extra_compile_args=["-O3", "-Wall", "-Wextra"],
         ),
         Extension(
             "clawkb.index._blockmax",
@@ -38,7 +38,7 @@ setup(
                 "src/clawkb/index/_dict.h",
                 "src/clawkb/index/_bounds.h",
             ],
-            extra_compile_args=["-O3"],
+            extra_compile_args=["-O3", "-Wall", "-Wextra"],
         ),
         Extension(
             "clawkb.index._postings",
@@ -48,17 +48,17 @@ setup(
                 "src/clawkb/index/_dict.h",
                 "src/clawkb/index/_bounds.h",
             ],
-            extra_compile_args=["-O3"],
+            extra_compile_args=["-O3", "-Wall", "-Wextra"],
         ),
         Extension(
             "clawkb.ingest._chunknative",
             sources=["src/clawkb/ingest/_chunknative.c"],
-            extra_compile_args=["-O3"],
+            extra_compile_args=["-O3", "-Wall", "-Wextra"],
         ),
         Extension(
             "clawkb.text._toknative",
             sources=["src/clawkb/text/_toknative.c"],
-            extra_compile_args=["-O3"],
+            extra_compile_args=["-O3", "-Wall", "-Wextra"],
         ),
     ],
     cmdclass={"build_ext": OptionalBuildExt},

@@ -429,7 +429,7 @@ static void drain(Entry *heap, Py_ssize_t h, int64_t *out_docs, float *out_score
     }
 }
 
-static PyObject *topk(PyObject *self, PyObject *args) {
+static PyObject *topk(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *o_packed, *o_pos, *o_last, *o_fac, *o_ranges, *o_blk0, *o_maxtf, *o_minlen, *o_w;
     PyObject *o_live, *o_par, *o_out_docs, *o_out_scores;
     float k1;
@@ -501,7 +501,7 @@ done:
  * while `factor` is) and bounds those blocks by it.
  * Returns -1 without scoring when a weight is not positive (the caller then
  * takes the general path). */
-static PyObject *search(PyObject *self, PyObject *args) {
+static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *o_segs, *o_hash, *o_qw, *o_par, *o_out_ids, *o_out_scores;
     float k1;
     Py_ssize_t n_live;
@@ -630,7 +630,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_blockmax",
                                     "Exact block-max MaxScore top-k for clawkb segments.", -1,
-                                    methods};
+                                    methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__blockmax(void) {
     len_table_init();

@@ -84,7 +84,7 @@ static int get_buf(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const ch
     return 0;
 }
 
-static PyObject *score_topk(PyObject *self, PyObject *args) {
+static PyObject *score_topk(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *o_docs, *o_tfs, *o_factor, *o_ranges, *o_weights, *o_live, *o_out_docs, *o_out_scores;
     double k1;
     Py_ssize_t n_docs;
@@ -208,7 +208,7 @@ static float kth_largest(const float *acc, const uint32_t *touched, Py_ssize_t n
     return scratch[want];
 }
 
-static PyObject *score_topk_pruned(PyObject *self, PyObject *args) {
+static PyObject *score_topk_pruned(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *o_docs, *o_tfs, *o_factor, *o_ranges, *o_weights, *o_ubs, *o_live, *o_od, *o_os, *o_mx;
     double k1, theta0;
     Py_ssize_t n_docs;
@@ -359,7 +359,7 @@ static int hash_str(PyObject *o, uint64_t *out) {
     return 0;
 }
 
-static PyObject *term_hashes(PyObject *self, PyObject *arg) {
+static PyObject *term_hashes(PyObject *Py_UNUSED(self), PyObject *arg) {
     PyObject *seq = PySequence_Fast(arg, "term_hashes expects a sequence of str");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -429,7 +429,7 @@ static PyObject *vec_bytes(Vec *v) { return PyBytes_FromStringAndSize(v->p, (Py_
  *          post_field u8[P], post_tf u32[P]) as bytes; postings come in input
  * order, one per distinct term within each (doc, field).
  */
-static PyObject *invert(PyObject *self, PyObject *arg) {
+static PyObject *invert(PyObject *Py_UNUSED(self), PyObject *arg) {
     PyObject *seq = PySequence_Fast(arg, "invert expects a sequence of (doc, field, tokens)");
     if (!seq) return NULL;
     Table tab = {0};
@@ -518,6 +518,6 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_bm25native",
-                                    "Native BM25F top-k scoring for clawkb.", -1, methods};
+                                    "Native BM25F top-k scoring for clawkb.", -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__bm25native(void) { return PyModule_Create(&module); }

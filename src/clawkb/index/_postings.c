@@ -40,7 +40,7 @@ static void put_bits(uint8_t *base, uint64_t *bit, int w, int n, const uint32_t 
     *bit = pos;
 }
 
-static PyObject *pack(PyObject *self, PyObject *args) {
+static PyObject *pack(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *o_off, *o_docs, *o_tfs, *o_maxtf;
     if (!PyArg_ParseTuple(args, "OOOO", &o_off, &o_docs, &o_tfs, &o_maxtf)) return NULL;
     Py_buffer b[4];
@@ -114,7 +114,7 @@ fail:
     return NULL;
 }
 
-static PyObject *unpack(PyObject *self, PyObject *args) {
+static PyObject *unpack(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *o[7];
     if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6]))
         return NULL;
@@ -166,7 +166,7 @@ fail:
  * into one row: a counting sort by rank (stable, so docs stay ascending) with
  * one uint32 index per entry as the only temporary. The P postings are
  * written to the caller's arrays (sized for n, the most there can be). */
-static PyObject *assemble(PyObject *self, PyObject *args) {
+static PyObject *assemble(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *o[7];
     Py_ssize_t T;
     if (!PyArg_ParseTuple(args, "OOOOnOOO", &o[0], &o[1], &o[2], &o[3], &T, &o[4], &o[5], &o[6]))
@@ -233,7 +233,7 @@ done:
  * hash order; a term's postings are appended input by input (the caller orders
  * inputs so that remapped docs ascend), decoding one block at a time; a term
  * left without postings is dropped. Memory: the output plus one block. */
-static PyObject *merge(PyObject *self, PyObject *args) {
+static PyObject *merge(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *arg, *o_out[4];
     if (!PyArg_ParseTuple(args, "O!OOOO", &PyList_Type, &arg, &o_out[0], &o_out[1], &o_out[2],
                           &o_out[3]))
@@ -367,7 +367,7 @@ static size_t encode_block(uint8_t *p, const uint32_t *docs, const uint8_t *tfs,
  * blocks than they had; packed: 1 + 7 x 128 bytes a block plus 24): pages
  * past what is written are never touched, so they cost no memory, and the
  * result is not copied again. */
-static PyObject *merge_packed(PyObject *self, PyObject *args) {
+static PyObject *merge_packed(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *arg, *o_lens, *o_out[MP_OUT];
     if (!PyArg_ParseTuple(args, "O!OOOOOOOOO", &PyList_Type, &arg, &o_lens, &o_out[0], &o_out[1],
                           &o_out[2], &o_out[3], &o_out[4], &o_out[5], &o_out[6], &o_out[7]))
@@ -522,7 +522,7 @@ done:
  *             ranges_out int64[2Q], first_out int64[Q])
  * Postings range and first block of each hash in a compact dictionary
  * (_dict.h); outputs are left as they are for hashes not in it. */
-static PyObject *dict_lookup(PyObject *self, PyObject *args) {
+static PyObject *dict_lookup(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *o[6];
     if (!PyArg_ParseTuple(args, "OOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5])) return NULL;
     const char *names[6] = {"terms", "dfs", "index", "hashes", "ranges_out", "first_out"};
@@ -569,7 +569,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_postings",
-                                    "Bit-packed postings blocks of clawkb segments.", -1, methods};
+                                    "Bit-packed postings blocks of clawkb segments.", -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__postings(void) {
     len_table_init();

@@ -57,7 +57,7 @@ static inline long long word_weight(Py_ssize_t n) {
     return n > 5 ? (long long)((n * 5 + 1) / 2) : 13;
 }
 
-static PyObject *weight(PyObject *self, PyObject *args) {
+static PyObject *weight(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *text;
     Py_ssize_t start = 0, end = PY_SSIZE_T_MAX;
     if (!PyArg_ParseTuple(args, "U|nn", &text, &start, &end)) return NULL;
@@ -100,7 +100,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_chunknative",
-                                    "Native token estimate of clawkb's chunker.", -1, methods};
+                                    "Native token estimate of clawkb's chunker.", -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__chunknative(void) {
     init_ascii();

@@ -233,7 +233,7 @@ static int other_run(PyObject *out, PyObject *text, int kind, const void *data, 
     return rc;
 }
 
-static PyObject *tokenize(PyObject *self, PyObject *args) {
+static PyObject *tokenize(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *text, *cache, *expand, *stems = NULL, *stem = NULL;
     if (!PyArg_ParseTuple(args, "UO!O|O!O", &text, &PyDict_Type, &cache, &expand, &PyDict_Type,
                           &stems, &stem))
@@ -268,7 +268,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_toknative",
-                                    "Native hot path of clawkb's tokenizer.", -1, methods};
+                                    "Native hot path of clawkb's tokenizer.", -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__toknative(void) {
     init_ascii();
