@@ -225,7 +225,8 @@ class LexicalIndex:
                     seg.live = np.ones(seg.n_docs, np.uint8)
                 if len(seg.live) != seg.n_docs:
                     raise ValueError(f"live mask has {len(seg.live)} entries for {seg.n_docs} docs")
-            except (OSError, ValueError, EOFError, KeyError) as exc:
+            except Exception as exc:  # any damage of a file (a bad .npy header raises
+                # ValueError, SyntaxError or tokenize.TokenError, a short file OSError...)
                 return f"{self.folder / name}: unreadable segment ({type(exc).__name__}: {exc})"
             segments.append(seg)
         self.segments = segments

@@ -1,0 +1,101 @@
+"""Segment readers on damaged files (hypothesis): a truncated or bit-flipped index
+file makes the lexical index open as damaged, with a one-line reason naming the
+folder, or (a data flip no quick check can see) still answer; it never raises
+anything but a clawkb error and never crashes the process."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from clawkb import KnowledgeBase
+from clawkb.errors import ClawkbError
+from clawkb.index.lexical import LexicalIndex
+
+FUZZ = settings(
+    max_examples=int(os.environ.get("CLAWKB_FUZZ_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+QUERIES = (["uart", "baud"], ["ddr4", "impedance", "ohm"], ["pull", "ups"], ["missing"])
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real lexical index of a few documents, written by the indexer."""
+    root = tmp_path_factory.mktemp("fuzzseg")
+    docs = root / "docs"
+    docs.mkdir()
+    for i in range(12):
+        (docs / f"n{i}.md").write_text(
+            f"# Note {i}\n\nThe UART{i} runs at {115200 * (i + 1)} baud; DDR4 impedance"
+            f" is {40 + i} ohm. I2C{i} needs pull-ups of {i}.7k.\n",
+            encoding="utf-8",
+        )
+    with KnowledgeBase.open(root / "kb", create=True) as kb:
+        kb.index([docs])
+    return root / "kb" / "index" / "lexical"
+
+
+def _files(folder: Path) -> list[Path]:
+    """The index's data files: segment arrays and the manifest (not lease files)."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".npy", ".json"))
+
+
+def _answers(index: LexicalIndex) -> list[tuple[list[int], int]]:
+    out = []
+    for q in QUERIES:
+        ids, scores, matched = index.search(q, k=5)
+        assert np.all(np.isfinite(scores)) or index.damaged is None
+        out.append((ids.tolist(), matched))
+    return out
+
+
+def test_the_pristine_index_answers(pristine: Path) -> None:
+    index = LexicalIndex(pristine)
+    try:
+        assert index.damaged is None and any(ids for ids, _ in _answers(index))
+    finally:
+        index.close()
+
+
+@FUZZ
+@given(data=st.data(), full_check=st.booleans())
+def test_damaged_files_mean_a_damaged_index_never_a_crash(
+    pristine: Path, tmp_path: Path, data: st.DataObject, full_check: bool
+) -> None:
+    folder = Path(tempfile.mkdtemp(dir=tmp_path)) / "lexical"
+    shutil.copytree(pristine, folder)
+    files = _files(folder)
+    victim = data.draw(st.sampled_from(files), label="file")
+    raw = bytearray(victim.read_bytes())
+    if data.draw(st.booleans(), label="truncate") or not raw:
+        raw = raw[: data.draw(st.integers(0, max(0, len(raw) - 1)), label="keep")]
+    else:
+        at = data.draw(st.integers(0, len(raw) - 1), label="at")
+        raw[at] ^= data.draw(st.integers(1, 255), label="mask")
+    victim.write_bytes(bytes(raw))
+
+    try:
+        index = LexicalIndex(folder, full_check=full_check)
+    except ClawkbError:
+        return  # refused with a clawkb error: fine
+    try:
+        if index.damaged is not None:
+            assert "\n" not in index.damaged and str(folder) in index.damaged
+            assert all(ids == [] for ids, _ in _answers(index))
+        else:
+            # only a change the quick check cannot see (a data byte without the CRC) may open
+            assert not full_check or victim.suffix == ".json", index.folder
+            with contextlib.suppress(ClawkbError):
+                _answers(index)
+    finally:
+        index.close()
