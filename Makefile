@@ -51,8 +51,14 @@ system-deps:
 	  echo "note: missing Debian packages ($$missing); the tests that need them will be skipped" >&2; \
 	fi
 
+# NO_NATIVE_TESTS: the core tests again with the C extensions turned off, as on a machine
+# without a compiler (the fallbacks must give the same results).
+NO_NATIVE_TESTS := tests/test_lexical_index.py tests/test_chunker.py tests/test_packing.py \
+	tests/test_search_path.py tests/test_golden.py tests/test_normalize.py tests/test_fuzz_segments.py
+
 test: system-deps $(STAMP) editors
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+	CLAWKB_NO_NATIVE=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(NO_NATIVE_TESTS)
 
 # The editor packages (docs/editors.md): npm ci from the registry, build, then node's test
 # runner against this checkout's clawkb. Skipped, with a note, only when node or npm is absent.

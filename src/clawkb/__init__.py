@@ -20,6 +20,22 @@ from typing import TYPE_CHECKING, Any
 # It must be set before grpc is first imported, hence here.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
 
+#: The C extensions. Each has a pure Python / numpy fallback that gives the same
+#: results; ``CLAWKB_NO_NATIVE=1`` makes them unimportable so the fallbacks run, as
+#: on a machine without a compiler (``make test`` runs the core tests that way too).
+NATIVE_MODULES = (
+    "clawkb.index._bm25native",
+    "clawkb.index._blockmax",
+    "clawkb.index._postings",
+    "clawkb.ingest._chunknative",
+    "clawkb.text._toknative",
+)
+if os.environ.get("CLAWKB_NO_NATIVE", "") not in ("", "0"):
+    import sys
+
+    for _name in NATIVE_MODULES:
+        sys.modules[_name] = None  # type: ignore[assignment]  # import raises ImportError
+
 __version__ = "0.1.0"
 
 __all__ = [
