@@ -135,3 +135,12 @@ def test_plugin_reranker_is_accepted_by_search(tmp_path: Path) -> None:
     assert listed[("clawkb.rerankers", "by-length")] == "lenrank 1.0"
     bad = clawkb(env, "--kb", kb, "search", "console", "--rerank", "nope")
     assert bad.returncode == 2 and "rerank must be one of by-length, dense" in bad.stderr
+
+    from server_helpers import serving  # the HTTP API takes the same choices as the CLI
+
+    with serving(Path(kb), env=env) as srv:
+        r = srv.get("/api/v1/search", params={"q": "console UART", "rerank": "by-length"})
+        assert r.status_code == 200, r.text
+        assert r.json()["hits"][0]["path"].endswith("long.md")
+        r = srv.get("/api/v1/search", params={"q": "console", "rerank": "nope"})
+        assert r.status_code == 400 and "rerank must be one of by-length, dense" in r.text

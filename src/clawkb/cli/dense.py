@@ -60,6 +60,13 @@ def embedders(as_json: bool) -> None:
         echo("\n".join(names))
 
 
+def pipeline_kwargs(params: dict[str, Any]) -> dict[str, Any]:
+    """:func:`clawkb.retrieve.options.pipeline_kwargs`, imported when a search runs."""
+    from clawkb.retrieve.options import pipeline_kwargs as kwargs
+
+    return kwargs(params)
+
+
 def retrieval_options(func: F) -> F:
     """Add the pipeline options (mode, fusion, rerank, filters) to a command."""
     opts = [
@@ -100,34 +107,6 @@ def retrieval_options(func: F) -> F:
     for opt in reversed(opts):
         func = opt(func)
     return func
-
-
-def pipeline_kwargs(params: dict[str, Any]) -> dict[str, Any]:
-    """Turn parsed retrieval options into ``kb.search`` keywords (pops them from params)."""
-    from clawkb.retrieve.filters import Filters, parse_meta, parse_time
-
-    mode = params.pop("mode", None)
-    doc_types = params.pop("doc_types", ())
-    meta = params.pop("meta", ())
-    since, until = params.pop("since", None), params.pop("until", None)
-    out: dict[str, Any] = {}
-    if mode:
-        out["mode"] = mode
-    if doc_types or meta or since or until:
-        out["filters"] = Filters(
-            doc_types=tuple(doc_types),
-            metadata=parse_meta(tuple(meta)),
-            since=parse_time(since) if since else None,
-            until=parse_time(until) if until else None,
-        )
-    if params.pop("no_merge", False):
-        out["merge"] = False
-    keys = ("fusion", "rrf_k", "w_lexical", "w_dense", "w_recency", "norm", "rerank")
-    for key in (*keys, "early_return", "min_confidence"):
-        value = params.pop(key, None)
-        if value is not None:
-            out[key] = value
-    return out
 
 
 def print_pipeline_explain(res: Any, exp: dict[str, Any]) -> None:

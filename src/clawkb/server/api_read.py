@@ -73,15 +73,12 @@ async def search(
     """Hits carry anchor, path, line span, page, heading path, snippet, highlights, trust
     tier and domain; the schema is `clawkb search --json`'s (docs/json.md). ``min_trust``
     and ``domain`` are `--min-trust` and `--domain`."""
-    from clawkb.cli.dense import pipeline_kwargs
+    from clawkb.retrieve.options import check_choices, pipeline_kwargs
 
     _limit(limit)
     if board_only and not board:
         raise ConfigError("board_only needs at least one board")
-    _check_choice("mode", mode, ("auto", "lexical", "dense", "hybrid"))
-    _check_choice("fusion", fusion, ("rrf", "linear"))
-    _check_choice("norm", norm, ("minmax", "zscore"))
-    _check_choice("rerank", rerank, ("dense", "endpoint", "onnx"))
+    check_choices({"mode": mode, "fusion": fusion, "norm": norm, "rerank": rerank})
     options = pipeline_kwargs(
         {
             "mode": mode, "fusion": fusion, "rrf_k": rrf_k, "w_lexical": w_lexical,
@@ -108,11 +105,6 @@ async def search(
     res = await st.runtime.read(run)
     st.metrics.observe_search(res, time.perf_counter() - t0)
     return reply(res.to_dict())
-
-
-def _check_choice(name: str, value: str | None, choices: tuple[str, ...]) -> None:
-    if value is not None and value not in choices:
-        raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
 
 
 @router.get("/chunks/{anchor}", summary="One chunk by anchor (or unique prefix)")
