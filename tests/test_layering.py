@@ -141,3 +141,171 @@ def test_one_pipeline_over_the_source_seam() -> None:
         if re.search(r"^def run\(", p.read_text("utf-8"), re.M)
     ]
     assert runs == ["retrieve/pipeline.py"]
+
+
+#: Upward imports: (importing package or module, imported prefix). A lower layer never
+#: imports a higher one (core: text, parsers, store, index, embed, retrieve; above them
+#: the features: answer, memory, knowledge, hardware; then backends, kb and the front
+#: ends: cli, server, mcp). Function-level imports count too.
+UPWARD = (
+    ("clawkb.retrieve", "clawkb.answer"),
+    ("clawkb.retrieve", "clawkb.knowledge"),
+    ("clawkb.retrieve", "clawkb.memory"),
+    ("clawkb.retrieve", "clawkb.hardware"),
+    ("clawkb.embed", "clawkb.retrieve"),
+    ("clawkb.store", "clawkb.memory"),
+    ("clawkb.store", "clawkb.hardware"),
+    ("clawkb.store", "clawkb.knowledge"),
+    ("clawkb.store", "clawkb.answer"),
+    ("clawkb.config", "clawkb.retrieve"),
+    ("clawkb.hardware", "clawkb.backends"),
+    ("clawkb.knowledge", "clawkb.backends"),
+    ("clawkb.memory", "clawkb.backends"),
+    ("clawkb.server", "clawkb.cli"),
+    ("clawkb.mcp", "clawkb.cli"),
+)
+
+#: Upward imports still in the tree, each a layering debt to pay (issue 21, item 5).
+#: The test fails when a new one appears and when one listed here is gone.
+UPWARD_DEBT = {
+    ("retrieve/hits.py", "clawkb.answer.injection"),
+    ("retrieve/hits.py", "clawkb.knowledge.records"),
+    ("retrieve/crossling.py", "clawkb.answer.llm"),
+    ("embed/run.py", "clawkb.retrieve.pipeline"),
+    ("embed/run.py", "clawkb.retrieve.settings"),
+    ("store/memory_repo.py", "clawkb.memory.model"),
+    ("store/hardware_repo.py", "clawkb.hardware.aliases"),
+    ("config.py", "clawkb.retrieve.settings"),
+    ("hardware/context.py", "clawkb.backends.remote"),
+}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def test_no_upward_imports_but_the_listed_debts() -> None:
+    found = set()
+    for path in PACKAGE.rglob("*.py"):
+        here = _module_name(path)
+        for m in _runtime_imports(path):
+            for low, high in UPWARD:
+                if (here == low or here.startswith(low + ".")) and (
+                    m == high or m.startswith(high + ".")
+                ):
+                    found.add((_rel(path), m))
+    new = sorted(found - UPWARD_DEBT)
+    assert not new, "upward imports (a lower layer importing a higher one):\n" + "\n".join(
+        f"{p}: {m}" for p, m in new
+    )
+    assert not UPWARD_DEBT - found, f"paid debts to drop from UPWARD_DEBT: {UPWARD_DEBT - found}"
+
+
+def _load_time_imports(path: Path) -> set[str]:
+    """Modules ``path`` imports while it is being imported: top-level statements only
+    (not inside functions, not under ``if TYPE_CHECKING:``)."""
+    out: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+                continue
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                out.add(node.module)
+                out.update(f"{node.module}.{a.name}" for a in node.names)
+            elif isinstance(node, ast.Import):
+                out.update(a.name for a in node.names)
+            elif isinstance(node, ast.If | ast.Try):
+                visit(node.body)
+                visit(node.orelse)
+                for h in getattr(node, "handlers", []):
+                    visit(h.body)
+                visit(getattr(node, "finalbody", []))
+
+    visit(ast.parse(path.read_text("utf-8")).body)
+    return out
+
+
+def _import_cycles() -> list[list[str]]:
+    """Strongly connected groups (more than one module) of the load-time import graph."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {  # a module importing its own package (already initialising) is no cycle
+        m: sorted(
+            i for i in _load_time_imports(p) if i in modules and not (m + ".").startswith(i + ".")
+        )
+        for m, p in modules.items()
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    groups: list[list[str]] = []
+
+    def strong(v: str) -> None:  # Tarjan
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    return groups
+
+
+#: Modules caught in load-time import cycles; may only go down.
+MAX_CYCLE_MODULES = 0
+
+
+def test_no_load_time_import_cycle() -> None:
+    groups = _import_cycles()
+    count = sum(len(g) for g in groups)
+    assert count <= MAX_CYCLE_MODULES, f"{count} modules in import cycles: {groups}"
+
+
+#: Packages caught in cycles when function-level imports count too (issue 21: 15 in one
+#: cycle at the review; 17 in two groups now: core+features, and server<->mcp). May only
+#: go down as the upward imports above are paid.
+MAX_PACKAGES_IN_RUNTIME_CYCLES = 17
+
+
+def test_runtime_package_cycles_do_not_grow() -> None:
+    def pkg(module: str) -> str:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else parts[0]
+
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        here = pkg(_module_name(path))
+        graph.setdefault(here, set()).update(
+            pkg(m) for m in _runtime_imports(path) if m.startswith("clawkb.") and pkg(m) != here
+        )
+    reach = {p: set(graph.get(p, ())) for p in graph}
+    changed = True
+    while changed:  # transitive closure (a few dozen packages)
+        changed = False
+        for seen in reach.values():
+            more = set().union(*(reach.get(q, set()) for q in seen)) - seen
+            if more:
+                seen |= more
+                changed = True
+    in_cycles = sorted(p for p, seen in reach.items() if p in seen)
+    assert len(in_cycles) <= MAX_PACKAGES_IN_RUNTIME_CYCLES, in_cycles
