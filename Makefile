@@ -88,6 +88,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
+	$(BIN)/mypy --strict src/clawkb/retrieve src/clawkb/backends src/clawkb/store src/clawkb/kb.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from clawkb.backends.milvus_schema import HIT_FIELDS, BackendError, client
+from clawkb.backends.milvus_schema import HIT_FIELDS, client
 from clawkb.backends.settings import MilvusSettings
 from clawkb.backends.surrogate import encode
+from clawkb.errors import BackendError
 from clawkb.retrieve.hits import make_hit
 from clawkb.retrieve.result import SearchResult
 from clawkb.retrieve.stages import E5_COS_HIGH, E5_COS_LOW
@@ -135,8 +136,8 @@ def _decisive(rows: list[dict[str, Any]], margin: float) -> bool:
     """The local pipeline's early return: lexical top-1 beats the runner-up by ``margin``."""
     if margin <= 0 or not rows:
         return False
-    top = rows[0]["_score"]
-    second = rows[1]["_score"] if len(rows) > 1 else 0.0
+    top = float(rows[0]["_score"])
+    second = float(rows[1]["_score"]) if len(rows) > 1 else 0.0
     return top > 0 and (top - second) / top >= margin
 
 

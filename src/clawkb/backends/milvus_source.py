@@ -344,7 +344,8 @@ class MilvusSource:
         """Chunk ids of these boards' datasheets, with ``generic`` also those of no board
         (a remote-only KB has no store to ask)."""
         from clawkb.backends.milvus_filters import quote
-        from clawkb.backends.milvus_schema import BackendError, client
+        from clawkb.backends.milvus_schema import client
+        from clawkb.errors import BackendError
 
         names = ", ".join(quote(b) for b in boards)
         try:

@@ -22,12 +22,12 @@ import numpy as np
 
 from clawkb.backends.milvus_filters import quote
 from clawkb.backends.milvus_kb import kb_search
-from clawkb.backends.milvus_schema import HIT_FIELDS, BackendError, client
+from clawkb.backends.milvus_schema import HIT_FIELDS, client
 from clawkb.backends.milvus_search import entity_row
 from clawkb.backends.milvus_source import MilvusSource, collection_props
 from clawkb.backends.settings import REMOTE_FILE, backend_settings
 from clawkb.config import Config
-from clawkb.errors import ConfigError, NotFoundError
+from clawkb.errors import BackendError, ConfigError, NotFoundError
 from clawkb.hardware.context import passage_dicts
 from clawkb.kb import KnowledgeBase
 from clawkb.retrieve.result import SearchResult

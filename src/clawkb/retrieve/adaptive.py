@@ -82,7 +82,7 @@ def features(
 #: The last query's channel-independent signals: (weak reference to the index, key,
 #: signals). :func:`cross_lingual` (before the dense search) and :func:`tune` (at
 #: fusion) read the same ones; the key holds the index generation and the query.
-_LAST: tuple[Any, tuple, dict[str, float]] | None = None
+_LAST: tuple[Any, tuple[Any, ...], dict[str, float]] | None = None
 
 
 def _query_signals(
@@ -155,7 +155,7 @@ def tune(
     channels: Mapping[str, Channel],
     settings: Any,
     dense_translated: bool = False,
-) -> tuple[Any, dict]:
+) -> tuple[Any, dict[str, Any]]:
     """Settings with the adaptive channel weights, and the trace for ``--explain``.
 
     ``dense_translated``: the dense channel searched with the query's glossary

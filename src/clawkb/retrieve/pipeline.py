@@ -182,7 +182,7 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
     ):
         key = (q.text, q.limit, s.cache_key(), q.filters, q.explain, q.include_memory,
                q.snippets, stamp)  # fmt: skip
-        cached = r.cache.get(key)
+        cached: SearchResult | None = r.cache.get(key)
         if cached is not None:
             stages.append({"stage": "cache", "ms": 0.0, "status": "hit"})
             return replace(

@@ -45,7 +45,7 @@ def doc_freqs(lexical: Any, terms: Sequence[str]) -> np.ndarray:
     """``lexical.doc_freqs`` of ``terms`` (int64, in order), looking up only unseen terms."""
     known = _known(lexical)
     if known is None:  # another engine (Milvus statistics): ask it each time
-        return lexical.doc_freqs(hash_terms(list(terms)))
+        return np.asarray(lexical.doc_freqs(hash_terms(list(terms))), np.int64)
     missing = [t for t in dict.fromkeys(terms) if t not in known]
     if missing:
         got = lexical.doc_freqs(hash_terms(missing))

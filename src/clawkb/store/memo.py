@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -46,7 +46,7 @@ class StoreMemo:
     def get(self, name: str, compute: Callable[[], T]) -> T:
         values = self._values
         if name in values:
-            return values[name]
+            return cast(T, values[name])
         value = values[name] = compute()
         return value
 

@@ -569,7 +569,9 @@ class Repository:
         return int(self.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
     def counts(self) -> dict[str, int]:
-        one = lambda q: int(self.conn.execute(q).fetchone()[0])  # noqa: E731
+        def one(q: str) -> int:
+            return int(self.conn.execute(q).fetchone()[0])
+
         return {
             "documents": one("SELECT COUNT(*) FROM documents"),
             "chunks": one("SELECT COUNT(*) FROM chunks"),
