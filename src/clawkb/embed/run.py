@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawkb.embed import vectors
 from clawkb.embed.base import Embedder
 
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
 
-def kb_embedder(kb: Any) -> Embedder:
+
+def kb_embedder(kb: KnowledgeBase) -> Embedder:
     from clawkb.retrieve.pipeline import retriever_for
 
     return retriever_for(kb).embedder
 
 
 def embed_kb(
-    kb: Any,
+    kb: KnowledgeBase,
     *,
     embedder: Embedder | None = None,
     progress: vectors.Progress | None = None,
@@ -78,7 +81,7 @@ def pending_count(kb: Any) -> int:
 
 
 def reembed_kb(
-    kb: Any, *, embedder: Embedder | None = None, progress: vectors.Progress | None = None
+    kb: KnowledgeBase, *, embedder: Embedder | None = None, progress: vectors.Progress | None = None
 ) -> vectors.EmbedReport:
     """Drop every stored vector and the recorded model, then embed all chunks again."""
     with kb.writer():
@@ -86,7 +89,7 @@ def reembed_kb(
     return embed_kb(kb, embedder=embedder, progress=progress)
 
 
-def dense_status(kb: Any) -> dict[str, Any] | None:
+def dense_status(kb: KnowledgeBase) -> dict[str, Any] | None:
     """The ``dense`` block of ``clawkb status`` (None when no vectors were ever made)."""
     sig = vectors.stored_signature(kb.conn)
     if sig is None:

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from clawkb.errors import ConfigError, NotFoundError
 from clawkb.types import Hit
+
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
 
 DEFAULT_K = 3
 DEFAULT_THRESHOLD = 0.9
@@ -176,7 +179,7 @@ def _entry(file: Path, number: int, entry: Any) -> GoldenQuery:
 
 
 def check_golden(
-    kb: Any, path: str | Path, *, k: int | None = None, threshold: float | None = None
+    kb: KnowledgeBase, path: str | Path, *, k: int | None = None, threshold: float | None = None
 ) -> GoldenReport:
     """Run every golden query against ``kb``; ``k``/``threshold`` override the file."""
     golden = load_golden(path)
@@ -186,7 +189,7 @@ def check_golden(
     return GoldenReport(k=k, threshold=threshold, results=results)
 
 
-def _check_one(kb: Any, query: GoldenQuery, k: int) -> GoldenResult:
+def _check_one(kb: KnowledgeBase, query: GoldenQuery, k: int) -> GoldenResult:
     hits = sorted(kb.search(query.query, limit=max(k, SEARCH_DEPTH)).hits, key=lambda h: h.rank)
     rank = next((pos for pos, hit in enumerate(hits, start=1) if query.matches(hit)), None)
     return GoldenResult(

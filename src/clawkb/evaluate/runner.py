@@ -19,11 +19,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawkb.errors import ConfigError
 from clawkb.evaluate.beir import BeirDataset, BeirQuery, load_beir
 from clawkb.evaluate.metrics import aggregate, first_relevant_rank, percentile, score_query
+
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
 
 #: Chunks fetched per distinct document wanted: long documents yield several
 #: chunk hits, so asking for 3x the deepest cut-off usually fills it.
@@ -152,12 +155,14 @@ def _records(dataset: BeirDataset) -> list[Any]:
     return [TextRecord(path=doc.id, text=doc.text, title=doc.title) for doc in dataset.docs]
 
 
-def _chunk_count(kb: Any) -> int:
+def _chunk_count(kb: KnowledgeBase) -> int:
     """Chunks in the KB after indexing (the whole KB, so a reused kb_home counts too)."""
     return int(kb.status().get("chunks", 0))
 
 
-def rank_documents(kb: Any, query: str, depth: int, options: Mapping[str, Any]) -> list[str]:
+def rank_documents(
+    kb: KnowledgeBase, query: str, depth: int, options: Mapping[str, Any]
+) -> list[str]:
     """Distinct document ids for ``query``, each at the rank of its best chunk.
 
     The pipeline's rank order is trusted over raw scores, since fusion or
@@ -169,7 +174,7 @@ def rank_documents(kb: Any, query: str, depth: int, options: Mapping[str, Any]) 
 
 
 def _run_query(
-    kb: Any, query: BeirQuery, ks: tuple[int, ...], options: Mapping[str, Any]
+    kb: KnowledgeBase, query: BeirQuery, ks: tuple[int, ...], options: Mapping[str, Any]
 ) -> QueryResult:
     started = time.perf_counter()
     ranking = rank_documents(kb, query.text, max(ks), options)

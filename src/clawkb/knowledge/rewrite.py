@@ -21,10 +21,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawkb.hardware.aliases import is_pin, normalize_alias
 from clawkb.store import hardware_repo
+
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
 
 MAX_VARIANTS = 3
 _WORDS = re.compile(r"[\w.\-/]+")
@@ -153,7 +156,7 @@ class LLMRewriter:
             pass  # a cache that cannot be written is only slower
 
 
-def rewriter_for(kb: Any) -> LLMRewriter | None:
+def rewriter_for(kb: KnowledgeBase) -> LLMRewriter | None:
     """The KB's rewriter when ``knowledge.rewrite`` is on and a model is configured."""
     if not kb.config.knowledge.rewrite:
         return None

@@ -21,12 +21,15 @@ import sqlite3
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from clawkb.store import knowledge_repo
 from clawkb.text import tokenize
+
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
 
 DENSE_SCALE = 20.0  # nats per unit of centred cosine
 LAMBDA = 0.5  # weight of the domain's own term distribution against the whole KB
@@ -157,7 +160,7 @@ def domain_centroids(conn: sqlite3.Connection, mkey: str) -> dict[str, np.ndarra
 _ROUTERS: weakref.WeakKeyDictionary[Any, tuple[Any, DomainRouter]] = weakref.WeakKeyDictionary()
 
 
-def router_for(kb: Any) -> DomainRouter:
+def router_for(kb: KnowledgeBase) -> DomainRouter:
     """The KB's router, rebuilt only after the store or the domain rules changed (it reads
     every domain's text)."""
     from clawkb.knowledge.hook import RULES_KEY
@@ -171,7 +174,7 @@ def router_for(kb: Any) -> DomainRouter:
     return got[1]
 
 
-def route_kb(kb: Any, query: str) -> Route:
+def route_kb(kb: KnowledgeBase, query: str) -> Route:
     """Route ``query`` in ``kb``: lexical statistics, plus centroids when vectors exist."""
     from clawkb.embed import vectors
 
