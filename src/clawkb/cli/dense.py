@@ -6,11 +6,14 @@ Thin: parse, call :mod:`clawkb.embed.run` / the pipeline, format.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from clawkb.cli.common import echo, echo_json, handle_errors, open_kb
+
+if TYPE_CHECKING:
+    from clawkb.retrieve.result import SearchResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -120,8 +123,8 @@ def print_pipeline_explain(res: Any, exp: dict[str, Any]) -> None:
         echo(f"      merged   {' + '.join(exp['merged'])}")
 
 
-def print_stages(res: Any) -> None:
-    if getattr(res, "stages", None):
+def print_stages(res: SearchResult) -> None:
+    if res.stages:
         echo(
             f"mode {res.mode} · confidence {res.confidence:.2f} · "
             + " → ".join(
@@ -130,7 +133,7 @@ def print_stages(res: Any) -> None:
                 for s in res.stages
             )
         )
-    for rw in getattr(res, "rewrites", []) or []:
+    for rw in res.rewrites:
         echo(f"rewrite: {rw['from']} → {rw['to']} (weight {rw['weight']})")
 
 

@@ -170,11 +170,11 @@ def knowledge_search(
             for h in hits
         ]
     res = dataclasses.replace(res, hits=hits[:limit])
-    if getattr(res, "matched", -1) >= 0:  # passages the graph added matched no term
+    if res.matched >= 0:  # passages the graph added matched no term
         res.matched = max(res.matched, len(res.hits))
     if unknown:
         res.warnings.append(f"unknown domain(s) {', '.join(unknown)} (see domains: in config)")
-    if hasattr(res, "stages") and (route is not None or domains or notes):
+    if route is not None or domains or notes:
         note = f"domains {', '.join(domains) or 'all'}" + (f" ({route.reason})" if route else "")
         note = "; ".join([note, *notes])
         res.stages.append({"stage": "knowledge", "ms": 0.0, "status": "ok", "note": note})

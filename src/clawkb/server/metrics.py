@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from clawkb.retrieve.result import SearchResult
 
 _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _SLOW = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120)
@@ -94,10 +97,10 @@ class Metrics:
         self.requests.labels(endpoint, method, str(status)).inc()
         self.request_seconds.labels(endpoint).observe(seconds)
 
-    def observe_search(self, res: Any, seconds: float) -> None:
-        mode = getattr(res, "mode", None) or "lexical"
+    def observe_search(self, res: SearchResult, seconds: float) -> None:
+        mode = res.mode or "lexical"
         self.search_seconds.labels(mode, "total").observe(seconds)
-        for s in getattr(res, "stages", None) or []:
+        for s in res.stages:
             self.search_seconds.labels(mode, str(s.get("stage"))).observe(
                 float(s.get("ms", 0)) / 1000
             )
