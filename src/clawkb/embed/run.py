@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from clawkb.embed import vectors
-from clawkb.embed.base import Embedder
+from clawkb.embed.base import Embedder, get_embedder
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
 
 
-def kb_embedder(kb: KnowledgeBase) -> Embedder:
-    from clawkb.retrieve.pipeline import retriever_for
+#: Each open KB's embedder, built once from its ``embedding:`` section (weak: a closed
+#: and released KB takes its model with it).
+_EMBEDDERS: weakref.WeakKeyDictionary[KnowledgeBase, Embedder] = weakref.WeakKeyDictionary()
 
-    return retriever_for(kb).embedder
+
+def kb_embedder(kb: KnowledgeBase) -> Embedder:
+    """The KB's embedder: the one set by :func:`set_kb_embedder`, else its configured model."""
+    embedder = _EMBEDDERS.get(kb)
+    if embedder is None:
+        section = kb.config.embedding
+        embedder = _EMBEDDERS[kb] = get_embedder(section.model, dict(section.options))
+    return embedder
+
+
+def set_kb_embedder(kb: KnowledgeBase, embedder: Embedder) -> None:
+    """Use ``embedder`` for this KB from now on (searches and embed runs)."""
+    _EMBEDDERS[kb] = embedder
 
 
 def embed_kb(
@@ -25,17 +39,14 @@ def embed_kb(
     batch: int = vectors.BATCH,
 ) -> vectors.EmbedReport:
     """Embed every chunk that has no vector yet (resumable; holds the write lock)."""
-    from clawkb.retrieve.pipeline import retriever_for
-
-    r = retriever_for(kb)
     if embedder is not None:
-        r.set_embedder(embedder)
+        set_kb_embedder(kb, embedder)
     kb.ensure_fresh()  # the lexical side first, so chunk rows are current
     # One embed run at a time; the KB write lock only around each batch commit,
     # so `index`, `memory store` and other writers interleave with a long run.
     with kb.job_lock("embed"):
         return vectors.embed_pending(
-            kb.conn, r.embedder, batch=batch, progress=progress, commit_lock=kb.write_lock
+            kb.conn, kb_embedder(kb), batch=batch, progress=progress, commit_lock=kb.write_lock
         )
 
 

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from clawkb.embed import vectors
-from clawkb.embed.base import Embedder, get_embedder
+from clawkb.embed.base import Embedder
+from clawkb.embed.run import kb_embedder, set_kb_embedder
 from clawkb.retrieve import adaptive, exact, fusion, notfound, unembedded
 from clawkb.retrieve.cache import TTLCache
 from clawkb.retrieve.crossling import balance, dense_translation, llm_translation, pick_dense
@@ -37,12 +38,7 @@ from clawkb.retrieve.merge import Candidate, merge_adjacent
 from clawkb.retrieve.query import Query
 from clawkb.retrieve.result import SearchResult
 from clawkb.retrieve.rewrite import SynonymGroup, load_synonyms, rewrite
-from clawkb.retrieve.settings import (
-    RetrievalSettings,
-    embedding_config,
-    from_config,
-    remote_min_confidence,
-)
+from clawkb.retrieve.settings import RetrievalSettings, from_config, remote_min_confidence
 from clawkb.retrieve.source import MEMORY_PREFIX, Source
 from clawkb.retrieve.stages import budget, confidence, decisive, fuse, hit, rerank, stage
 from clawkb.text.glossary import bundled_glossary
@@ -64,7 +60,6 @@ class Retriever:
         self.settings = from_config(kb.config)
         self.cache = TTLCache(self.settings.cache_size, self.settings.cache_ttl_s)
         self.qvec_cache = TTLCache(512, 3600.0)
-        self._embedder: Embedder | None = None
         self._dense: DenseIndex | None = None
         self._synonyms: tuple[float, list[SynonymGroup]] | None = None
         self._synonyms_path: tuple[str | None, Path, bool] | None = None
@@ -79,13 +74,11 @@ class Retriever:
     # -- lazily built parts ------------------------------------------------
     @property
     def embedder(self) -> Embedder:
-        if self._embedder is None:
-            name, options = embedding_config(self.kb.config)
-            self._embedder = get_embedder(name, options)
-        return self._embedder
+        return kb_embedder(self.kb)  # owned by the embed layer, one per KB
 
     def set_embedder(self, embedder: Embedder) -> None:
-        self._embedder, self._dense = embedder, None
+        set_kb_embedder(self.kb, embedder)
+        self._dense = None
 
     def dense_index(self) -> DenseIndex:
         from clawkb.index.dense import DenseIndex

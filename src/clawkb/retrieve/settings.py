@@ -120,11 +120,6 @@ def from_config(config: Config) -> RetrievalSettings:
     return _apply(RetrievalSettings(), config.explicit("retrieval"), "config.yaml")
 
 
-def embedding_config(config: Config) -> tuple[str, dict[str, Any]]:
-    """``embedding: {model: e5-small, options: {...}}`` → (name, options)."""
-    return config.embedding.model, dict(config.embedding.options)
-
-
 def remote_min_confidence(s: RetrievalSettings) -> float:
     """The Milvus backend's abstain threshold (:data:`REMOTE_MIN_CONFIDENCE` unless set)."""
     return REMOTE_MIN_CONFIDENCE if s.min_confidence is None else float(s.min_confidence)
