@@ -172,8 +172,6 @@ UPWARD_DEBT = {
     ("retrieve/hits.py", "clawkb.knowledge.records"),
     ("retrieve/crossling.py", "clawkb.answer.llm"),
     ("embed/run.py", "clawkb.retrieve.settings"),
-    ("store/memory_repo.py", "clawkb.memory.model"),
-    ("store/hardware_repo.py", "clawkb.hardware.aliases"),
     ("config.py", "clawkb.retrieve.settings"),
     ("hardware/context.py", "clawkb.backends.remote"),
 }

@@ -24,8 +24,10 @@ import re
 import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from clawkb.store.hardware_repo import FoundAlias as FoundAlias  # the row types
+from clawkb.store.hardware_repo import PinAlias as PinAlias
 from clawkb.types import Slice
 
 SECTION_TITLES = frozenset({"pin aliases", "pin alias", "pins", "引脚别名", "引脚"})
@@ -41,51 +43,6 @@ _DECOR = re.compile(r"^[`*_~\"']+|[`*_~\"']+$")
 _BLANKS = re.compile(r"[\s\-]+")
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _ELEMENT = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
-
-
-@dataclass(frozen=True, slots=True)
-class FoundAlias:
-    """One alias as written in a file: where it is and what else its row said."""
-
-    alias: str
-    pin: str
-    line: int
-    heading_path: tuple[str, ...] = ()
-    extra: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class PinAlias:
-    """A stored alias of one board, traceable to its file, line and chunk anchor."""
-
-    board: str
-    alias: str
-    pin: str
-    path: str
-    line: int
-    heading_path: tuple[str, ...] = ()
-    anchor: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
-
-    def describe(self) -> str:
-        """``nucleo-f401re: red_led = pin 13 (port: PA5)`` — the line agents read."""
-        text = f"{self.board or 'generic'}: {self.alias} = pin {self.pin}"
-        if self.extra:
-            text += " (" + ", ".join(f"{k}: {v}" for k, v in self.extra.items()) + ")"
-        return text
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "board": self.board,
-            "alias": self.alias,
-            "pin": self.pin,
-            "extra": dict(self.extra),
-            "path": self.path,
-            "line": self.line,
-            "heading_path": list(self.heading_path),
-            "anchor": self.anchor,
-            "text": self.describe(),
-        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from typing import Any
 from clawkb.errors import ConfigError
 from clawkb.retrieve.hits import hit_dict
 from clawkb.retrieve.result import SCHEMA_VERSION
+from clawkb.store.memory_repo import MemoryRecord as MemoryRecord  # the row type
 from clawkb.types import Hit
 
 #: Every memory is indexed as the document ``memory://<namespace>/<id>``.
@@ -29,34 +30,6 @@ MAX_TAG_CHARS = 64
 
 _NAMESPACE = re.compile(r"^\w[\w.\-]{0,63}$")
 DAY = 86400.0
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryRecord:
-    """One stored memory (the row in ``memories``)."""
-
-    id: str
-    namespace: str
-    text: str
-    tags: tuple[str, ...]
-    importance: float
-    created_at: float
-    updated_at: float
-    expires_at: float | None
-    path: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "namespace": self.namespace,
-            "text": self.text,
-            "tags": list(self.tags),
-            "importance": self.importance,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-            "expires_at": self.expires_at,
-            "path": self.path,
-        }
 
 
 @dataclass(frozen=True, slots=True)

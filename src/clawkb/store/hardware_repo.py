@@ -5,11 +5,56 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from clawkb.hardware.aliases import FoundAlias, PinAlias
 from clawkb.store.repo import Repository
+
+
+@dataclass(frozen=True, slots=True)
+class FoundAlias:
+    """One alias as written in a file: where it is and what else its row said."""
+
+    alias: str
+    pin: str
+    line: int
+    heading_path: tuple[str, ...] = ()
+    extra: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PinAlias:
+    """A stored alias of one board, traceable to its file, line and chunk anchor."""
+
+    board: str
+    alias: str
+    pin: str
+    path: str
+    line: int
+    heading_path: tuple[str, ...] = ()
+    anchor: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """``nucleo-f401re: red_led = pin 13 (port: PA5)`` — the line agents read."""
+        text = f"{self.board or 'generic'}: {self.alias} = pin {self.pin}"
+        if self.extra:
+            text += " (" + ", ".join(f"{k}: {v}" for k, v in self.extra.items()) + ")"
+        return text
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "board": self.board,
+            "alias": self.alias,
+            "pin": self.pin,
+            "extra": dict(self.extra),
+            "path": self.path,
+            "line": self.line,
+            "heading_path": list(self.heading_path),
+            "anchor": self.anchor,
+            "text": self.describe(),
+        }
 
 
 def save_document(

@@ -5,9 +5,37 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from clawkb.memory.model import MemoryRecord
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """One stored memory (the row in ``memories``)."""
+
+    id: str
+    namespace: str
+    text: str
+    tags: tuple[str, ...]
+    importance: float
+    created_at: float
+    updated_at: float
+    expires_at: float | None
+    path: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "namespace": self.namespace,
+            "text": self.text,
+            "tags": list(self.tags),
+            "importance": self.importance,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "expires_at": self.expires_at,
+            "path": self.path,
+        }
+
 
 _COLS = "id, namespace, text, tags, importance, created_at, updated_at, expires_at, path"
 
