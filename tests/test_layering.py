@@ -171,6 +171,7 @@ UPWARD_DEBT = {
     ("retrieve/hits.py", "clawkb.answer.injection"),
     ("retrieve/hits.py", "clawkb.knowledge.records"),
     ("retrieve/crossling.py", "clawkb.answer.llm"),
+    ("retrieve/notfound.py", "clawkb.answer.abstain_model"),
     ("embed/run.py", "clawkb.retrieve.settings"),
     ("config.py", "clawkb.retrieve.settings"),
     ("hardware/context.py", "clawkb.backends.remote"),

@@ -10,7 +10,8 @@
     │   ├── SchemaTooNewError                            the KB was written by a newer clawkb
     │   └── LockedError          503 locked              another process holds the write lock
     ├── IndexError_              400 error               a derived index is missing or inconsistent
-    │   └── IndexCorruptError                            an index file is truncated or fails its checksum
+    │   ├── IndexCorruptError                            an index file is truncated or fails its checksum
+    │   └── DenseDamaged                                 a vector file does not match its manifest
     ├── ParseError               400 bad_request         one file could not be parsed (names the file)
     │   ├── UnsupportedFileError                         no parser claims it / binary content
     │   ├── DecodeError                                  bytes cannot be decoded as text
@@ -83,6 +84,10 @@ class IndexError_(ClawkbError):
 
 class IndexCorruptError(IndexError_):
     """A file of the index is missing, truncated or does not match its checksum."""
+
+
+class DenseDamaged(IndexError_):
+    """A dense vector file does not match its manifest (``meta.json``)."""
 
 
 class ParseError(ClawkbError):

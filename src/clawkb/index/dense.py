@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from clawkb.embed.vectors import data_version, model_key
-from clawkb.errors import IndexError_, MissingDependencyError
+from clawkb.errors import DenseDamaged, MissingDependencyError
 from clawkb.index import npyfile
 from clawkb.store import vectors_repo
 from clawkb.store.repo import Repository
@@ -247,10 +247,6 @@ class DenseIndex:
             "ann_threshold": self.ann_threshold,
             "ann": self.meta.get("ann"),
         }
-
-
-class DenseDamaged(IndexError_):
-    """A dense vector file does not match its manifest (``meta.json``)."""
 
 
 #: (path, inode, mtime, size) of files whose checksum matched: checked once per version.

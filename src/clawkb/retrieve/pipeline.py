@@ -121,7 +121,7 @@ class Retriever:
 
     def dense_damage(self) -> str | None:
         """Why the dense vectors cannot be searched (a damaged file), or None."""
-        from clawkb.index.dense import DenseDamaged
+        from clawkb.errors import DenseDamaged
 
         try:
             self.dense_index().refresh()
