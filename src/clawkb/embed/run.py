@@ -51,7 +51,7 @@ def embed_kb(
 
 
 def embed_new(
-    kb: Any, *, progress: vectors.Progress | None = None, wait: float = 0.0
+    kb: KnowledgeBase, *, progress: vectors.Progress | None = None, wait: float = 0.0
 ) -> dict[str, Any] | None:
     """After a write (``index``, ``learn``, ``memory store``): embed the new chunks when
     the KB already has vectors, so they are searchable in every channel at once.
@@ -83,7 +83,7 @@ def embed_new(
     return {"embedded": report.embedded + report.reused, "pending": 0, "error": None}
 
 
-def pending_count(kb: Any) -> int:
+def pending_count(kb: KnowledgeBase) -> int:
     """Chunks without a vector for the stored model (0 when the KB has no vectors)."""
     sig = vectors.stored_signature(kb.conn)
     if sig is None:
