@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engdocs import KIND_TREE, KINDS, TREES, golden, half, rank_of  # noqa: E402
-from formats_trees import _same, source_titles  # noqa: E402
-from shared_data import add_datasets_flag, datasets_dir  # noqa: E402
+from engdocs import KIND_TREE, KINDS, TREES, golden, half, rank_of
+from formats_trees import _same, source_titles
+from shared_data import add_datasets_flag, datasets_dir
 
 
 def build(tree: Path, home: Path):
@@ -39,15 +39,22 @@ def titles_score(kb, tree: Path, on: bool) -> dict[str, float]:
         files_with.setdefault(title.casefold(), set()).add(path)
     acc: dict[str, list[int]] = {"dev": [], "held": [], "all": []}
     starts: list[int] = []
-    for path, title in titles:
+    for _path, title in titles:
         hits = kb.search(title, mode="lexical", limit=10, snippets=False,
                          headings=on).hits  # fmt: skip
         first = hits[0] if hits else None
-        ok = bool(first) and bool(first.anchor.heading_path) and _same(
-            first.anchor.heading_path[-1], title) and first.anchor.path in files_with[title.casefold()]
-        st = ok or (bool(first) and first.anchor.path in files_with[title.casefold()]
-                    and any(_same(h, title) for h in first.anchor.heading_path)
-                    and _same(first.text.split("\n", 1)[0], title))
+        ok = (
+            bool(first)
+            and bool(first.anchor.heading_path)
+            and _same(first.anchor.heading_path[-1], title)
+            and first.anchor.path in files_with[title.casefold()]
+        )
+        st = ok or (
+            bool(first)
+            and first.anchor.path in files_with[title.casefold()]
+            and any(_same(h, title) for h in first.anchor.heading_path)
+            and _same(first.text.split("\n", 1)[0], title)
+        )
         for h in (half(title), "all"):
             acc[h].append(int(ok))
         starts.append(int(st))
@@ -82,7 +89,9 @@ def main() -> None:
     a = ap.parse_args()
     data = datasets_dir(a.datasets)
     cache = Path(a.cache)
-    kbs = {lang: build(data / "esp-idf-docs" / d, cache / f"lex-{lang}") for lang, d in TREES.items()}
+    kbs = {
+        lang: build(data / "esp-idf-docs" / d, cache / f"lex-{lang}") for lang, d in TREES.items()
+    }
     rows = golden(data)
     res = {}
     for on in (False, True):

@@ -19,14 +19,21 @@ The rule, the same for Markdown, reStructuredText, HTML or PDF headings:
   holds, and how much of the heading the query holds. A query that spells the
   whole heading and nothing else scores 1; "Summary" against "Summary of
   changes" scores less than against "Summary". A cross-lingual query is
-  matched through its glossary translation too (the better of the two counts).
+  matched through its glossary translation too (the better of the two counts):
+  the translation plus the query's words no language owns (identifiers, Latin
+  words in a Chinese query), so translating the filler of "X 怎么配置" cannot
+  make a "Configuration" heading look like the answer.
 * **Combining** treats the match as one more ranked list over the candidates
   (best match first, only matches above zero) fused with the ranking it is
   given by reciprocal ranks, the way the project fuses its channels; no weight
-  is fitted. A full match (1.0) is a tier of its own: those passages come first,
-  in the order the channels gave them. The reordered list keeps the scores'
+  is fitted. A full match (1.0) of the query's own words is a tier of its
+  own: those passages come first, in the order the channels gave them (a
+  glossary translation is a guess, never a full match). The reordered list keeps the scores'
   scale (the i-th passage gets the i-th best score), so confidence and the
   not-found judgement read what they read before.
+
+The exact-match stage (exact.py) runs first and its tiers hold: the heading
+match reorders passages within one identifier-coverage level, never across.
 
 Only the first :data:`DEPTH` candidates are looked at (their rows are read
 from the store); a query that matches no heading passes through untouched.
@@ -34,6 +41,7 @@ from the store); a query that matches no heading passes through untouched.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -50,6 +58,7 @@ DEPTH = 30
 #: Reciprocal-rank constant (the fusion default).
 RRF_K = 60
 FULL = 0.999
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
 def _f1(query: Mapping[str, float], heading: set[str], weight: Mapping[str, float]) -> float:
@@ -117,10 +126,12 @@ def lift(
     terms = sorted(vocab)
     idf = lexical.idf(np.asarray(doc_freqs(lexical, terms), np.int64)).tolist()
     weight = {t: max(float(w), 1e-3) for t, w in zip(terms, idf, strict=True)}
-    forms = [{t: weight[t] for t in own}]
-    if tr:
-        forms.append({t: weight[t] for t in tr})
-    score = {cid: match(forms, hs, weight) for cid, hs in cand.items()}
+    mine = {t: weight[t] for t in own}
+    # the query as written in the other language: the translation plus the words
+    # no language owns (identifiers, Latin words in a Chinese query)
+    other = {t: weight[t] for t in tr + [t for t in own if not _CJK.search(t)]} if tr else {}
+    full = {cid: match([mine], hs, weight) >= FULL for cid, hs in cand.items()}
+    score = {cid: match([mine, other] if other else [mine], hs, weight) for cid, hs in cand.items()}
     if not any(s > 0 for s in score.values()):
         return fused, None
     by_match = sorted((cid for cid, s in score.items() if s > 0), key=lambda c: -score[c])
@@ -129,11 +140,14 @@ def lift(
     for r, f in enumerate(head, 1):
         m = score.get(f.chunk_id, 0.0)
         key[f.chunk_id] = (
-            (1.0 if m >= FULL else 0.0)
+            (1.0 if full.get(f.chunk_id) else 0.0)
             + 1.0 / (RRF_K + r)
             + (1.0 / (RRF_K + mrank[f.chunk_id]) if m > 0 else 0.0)
         )
-    order = sorted(head, key=lambda f: -key[f.chunk_id])
+    # the exact-match stage's tiers stay (a verbatim identifier beats a heading)
+    order = sorted(
+        head, key=lambda f: (-f.trace.get("exact", {}).get("coverage", 0.0), -key[f.chunk_id])
+    )
     # the new order keeps the scores' scale: rank i gets the i-th best score
     scores = sorted((f.score for f in head), reverse=True)
     out = []
@@ -142,5 +156,5 @@ def lift(
         g.trace["headings"] = {"match": round(score.get(f.chunk_id, 0.0), 4),
                                "before": round(f.score, 6)}  # fmt: skip
         out.append(g)
-    trace = {"full": sum(1 for s in score.values() if s >= FULL), "matched": len(by_match)}
+    trace = {"full": sum(full.values()), "matched": len(by_match)}
     return out + fused[DEPTH:], trace
