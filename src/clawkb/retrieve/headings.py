@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -61,7 +62,7 @@ FULL = 0.999
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
-def _f1(query: Mapping[str, float], heading: set[str], weight: Mapping[str, float]) -> float:
+def _f1(query: Mapping[str, float], heading: frozenset[str], weight: Mapping[str, float]) -> float:
     if not query or not heading:
         return 0.0
     common = sum(w for t, w in query.items() if t in heading)
@@ -72,13 +73,18 @@ def _f1(query: Mapping[str, float], heading: set[str], weight: Mapping[str, floa
     return 2 * qc * hc / (qc + hc)
 
 
+@lru_cache(maxsize=8192)
+def _tokens(heading: str) -> frozenset[str]:
+    return frozenset(tokenize(heading))
+
+
 def match(
     queries: Sequence[Mapping[str, float]], headings: Sequence[str], weight: Mapping[str, float]
 ) -> float:
     """Best F1 of any query form against any heading (0 when nothing is shared)."""
     best = 0.0
     for h in headings:
-        toks = set(tokenize(h))
+        toks = _tokens(h)
         for q in queries:
             best = max(best, _f1(q, toks, weight))
     return best
@@ -122,7 +128,7 @@ def lift(
     vocab = set(own) | set(tr)
     for hs in cand.values():
         for h in hs:
-            vocab.update(tokenize(h))
+            vocab.update(_tokens(h))
     terms = sorted(vocab)
     idf = lexical.idf(np.asarray(doc_freqs(lexical, terms), np.int64)).tolist()
     weight = {t: max(float(w), 1e-3) for t, w in zip(terms, idf, strict=True)}
