@@ -35,6 +35,10 @@ The rule, the same for Markdown, reStructuredText, HTML or PDF headings:
 The exact-match stage (exact.py) runs first and its tiers hold: the heading
 match reorders passages within one identifier-coverage level, never across.
 
+A query made only of identifiers (``SOC_CLK_RC_FAST_D256_SUPPORTED``) is a
+spelling, not a title: the stage leaves it to the exact-match stage, and the
+pieces of the identifier never lift a heading that happens to share one.
+
 Only the first :data:`DEPTH` candidates are looked at (their rows are read
 from the store); a query that matches no heading passes through untouched.
 """
@@ -48,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from clawkb.retrieve.exact import anchors
 from clawkb.retrieve.fusion import Fused
 from clawkb.retrieve.term_stats import doc_freqs
 from clawkb.text import tokenize
@@ -90,6 +95,13 @@ def match(
     return best
 
 
+def _only_identifiers(text: str) -> bool:
+    """True when every word of ``text`` is an identifier-like run (exact.py's anchors)."""
+    runs = text.split()
+    found = {a.text for a in anchors(text)}
+    return bool(runs) and all(r in found or r.rstrip("()") + "()" in found for r in runs)
+
+
 def headings_of(path: Sequence[str], text: str) -> list[str]:
     """The passage's own heading, and its parent's when the passage starts that section."""
     if not path:
@@ -116,6 +128,8 @@ def lift(
     candidate's heading matches, and the list is returned as it was).
     """
     if not fused:
+        return fused, None
+    if _only_identifiers(text):  # a spelling, not a title: exact.py's business
         return fused, None
     own = list(dict.fromkeys(tokenize(text)))
     tr = [t for t in dict.fromkeys(translated) if t not in own]
