@@ -397,11 +397,18 @@ def main(argv: list[str]) -> None:
     ap.add_argument(
         "--beir-queries", type=int, default=500, help="queries per shared set (0 = all)"
     )
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a retrieval setting for every mode (e.g. headings=false)")  # fmt: skip
     ap.add_argument("--tag", default="current", help="name of this run in the results")
     ap.add_argument("--note", default="", help="one line saying what this run measures")
     ap.add_argument("--out", default=str(ROOT / "results" / "engdocs"))
     add_datasets_flag(ap)
     args = ap.parse_args(argv)
+    for kv in args.set:  # e.g. headings=false: the same table with one stage off
+        key, _, raw = kv.partition("=")
+        value: Any = {"true": True, "false": False}.get(raw.lower(), raw)
+        for opts in MODE_OPTIONS.values():
+            opts[key] = value
     data = datasets_dir(args.datasets)
     cache = Path(args.cache).resolve()
     beir_cache = Path(args.beir_cache).resolve() if args.beir_cache else cache.parent / "beir"

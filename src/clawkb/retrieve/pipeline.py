@@ -30,7 +30,7 @@ import numpy as np
 from clawkb.embed import vectors
 from clawkb.embed.base import Embedder
 from clawkb.embed.run import kb_embedder, set_kb_embedder
-from clawkb.retrieve import adaptive, exact, fusion, notfound, unembedded
+from clawkb.retrieve import adaptive, exact, fusion, headings, notfound, unembedded
 from clawkb.retrieve.cache import TTLCache
 from clawkb.retrieve.crossling import balance, dense_translation, llm_translation, pick_dense
 from clawkb.retrieve.hits import query_terms
@@ -198,6 +198,8 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
     merge_on = s.merge if s.merge is not None else resolved != "lexical"
     deep = bool(s.rerank) or merge_on or q.group_of is not None or resolved != "lexical"
     k = max(s.candidates, q.limit) if deep else q.limit
+    if s.headings and resolved != "dense":  # the heading stage looks past the first hits
+        k = max(k, headings.DEPTH)
 
     channels: dict[str, fusion.Channel] = {}
     matched, dense_tr = 0, None
@@ -261,6 +263,11 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
     fused = fuse(channels, fs, partial(source.recency, scope=scope))
     fused, on_top = exact.keep_on_top(stats, q.text, fused, scope.allowed, scope.hidden)
     note = note if on_top is None else f"{note} exact {on_top}"
+    if s.headings and resolved != "dense" and exact.restricted(stats):  # headings.py
+        glossed = rw.tokens[len(rw.tokens) - rw.n_glossary :] if rw.n_glossary else []
+        fused, lifted = headings.lift(stats, q.text, glossed, fused,
+                                      lambda ids: source.rows(ids, scope))  # fmt: skip
+        note = note if lifted is None else f"{note} headings {lifted}"
     stage(stages, "fusion", st, "ok", note if source.name == "local" else f"{note} (client side)")
     if q.boost is not None:
         fused = _boost(fused, q)
