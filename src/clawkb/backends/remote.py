@@ -102,7 +102,8 @@ class RemoteKnowledgeBase(KnowledgeBase):
         )
         yield  # pragma: no cover
 
-    def _catch_up(self) -> list[str]:
+    def ensure_fresh(self) -> list[str]:
+        """Nothing local to bring up to date: every read goes to the Milvus collection."""
         return []
 
     # -- reads ---------------------------------------------------------------
