@@ -149,6 +149,10 @@ def local(kb: KnowledgeBase, query: str, **kw: Any) -> Any:
     has ``sources:``) wrap both backends the same way in ``kb.search``."""
     mode, limit = kw.pop("mode"), kw.pop("limit", 10)
     kw.setdefault("min_confidence", 0.0)  # rankings compared: Milvus has no "no match" model
+    # the exact-match and heading stages search within candidates, which only the local
+    # index can: they stand aside on Milvus, so the local side runs without them too
+    kw.setdefault("exact", False)
+    kw.setdefault("headings", False)
     q = Query.make(query, limit=limit, mode=mode, options=kw, explain=True)
     return kb.run_prepared(dataclasses.replace(q, knowledge=OFF), source=LocalSource(kb))
 

@@ -163,7 +163,7 @@ def tune(
     not the weak channel of a cross-lingual query and keeps its full weight.
     """
     f = features(lexical, rw.tokens, rw.weights, getattr(rw, "n_glossary", 0), channels)
-    f["exact"] = exact_lead(lexical, rw.query, channels.get("lexical"))
+    f["exact"] = exact_lead(lexical, rw.query, channels.get("lexical")) if settings.exact else 0.0
     wl, wd = channel_weights(f)
     if dense_translated:
         wd = 1.0

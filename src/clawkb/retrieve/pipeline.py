@@ -261,7 +261,9 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         fs, trace = adaptive.tune(stats, rw, channels, s, dense_translated=bool(dense_tr))
         note += " adaptive " + " ".join(f"{k}={v}" for k, v in trace.items())
     fused = fuse(channels, fs, partial(source.recency, scope=scope))
-    fused, on_top = exact.keep_on_top(stats, q.text, fused, scope.allowed, scope.hidden)
+    on_top = None
+    if s.exact:  # exact.py
+        fused, on_top = exact.keep_on_top(stats, q.text, fused, scope.allowed, scope.hidden)
     note = note if on_top is None else f"{note} exact {on_top}"
     if s.headings and resolved != "dense" and exact.restricted(stats):  # headings.py
         glossed = rw.tokens[len(rw.tokens) - rw.n_glossary :] if rw.n_glossary else []
