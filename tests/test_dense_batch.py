@@ -122,13 +122,17 @@ def test_pick_dense_gate():
 
 
 class CountingLexical:
-    """A lexical index that counts its top-k searches (the features' expensive part)."""
+    """A lexical index that counts its top-k searches (the features' expensive part):
+    ``searches`` over the whole index, ``restricted`` within given chunk ids."""
 
     def __init__(self, lexical) -> None:
-        self.inner, self.searches, self.generation = lexical, 0, 1
+        self.inner, self.searches, self.restricted, self.generation = lexical, 0, 0, 1
 
     def search(self, *a, **kw):
-        self.searches += 1
+        if kw.get("allowed") is not None:
+            self.restricted += 1
+        else:
+            self.searches += 1
         return self.inner.search(*a, **kw)
 
     def __getattr__(self, name):
@@ -156,6 +160,8 @@ def test_query_signals_computed_once_per_query_and_index_generation(kb):
     lexc = Channel(np.array([1], np.int64), np.array([1.0]))
     _, trace = adaptive.tune(lex, rw, {"lexical": lexc, "dense": lexc}, kb_settings(kb))
     assert lex.searches == first  # tune reuses the signals cross_lingual computed
+    # its only search is the channel-dependent one: the dense top-k's language share
+    assert lex.restricted == 1 and "dense_other" in trace
     assert trace["translated"] == want["translated"] and trace["cjk"] == want["cjk"]
     assert adaptive.cross_lingual(lex, rw) == x and lex.searches == first
     lex.generation = 2  # the index changed: computed again

@@ -75,14 +75,32 @@ def test_lexical_search_loads_no_dense_stack(kb: str) -> None:
 
 
 def test_hybrid_search_loads_the_runtime_only(kb: str) -> None:
-    # no word in common with the passages: the dense channel must run
-    got = _probe("--kb", kb, "search", "--mode", "hybrid", "nothing is printed on the console")
+    # no word in common with the passages: the dense channel must run (the abstain
+    # decision is off: this test is about what loads, tests/test_not_found.py about it)
+    got = _probe(
+        "--kb",
+        kb,
+        "search",
+        "--mode",
+        "hybrid",
+        "--min-confidence",
+        "0",
+        "nothing is printed on the console",
+    )
     assert got == {"code": 0, "loaded": ["onnxruntime"]}
 
 
 def test_hybrid_search_finds_the_passage(kb: str) -> None:
     out = _clawkb(
-        "--kb", kb, "search", "--mode", "hybrid", "--json", "nothing is printed on the console"
+        "--kb",
+        kb,
+        "search",
+        "--mode",
+        "hybrid",
+        "--json",
+        "--min-confidence",
+        "0",
+        "nothing is printed on the console",
     )
     assert out.returncode == 0, out.stderr
     hits = json.loads(out.stdout)["hits"]

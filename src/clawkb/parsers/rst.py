@@ -21,7 +21,8 @@ stack as the heading path. What becomes what:
   ``:ref:`Title <label>``` -> ``Title``); ``:doc:`` targets become links to the
   ``.rst`` file and ``:ref:`` targets ``ref`` links resolved through the labels
   (``.. _label:``) each document lists in its metadata;
-* ``toctree`` entries are a list of links; ``only`` keeps every branch;
+* ``toctree`` entries are a list of links; ``only`` keeps every branch
+  and its condition as text (``SOC_ECDSA_SUPPORT_DETERMINISTIC_MODE``);
   ``include``, ``raw`` and file/URL tables are refused by docutils' own
   security settings (never read, never a failure); any other unknown
   directive degrades to its parsed content (diagram directives such as

@@ -132,7 +132,9 @@ def _generic(name: str, diagrams: frozenset[str]) -> type[Directive]:
         def run(self) -> list[nodes.Node]:
             out: list[nodes.Node] = []
             lowered = self.name.lower()
-            if ":" in lowered and self.arguments:  # a domain object: c:function, py:class
+            # a domain object (c:function, py:class) keeps its signature; Sphinx's
+            # ``only`` its condition, often a capability macro readers search for
+            if (":" in lowered or lowered == "only") and self.arguments:
                 para = nodes.paragraph(self.arguments[0], self.arguments[0])
                 para.line = self.lineno
                 out.append(para)

@@ -120,9 +120,17 @@ class Retriever:
         return self._synonyms[1]
 
     def dense_damage(self) -> str | None:
-        """Why the dense vectors cannot be searched (a damaged file), or None."""
+        """Why the dense vectors cannot be searched (a damaged file), or None.
+
+        Vectors from another model than the configured one are not damage: the
+        dense stage meets that error itself and reports it as it always has.
+        """
         from clawkb.errors import DenseDamaged
 
+        sig = self.embedder.signature()
+        stored = vectors.stored_signature(self.kb.conn)
+        if stored is not None and vectors.model_key(stored) != vectors.model_key(sig):
+            return None
         try:
             self.dense_index().refresh()
         except DenseDamaged as exc:
