@@ -58,6 +58,8 @@ def test_no_control_sequence_reaches_the_terminal(kb_and_docs: tuple[Path, Path]
     kb = ["--kb", str(home)]
     outputs = {
         "index": _out(*kb, "index", str(docs)),
+        # the default report counts skips per reason; --verbose names each skipped file
+        "index verbose": _out(*kb, "index", "--verbose", str(docs)),
         "datasheets": _out(*kb, "index", "--datasheets", str(docs.parent / "ds")),
         "search": _out(*kb, "search", "escapeword", "--explain"),
         "ask": _out(*kb, "ask", "--no-llm", "escapeword paragraph", "--explain"),
@@ -76,7 +78,10 @@ def test_no_control_sequence_reaches_the_terminal(kb_and_docs: tuple[Path, Path]
         assert not RAW.search(text), (command, text)
     # the hostile parts are still visible, as symbols
     assert "␛]52;c;" in outputs["search"] and "␛]0;pwned␇" in outputs["search"]
-    assert "broken␛]0;pwned␇.json" in outputs["index"] and "skip\ufffd31m" in outputs["index"]
+    assert "broken␛]0;pwned␇.json" in outputs["index"]
+    verbose = outputs["index verbose"]
+    assert "broken␛]0;pwned␇.json" in verbose and "skipped: " in verbose
+    assert any(ln.startswith("skipped: ") and "skip\ufffd31m" in ln for ln in verbose.splitlines())
     assert "␛[2J" in outputs["show"]
     assert "␛]52" in outputs["memory recall"] and "error: not an anchor" in outputs["error"]
 

@@ -242,7 +242,8 @@ async function runSearch() {
   const ms = Math.round(performance.now() - started);
   if (body.count) $("#search-info").textContent = t("hits", body.count, ms);
   else {
-    $("#search-info").textContent = "";
+    // an abstained search: the server's reason (with its confidence) on the status line
+    $("#search-info").textContent = body.abstained ? body.message || t("none") : "";
     $("#results").append(el("li", "empty", body.abstained ? t("no_match") : t("nomatch_q", q)));
   }
   document.body.dataset.lastSearchMs = String(ms);
