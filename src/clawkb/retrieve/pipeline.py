@@ -202,7 +202,7 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
     stats = source.term_stats(scope)
     if resolved != "dense":  # crossling: scale glossary translations to this index
         rw = balance(stats, rw, s.glossary_share, scope.allowed)
-    weights = rw.weights if rw.expansions else None
+    weights = rw.weights if rw.expansions or any(w != 1.0 for w in rw.weights) else None
     merge_on = s.merge if s.merge is not None else resolved != "lexical"
     deep = bool(s.rerank) or merge_on or q.group_of is not None or resolved != "lexical"
     k = max(s.candidates, q.limit) if deep else q.limit

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from clawkb.errors import ConfigError
 from clawkb.text import normalize, tokenize
+from clawkb.text.tokenize import stem_of
 from clawkb.text.glossary import Glossary, bundled_glossary
 
 DEFAULT_WEIGHT = 0.5
@@ -86,6 +87,18 @@ def load_synonyms(path: Path) -> list[SynonymGroup]:
     return groups
 
 
+def word_weights(tokens: list[str]) -> list[float]:
+    """One unit of weight per query word: a word followed by its Snowball stem (tokenizer
+    v2) shares its unit with the stem, half each, so a word whose stem differs does not
+    count twice against one whose stem is itself (``memory``+``memori`` vs ``flash``),
+    while a passage with the exact form still scores above one with another form."""
+    weights = [1.0] * len(tokens)
+    for i in range(len(tokens) - 1):
+        if weights[i] == 1.0 and tokens[i + 1] == stem_of(tokens[i]) and tokens[i + 1]:
+            weights[i] = weights[i + 1] = 0.5
+    return weights
+
+
 def rewrite(
     query: str,
     groups: list[SynonymGroup],
@@ -98,7 +111,7 @@ def rewrite(
     at ``glossary_weight`` × the pair's weight.
     """
     tokens = tokenize(query)
-    weights = [1.0] * len(tokens)
+    weights = word_weights(tokens)
     if not groups and glossary is None:
         return Rewritten(query, tokens, weights)
     text = normalize(query)
