@@ -27,8 +27,8 @@ from pathlib import Path
 
 from clawkb.errors import ConfigError
 from clawkb.text import normalize, tokenize
-from clawkb.text.tokenize import stem_of
 from clawkb.text.glossary import Glossary, bundled_glossary
+from clawkb.text.tokenize import stem_of
 
 DEFAULT_WEIGHT = 0.5
 #: Weight of a glossary translation (times the pair's own weight).

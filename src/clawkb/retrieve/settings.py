@@ -52,7 +52,9 @@ class RetrievalSettings:
     glossary: bool = True  # zh<->en glossary expansion (clawkb.text.glossary)
     glossary_share: float = 0.5  # best translated passage vs best own-words passage (crossling)
     adaptive: bool = True  # query-adaptive fusion weights (clawkb.retrieve.adaptive)
-    headings: bool = False  # opt-in: a query that is a section title lifts that section (headings.py)
+    headings: bool = (
+        False  # opt-in: a query that is a section title lifts that section (headings.py)
+    )
     exact: bool = True  # passages with the query's rare identifiers stay on top (exact.py)
     translate: bool = False  # translate the query with the configured LLM (crossling)
     budget_translate_ms: float = 1500.0
