@@ -15,6 +15,7 @@ from clawkb.kb import KnowledgeBase, TextRecord
 from clawkb.retrieve.filters import Filters, parse_time
 from clawkb.retrieve.pipeline import retriever_for
 from clawkb.retrieve.result import SearchResult
+from clawkb.retrieve.rewrite import word_weights
 from clawkb.text import tokenize
 from dense_helpers import embedding_server
 
@@ -66,7 +67,8 @@ def paths(res) -> list[str]:
 def test_lexical_search_is_the_pipeline_with_dense_off(kb):
     res = kb.search("differential ohm", limit=3)
     assert type(res) is SearchResult and res.mode == "lexical"
-    ids, scores, _ = kb.lexical.search(tokenize("differential ohm"), k=3)
+    terms = tokenize("differential ohm")  # a word and its stem share one unit of weight
+    ids, scores, _ = kb.lexical.search(terms, k=3, term_weights=word_weights(terms))
     assert res.chunk_ids == ids.tolist()  # the raw BM25F top-k, in order
     assert [h.score for h in res.hits] == pytest.approx(scores.tolist())
     assert [s["stage"] for s in res.stages] == ["rewrite", "lexical", "fusion"]
