@@ -33,6 +33,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from shared_data import shown  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 SECTION_MARK = "## Document trees"
 _ADORN = re.compile(r"^([=\-`:'\"~^_*+#<>.])\1{2,}\s*$")
@@ -167,10 +170,10 @@ def bench_rst(folder: Path, limit: int | None) -> dict[str, Any]:
                 misses.append(
                     {
                         "title": title,
-                        "file": path,
+                        "file": shown(path),
                         "top": None
                         if got is None
-                        else [got.anchor.path, list(got.anchor.heading_path)],
+                        else [shown(got.anchor.path), list(got.anchor.heading_path)],
                     }
                 )
         kb.close()
