@@ -33,8 +33,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from shared_data import shown  # noqa: E402
+from shared_data import shown
 
 HERE = Path(__file__).resolve().parent
 SECTION_MARK = "## Document trees"
