@@ -37,25 +37,24 @@ class _AnyOptions(dict[str, Callable[[Any], Any]]):
         return True
 
 
-class NoOpDirective(Directive):
-    """Accepts anything, produces nothing (``contents``, ``sectnum``)."""
+class LenientDirective(Directive):
+    """Takes one optional argument, any options and content (Sphinx adds many options)."""
 
     optional_arguments = 1
     final_argument_whitespace = True
     has_content = True
     option_spec = _AnyOptions()
+
+
+class NoOpDirective(LenientDirective):
+    """Accepts anything, produces nothing (``contents``, ``sectnum``)."""
 
     def run(self) -> list[nodes.Node]:
         return []
 
 
-class CodeDirective(Directive):
+class CodeDirective(LenientDirective):
     """``code-block``/``sourcecode``/``code``: a literal block with its language."""
-
-    optional_arguments = 1
-    final_argument_whitespace = True
-    has_content = True
-    option_spec = _AnyOptions()
 
     def run(self) -> list[nodes.Node]:
         lines = list(self.content)
@@ -103,12 +102,7 @@ class TocTreeDirective(Directive):
 def labelled_admonition(label: str) -> type[Directive]:
     """A Sphinx admonition-like directive (``seealso``, ``versionadded``…)."""
 
-    class Labelled(Directive):
-        optional_arguments = 1
-        final_argument_whitespace = True
-        has_content = True
-        option_spec = _AnyOptions()
-
+    class Labelled(LenientDirective):
         def run(self) -> list[nodes.Node]:
             arg = self.arguments[0].strip() if self.arguments else ""
             node = nodes.admonition(clawkb_label=f"{label} {arg}".strip())
@@ -121,13 +115,8 @@ def labelled_admonition(label: str) -> type[Directive]:
 
 
 def _generic(name: str, diagrams: frozenset[str]) -> type[Directive]:
-    class Generic(Directive):
+    class Generic(LenientDirective):
         """An unknown directive: its content parsed as RST (a diagram's kept as code)."""
-
-        optional_arguments = 1
-        final_argument_whitespace = True
-        has_content = True
-        option_spec = _AnyOptions()
 
         def run(self) -> list[nodes.Node]:
             out: list[nodes.Node] = []
