@@ -173,3 +173,49 @@ def test_entity_newlines_never_push_a_span_past_the_file() -> None:
     page = "<body><p>a" + "&#10;" * 40 + "b</p></body>"
     doc = HtmlParser().parse(page.encode(), "e.html")
     assert [(s.line_start, s.line_end) for s in doc.slices] == [(1, 1)]
+
+
+#: Docusaurus 3 <Tabs> and sphinx-tabs as they render: one panel shown, the others
+#: ``hidden``; plus chrome that stays out (a hidden banner, a template, an icon).
+TABS = """<!DOCTYPE html><html><body><article>
+<h2 id="install">Install</h2>
+<div class="tabs-container tabList__CuJ"><ul role="tablist" aria-orientation="horizontal" class="tabs">
+<li role="tab" tabindex="0" aria-selected="true" class="tabs__item">Linux</li>
+<li role="tab" tabindex="-1" aria-selected="false" class="tabs__item">Windows</li></ul>
+<div class="margin-top--md">
+<div role="tabpanel" class="tabItem_Ymn6"><p>Run apt install ckbtool on Debian.</p></div>
+<div role="tabpanel" class="tabItem_Ymn6" hidden=""><p>Run winget install ckbtool in PowerShell.</p>
+<pre><code class="language-powershell">winget install ckbtool</code></pre></div>
+</div></div>
+<div class="sphinx-tabs docutils container">
+<div aria-label="Tabbed content" role="tablist"><button aria-controls="panel-0-0-0" role="tab">C</button>
+<button aria-controls="panel-0-0-1" role="tab">Python</button></div>
+<div class="sphinx-tabs-panel" id="panel-0-0-0" role="tabpanel" tabindex="0"><p>Call ckb_open() first.</p></div>
+<div class="sphinx-tabs-panel" hidden="true" id="panel-0-0-1" role="tabpanel" tabindex="0"><p>Call ckb.open() first.</p></div>
+</div>
+<div class="tab-pane fade" hidden><p>Bootstrap pane about serial ports.</p></div>
+<div hidden><p>A hidden banner nobody reads.</p></div>
+<template><p>Template row never indexed.</p></template>
+<p>Done <span aria-hidden="true">decorative icon</span>here.</p>
+</article></body></html>
+"""
+
+
+def test_hidden_tab_panels_are_indexed_chrome_is_not(tmp_path: Path) -> None:
+    doc = HtmlParser().parse(TABS.encode(), "tabs.html")
+    text = "\n".join(s.text for s in doc.slices)
+    for shown in ("apt install", "winget install ckbtool in PowerShell", "ckb.open()",
+                  "ckb_open()", "Bootstrap pane about serial ports"):  # fmt: skip
+        assert shown in text, shown
+    for chrome in ("hidden banner", "Template row", "decorative icon"):
+        assert chrome not in text, chrome
+    code = next(s for s in doc.slices if s.kind == "code")
+    assert code.language == "powershell" and code.heading_path == ("Install",)
+    assert_spans_valid(doc, TABS.split("\n"))
+    (tmp_path / "tabs.html").write_text(TABS, "utf-8")
+    kb = KnowledgeBase.open(tmp_path / "kb", create=True)
+    kb.index([tmp_path / "tabs.html"])
+    hits = kb.search("winget PowerShell", mode="lexical").hits
+    kb.close()
+    assert hits and "winget install" in hits[0].text
+    assert hits[0].anchor.heading_path == ("Install",)

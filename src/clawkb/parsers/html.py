@@ -14,7 +14,9 @@ What becomes a slice, walking the ``<body>`` in document order:
 
 Page chrome is dropped: ``script``, ``style``, ``nav``, ``header``,
 ``footer``, ``aside``, forms, and elements marked ``hidden`` or
-``role="navigation"``. So is control text that documentation generators put
+``role="navigation"`` — except a hidden tab panel (``role="tabpanel"``, or a
+``tab-pane``/``tabpanel`` class: Docusaurus, sphinx-tabs, Bootstrap), whose
+content is indexed like the visible tab's (``template`` never is). So is control text that documentation generators put
 inside content (:func:`_strip_controls`, before the walk): buttons ("Copy to
 clipboard"), inline elements marked ``aria-hidden="true"`` (icons, KaTeX's
 visual copy of a formula), screen-reader helpers (``sr-only``,
@@ -58,6 +60,7 @@ _INVISIBLE = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 _GLYPHS_ONLY = re.compile("[\\s#¶§🔗⚓∞\ufe0e\ufe0f\u200b\u200c\u200d\u2060\ufeff]*")
 #: Trailing glyphs that are never part of a heading's words ("Options ¶").
 _HEADING_TAIL = re.compile("[\\s¶🔗⚓\ufe0e\ufe0f]+$")
+_TAB_PANEL_CLASS = re.compile(r"(?:[\w-]*-)?tab-?pane(?:l)?$|tabpanel$|sphinx-tabs-panel$", re.I)
 _SKIP_LINK = re.compile(r"\s*skip to (?:main )?content\s*$", re.I)
 #: Classes of permalink anchors, screen-reader helpers and copy buttons.
 _CONTROL_CLASS = re.compile(
@@ -385,7 +388,17 @@ def _heading_text(el: Any) -> str:
 
 
 def _hidden(el: Any) -> bool:
-    return el.get("hidden") is not None or el.get("role") in ("navigation", "banner")
+    """Chrome or hidden content; a hidden tab panel is content (one tab shows at a time)."""
+    if el.get("hidden") is not None and not _tab_panel(el):
+        return True
+    return el.get("role") in ("navigation", "banner")
+
+
+def _tab_panel(el: Any) -> bool:
+    """A tab's panel (Docusaurus, sphinx-tabs, Bootstrap): ``role="tabpanel"`` or its class."""
+    if el.get("role") == "tabpanel":
+        return True
+    return any(_TAB_PANEL_CLASS.match(c) for c in (el.get("class") or "").split())
 
 
 def _nearest_table(el: Any) -> Any:
