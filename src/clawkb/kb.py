@@ -27,7 +27,7 @@ import numpy as np
 from clawkb import __version__
 from clawkb.config import Config
 from clawkb.errors import IndexError_, LockedError, NotFoundError
-from clawkb.index.lexical import ENGINE, BM25FParams, LexicalIndex
+from clawkb.index.lexical import ENGINE, LEXICAL_FIELDS_VERSION, BM25FParams, LexicalIndex
 from clawkb.index.scorer import NATIVE_AVAILABLE
 from clawkb.retrieve.result import SearchResult
 from clawkb.store import db, runs_repo
@@ -107,6 +107,7 @@ class KnowledgeBase:
                 db.set_meta(conn, "created_at", str(time.time()))
                 db.set_meta(conn, "clawkb_version", __version__)
                 db.set_meta(conn, "tokenizer_version", TOKENIZER_VERSION)
+                db.set_meta(conn, "lexical_fields", LEXICAL_FIELDS_VERSION)
                 db.set_meta(conn, "lexical_engine", ENGINE)
         try:
             return cls(home, conn, Config.load(home))
@@ -239,13 +240,18 @@ class KnowledgeBase:
         return self._repairs
 
     def _ensure_tokenizer(self) -> None:
-        """A KB indexed with another tokenizer version is re-tokenized from the store."""
-        if db.get_meta(self.conn, "tokenizer_version") != TOKENIZER_VERSION:
+        """A KB indexed with another tokenizer version or another rule for the BM25F
+        fields (:func:`~clawkb.ingest.sync.doc_fields`) is re-tokenized from the store."""
+        if (
+            db.get_meta(self.conn, "tokenizer_version") != TOKENIZER_VERSION
+            or db.get_meta(self.conn, "lexical_fields") != LEXICAL_FIELDS_VERSION
+        ):
             from clawkb.ingest.sync import rebuild_lexical
 
             rebuild_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
             with self.repo.transaction():
                 db.set_meta(self.conn, "tokenizer_version", TOKENIZER_VERSION)
+                db.set_meta(self.conn, "lexical_fields", LEXICAL_FIELDS_VERSION)
 
     def _refresh_reader(self) -> None:
         """Readers: move to the newest published generation (cheap when nothing changed)."""

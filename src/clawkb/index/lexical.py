@@ -57,6 +57,10 @@ from clawkb.index.segment import (
 ENGINE = "clawkb-bm25f-segments/4"  # /2: FNV-1a + splitmix64 hashes; /3: block bounds;
 # /4: bit-packed postings (segment format 4)
 MANIFEST_NAME = gens.MANIFEST
+#: The rule that splits a chunk into BM25F fields (clawkb.ingest.sync.doc_fields);
+#: a KB whose index was built under another one is rebuilt from the store.
+#: 2: the chunk's own heading(s) twice, inherited title/parent words once.
+LEXICAL_FIELDS_VERSION = "2"
 
 
 def _save_array(path: Path, arr: np.ndarray) -> None:
@@ -68,8 +72,8 @@ class BM25FParams:
     """Ranking parameters. Field order: title (heading path), body, code."""
 
     k1: float = 1.2
-    weights: tuple[float, float, float] = (2.0, 1.0, 0.6)
-    b: tuple[float, float, float] = (0.3, 0.75, 0.75)
+    weights: tuple[float, float, float] = (4.0, 1.0, 0.6)
+    b: tuple[float, float, float] = (0.9, 0.75, 0.75)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> BM25FParams:

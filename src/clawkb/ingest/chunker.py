@@ -172,6 +172,28 @@ def _sections(slices: Sequence[Slice]) -> Iterator[list[Slice]]:
         yield stub
 
 
+def started_sections(text: str, heading_path: tuple[str, ...]) -> int:
+    """How many sections the chunk starts: 1, or more for a glued heading-only section.
+
+    The chunker glues a section that holds only its heading to the subsection it
+    introduces; that chunk's path is the subsection's and its text begins with
+    the heading lines of every section it starts, one paragraph each
+    ("Setup\n\nLinux\n\n…" under ``(…, "Setup", "Linux")`` starts 2).
+    """
+    n = len(heading_path)
+    if n < 2:
+        return 1
+    cut = text.find("\n")
+    first = (text if cut < 0 else text[:cut]).strip()
+    if first == heading_path[-1] or first not in heading_path[:-1]:
+        return 1
+    j = n - 2
+    while heading_path[j] != first:
+        j -= 1
+    lead = [p.strip() for p in text.split("\n\n", n - j)[: n - j]]
+    return n - j if lead == list(heading_path[j:]) else 1
+
+
 def _runs(slices: Sequence[Slice]) -> Iterator[list[Slice]]:
     """Runs of consecutive non-blank slices sharing heading path and page."""
     run: list[Slice] = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from clawkb.ingest.chunker import started_sections
 from clawkb.retrieve.snippet import Prepared, prepare, window
 from clawkb.store.repo import ChunkRow
 from clawkb.text import normalize
@@ -69,6 +70,42 @@ def _matched(terms: tuple[str, ...], view: Prepared, row: ChunkRow) -> tuple[str
     return tuple(t for t in terms if t not in absent) if absent else terms
 
 
+@lru_cache(maxsize=4096)
+def _title_terms(title: str) -> str:
+    return normalize(title)
+
+
+def section_path(
+    text: str, heading_path: tuple[str, ...], terms: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The heading path of the section a match belongs to, for a chunk that starts several.
+
+    A glued chunk (:func:`~clawkb.ingest.chunker.started_sections`) is reported
+    under a parent heading it starts when that heading holds at least half of
+    the query's terms and more of them than the deeper ones (the shorter
+    heading on a tie, as the closer match); otherwise under its own path:
+    searching "GATT Related Instructions" finds the chunk that starts that
+    section and its first subsection, and names the section searched for.
+    """
+    k = started_sections(text, heading_path)
+    if k < 2 or not terms:
+        return heading_path
+    n = len(heading_path)
+
+    def key(depth: int) -> tuple[int, int]:
+        # more of the query's terms first, then the shorter (closer) heading
+        title = _title_terms(heading_path[depth - 1])
+        return sum(1 for t in terms if t in title), -len(title)
+
+    best, best_key = n, key(n)
+    for depth in range(n - 1, n - k, -1):
+        found_key = key(depth)
+        # a parent is named only when it holds at least half of the query
+        if 2 * found_key[0] >= len(terms) and found_key > best_key:
+            best, best_key = depth, found_key
+    return heading_path[:best]
+
+
 def make_hit(
     row: ChunkRow,
     rank: int,
@@ -94,8 +131,17 @@ def make_hit(
     """
     matched: tuple[str, ...] = ()
     snip, spans = "", ()  # type: tuple[str, tuple[tuple[int, int], ...]]
+    anchor = row.to_anchor()
+    uniq: tuple[str, ...] | None = terms
+    if started_sections(row.text, row.heading_path) > 1:
+        uniq = uniq if uniq is not None else query_terms(tokens)
+        path = section_path(row.text, row.heading_path, uniq)
+        if path != row.heading_path:
+            anchor = Anchor(
+                anchor.id, anchor.path, anchor.line_start, anchor.line_end, path, anchor.page
+            )
     if snippet or rank <= 1:
-        uniq = terms if terms is not None else query_terms(tokens)
+        uniq = uniq if uniq is not None else query_terms(tokens)
         view = _view(row.anchor, row.text)
         matched = _matched(uniq, view, row)
         if snippet:
@@ -105,7 +151,7 @@ def make_hit(
     return Hit(
         rank,
         float(score),
-        row.to_anchor(),
+        anchor,
         row.text,
         row.title,
         row.kind,
