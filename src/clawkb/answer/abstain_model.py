@@ -33,6 +33,8 @@ pipeline already has separate them better together:
   same-language one (e5-small: 0.80-0.85 against 0.88-0.92), but its page still
   stands out of the KB's background; a question about nothing the KB holds
   meets a flat list of neighbours in any language;
+* ``known`` — the share of the question's term weight the KB holds anywhere,
+  itself or as a glossary translation (:func:`clawkb.answer.abstain.kb_coverage`);
 * ``anchor`` — the share of the question's selective exact anchors
   (:mod:`clawkb.retrieve.exact`) the best of the top three hits holds verbatim;
 * ``cjk`` — the question's CJK share: Chinese bigram coverage behaves unlike
@@ -158,6 +160,8 @@ def features(
     """The model's inputs for one question (see the module docstring); ``texts``:
     the hits as scored for coverage (title, headings, text); ``dense_scores``: the
     dense channel's cosines for its whole candidate list (when it ran)."""
+    from clawkb.answer.abstain import kb_coverage
+
     tokens = list(dict.fromkeys(tok for t in terms for tok in t.tokens))
     mass = sum(t.weight for t in terms)
     lex_norm = gap = 0.0
@@ -182,6 +186,7 @@ def features(
         "cos": round(float(cosine), 6) if cosine is not None else 0.0,
         "agree": round(agree, 6),
         "anchor": round(anchored(hits[:3]), 6),
+        "known": round(kb_coverage(lexical, terms, question), 6) if terms else 0.0,
         **spread(lexical, question, terms, texts),
         **background(dense_scores),
     }
@@ -245,13 +250,15 @@ def _both_channels(hit: Any) -> bool:
 
 
 def derived(feats: Mapping[str, float], question: str) -> dict[str, float]:
-    """``feats`` plus ``cjk`` (the question's CJK share) and ``dconf`` (mapped cosine)."""
+    """``feats`` plus ``cjk`` (the question's CJK share), ``dconf`` (mapped cosine) and
+    ``unknown`` (1 when no term of the question is anywhere in the KB: ``known`` is 0)."""
     from clawkb.answer.abstain import dense_confidence
 
     cos = float(feats.get("cos", 0.0))
     return {
         **feats,
         "cjk": round(_cjk_share(question), 6),
+        "unknown": 1.0 if float(feats.get("known", 1.0)) <= 0 else 0.0,
         "dconf": round(dense_confidence(cos), 6) if cos > 0 else 0.0,
     }
 
