@@ -44,6 +44,7 @@ import numpy as np
 import yaml
 
 from calibrate_abstain import OFF_TOPIC, OTHER
+from notfound_rates import engdocs_queries, nonsense
 from clawkb.answer.abstain_model import AGREE_RANK, derived, value
 from clawkb.evaluate.beir import load_beir
 from shared_data import add_datasets_flag, datasets_dir
@@ -52,21 +53,26 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / ".cache"
 OUT = ROOT / "src" / "clawkb" / "answer" / "abstain_model.json"
-SETS = ("cranfield", "agentset-msmarco", "cmrc2018-dev", "qbqtc-dev", "examples")
+SHARED = ("cranfield", "agentset-msmarco", "cmrc2018-dev", "qbqtc-dev")
+SETS = (*SHARED, "examples", "esp-idf-en", "esp-idf-zh")
 #: Every signal also enters multiplied by the question's CJK share: Chinese bigram
 #: coverage behaves unlike English word coverage (in effect one model per script).
 _LEX = ["coverage", "matched", "lex_norm", "lang_diff", "cov2", "cov5", "rare_hit", "rare_idf"]
-_HYB = [*_LEX, "dconf", "agree"]
+_KB = ["known", "unknown"]
+_HYB = [*_LEX, "dconf", "agree", "dgap", "dz", *_KB]
 FEATURES = {
-    "lexical": ["cjk", *_LEX, *(f"cjk*{f}" for f in _LEX)],
+    "lexical": ["cjk", *_LEX, *_KB, *(f"cjk*{f}" for f in [*_LEX, *_KB])],
     "hybrid": ["cjk", *_HYB, *(f"cjk*{f}" for f in _HYB)],
 }
-#: The feature sets before spread / rare-term features, compared by ``--cv``.
+#: The feature sets shipped before the dense background and KB-wide term features,
+#: compared by ``--cv``.
+_OLD_HYB = [*_LEX, "dconf", "agree"]
 PREVIOUS = {
-    "lexical": [*_LEX[:4], "cjk", "cjk*coverage", "cjk*gap", "cjk*lex_norm"],
-    "hybrid": [*_LEX[:4], "cjk", "dconf", "agree", "cjk*coverage", "cjk*gap", "cjk*lex_norm",
-               "cjk*dconf"],
-}  # fmt: skip
+    "lexical": ["cjk", *_LEX, *(f"cjk*{f}" for f in _LEX)],
+    "hybrid": ["cjk", *_OLD_HYB, *(f"cjk*{f}" for f in _OLD_HYB)],
+}
+#: Generated questions about nothing (letter and CJK soup, keyboard runs, off-topic).
+NONSENSE = frozenset(nonsense(80)) | frozenset(OFF_TOPIC)
 #: The judge of ``likely_answered``: percentile of the answerable dev questions' signals.
 JUDGE_PERCENTILE = 10
 MAX_FALSE_ABSTAIN = 0.05
@@ -82,69 +88,88 @@ def _examples_questions() -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def questions(name: str, data: Path, n: int) -> tuple[list[str], list[str]]:
+def questions(name: str, data: Path, n: int, kb: object = None) -> tuple[list[str], list[str]]:
     from clawkb.evaluate.beir import load_beir
 
     rng = random.Random(13)
+    if name.startswith("esp-idf"):  # golden queries of the KB's pages; left-out headings
+        pos, neg = engdocs_queries(name, data, kb, n)
+        for other in SHARED:  # other domains' questions, in both languages
+            neg += rng.sample([q.text for q in load_beir(data / other).queries], 30)
+        return pos, list(dict.fromkeys(neg + OFF_TOPIC + nonsense(80)))
     if name == "examples":
         doc = yaml.safe_load((ROOT / "examples" / "questions.yaml").read_text("utf-8"))
         neg = OFF_TOPIC + doc.get("unanswerable", [])
-        for other in SETS[:-1]:
+        for other in SHARED:
             qs = [q.text for q in load_beir(data / other).queries]
             neg += rng.sample(qs, 40)
-        return _examples_questions(), list(dict.fromkeys(neg))
+        return _examples_questions(), list(dict.fromkeys(neg + nonsense(80)))
     judged = [
         q.text for q in load_beir(data / name).queries if any(g > 0 for g in q.qrels.values())
     ]
     other = [q.text for q in load_beir(data / OTHER[name]).queries]
     neg = rng.sample(other, min(n, len(other))) + OFF_TOPIC + _examples_questions()[:20]
-    return rng.sample(judged, min(n, len(judged))), list(dict.fromkeys(neg))
+    return rng.sample(judged, min(n, len(judged))), list(dict.fromkeys(neg + nonsense(80)))
 
 
-def collect(name: str, data: Path, n: int) -> dict:
-    """Per question and KB kind: the features and the previous rule's confidence."""
-    path = CACHE / "abstain" / f"{name}-{n}-v2.pkl"
+def kb_home(name: str, kbs: dict[str, Path]) -> Path | None:
+    """Where the embedded KB of ``name`` is (None: the examples, built here)."""
+    if name in kbs:
+        return kbs[name]
+    return None if name == "examples" else CACHE / "dense" / name
+
+
+def collect(name: str, data: Path, n: int, kbs: dict[str, Path]) -> dict:
+    """Per question: the features of the decision `search` takes (hybrid, as
+    `clawkb search` runs it once the KB has vectors: the hybrid model when the
+    dense channel ran, the lexical one on an early return) and of `ask` on the
+    same KB without vectors in use (``mode=lexical``), and the shipped model's
+    P(answerable) and verdict for both (the "before" of a refit)."""
+    if name.startswith("esp-idf"):  # every golden query of an 80-page KB's pages
+        n = max(n, 300)
+    path = CACHE / "abstain" / f"{name}-{n}-v3.pkl"
     if path.exists():
         return pickle.loads(path.read_bytes())
-    from clawkb.answer.abstain import dense_confidence, dense_top, question_terms
-    from clawkb.answer.abstain import retrieval_confidence as rc
-    from clawkb.answer.abstain_model import features
+    import shutil
+
+    from clawkb.answer.abstain_model import decide
     from clawkb.embed.e5 import E5Small
     from clawkb.embed.run import embed_kb
     from clawkb.kb import KnowledgeBase
+    from clawkb.retrieve import notfound
+    from clawkb.retrieve.notfound import verbatim
     from clawkb.retrieve.pipeline import retriever_for
 
-    pos, neg = questions(name, data, n)
     emb = E5Small()
     with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp) if name == "examples" else CACHE / "dense" / name
-        kb = KnowledgeBase.open(home, create=name == "examples")
-        if name == "examples":
+        home = Path(tmp) / "kb"
+        src = kb_home(name, kbs)
+        if src is not None:  # a copy: the original is never written
+            shutil.copytree(src, home, ignore=shutil.ignore_patterns("*.lock"))
+        kb = KnowledgeBase.open(home, create=src is None)
+        if src is None:
             kb.index([ROOT / "examples" / "notes", ROOT / "examples" / "datasheets"])
             embed_kb(kb, embedder=emb)
         retriever_for(kb).set_embedder(emb)
+        pos, neg = questions(name, data, n, kb)
 
         def row(q: str) -> dict:
-            out = {}
-            terms = question_terms(kb.lexical, q)
-            for kind in ("lexical", "hybrid"):
-                hits = kb.search(
-                    q, limit=8, explain=True, mode=kind, budget_dense_ms=120_000.0
-                ).hits
-                texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in hits]
-                conf = rc(terms, texts, question=q)
-                cos = dense_top(hits) if kind == "hybrid" else None
-                f = features(kb.lexical, q, hits, terms, conf.value, len(conf.matched), cos, texts)
-                old = max(conf.value, dense_confidence(cos)) if cos is not None else conf.value
-                ranks = [
-                    {
-                        c: ((h.explanation or {}).get("channels") or {}).get(c, {}).get("rank")
-                        for c in ("lexical", "dense")
-                    }
-                    for h in hits[:3]
-                ]
-                out[kind] = {"features": f, "old": old, "ranks": ranks}
-            return out
+            res = kb.search(q, limit=3, budget_dense_ms=120_000.0)
+            d = res.decision
+            feats = dict(d.features) if d is not None else {}
+            hyb = {
+                "features": feats,
+                "old": float(d.value) if d is not None else 1.0,
+                "old_threshold": float(d.threshold) if d is not None else 0.0,
+                # notfound.judge's rule: a selective anchor or an identifier held verbatim
+                "forced": feats.get("anchor", 0.0) > 0
+                or verbatim(q, (res.hits or res.nearest)[: notfound.VERBATIM_DEPTH]),
+            }
+            hits = kb.search(q, limit=8, mode="lexical").hits
+            c = decide(kb.lexical, q, hits, vectors=False)
+            lex = {"features": dict(c.features), "old": float(c.value),
+                   "old_threshold": float(c.threshold), "forced": False}  # fmt: skip
+            return {"hybrid": hyb, "lexical": lex}
 
         try:
             rows = [{"q": q, "y": 1, **row(q)} for q in pos]
@@ -208,17 +233,19 @@ def fit_model(
             for r in rs
             if (is_dev(r["q"]) or not dev_only)
             and (kind == "lexical" or r[kind]["features"]["cos"] > 0)
+            and not r[kind].get("forced")  # the anchor rule answers these, not the model
         ]
         x = np.array(
             [[value(row_features(r, kind, agree_rank), c) for c in FEATURES[kind]] for r in rs]
         )
         y = np.array([r["y"] for r in rs], float)
-        for cls in (0, 1):
-            m = y == cls
+        junk = np.array([r["q"] in NONSENSE for r in rs], bool)
+        # answerable; questions about nothing; other unanswerable ones: equal weight
+        for m, share in ((y == 1, 1.0), ((y == 0) & junk, 0.5), ((y == 0) & ~junk, 0.5)):
             if m.any():
                 xs.append(x[m])
                 ys.append(y[m])
-                ws.append(np.full(m.sum(), 1.0 / m.sum()))
+                ws.append(np.full(m.sum(), share / m.sum()))
     return fit(np.vstack(xs), np.concatenate(ys), np.concatenate(ws) * 100)
 
 
@@ -227,12 +254,23 @@ def scores(kind: str, rs: list[dict], models: dict, agree_rank: int) -> np.ndarr
     early return) is decided by the lexical model, as `ask` does: +-inf."""
     out = []
     for r in rs:
+        if r[kind].get("forced"):  # always answered, whatever the model says
+            out.append(np.inf)
+            continue
         use = kind if kind == "lexical" or r[kind]["features"]["cos"] > 0 else "lexical"
         coef, b, t = models[use]
         x = np.array([value(row_features(r, kind, agree_rank), c) for c in FEATURES[use]])
         p = float(1 / (1 + np.exp(-(x @ coef + b))))
         out.append(p if use == kind else (np.inf if p >= t else -np.inf))
     return np.array(out)
+
+
+def _old(row: dict, kind: str) -> float:
+    """The shipped model's verdict on ``row`` as a margin: >= 0 answers."""
+    r = row[kind]
+    if kind == "hybrid" and r.get("forced"):
+        return 1.0
+    return float(r["old"]) - float(r["old_threshold"])
 
 
 def excess(split: dict[str, tuple[np.ndarray, np.ndarray]], t: float) -> float:
@@ -272,11 +310,23 @@ def likely_answered(rows: list[dict], cross: set[str]) -> set[str]:
     }
 
 
+def _dropped(name: str, rows: list[dict], cross: set[str]) -> set[str]:
+    """The unanswerable questions left out of the fit and of the cleaned rates.
+
+    esp-idf-docs: every heading of a left-out page. The pages overlap (a left-out
+    page's "GPIO 驱动程序" or "Application Examples" has a section on a kept page), so
+    these are not reliably unanswerable; they are reported (``full``), never fitted.
+    """
+    if name.startswith("esp-idf"):
+        return {r["q"] for r in rows if r["y"] == 0 and r["q"] in cross}
+    return likely_answered(rows, cross)
+
+
 def tables(data: dict[str, dict], agree_rank: int = AGREE_RANK) -> dict:
     """Fit both models on the cleaned dev halves, choose their thresholds there,
     report on the held-out halves with the full and the cleaned unanswerable sets."""
     full = {n: data[n]["rows"] for n in SETS if n in data}
-    dropped = {n: likely_answered(rs, data[n].get("cross", set())) for n, rs in full.items()}
+    dropped = {n: _dropped(n, rs, data[n].get("cross", set())) for n, rs in full.items()}
     rows = {n: [r for r in rs if r["q"] not in dropped[n]] for n, rs in full.items()}
     grid = np.round(np.arange(0.02, 0.99, 0.01), 2)
     models: dict[str, tuple] = {}
@@ -298,7 +348,7 @@ def tables(data: dict[str, dict], agree_rank: int = AGREE_RANK) -> dict:
         t = float(min(grid, key=lambda t: (excess(dev, t), -t)))
         models[kind] = (coef, b, t)
         held_full = split(False, rows=full)
-        old_t = 0.64 if kind == "hybrid" else 0.57
+        old_t = 0.0  # "old": the shipped model's P minus its threshold (forced: answered)
         report[kind] = {
             "model": {
                 "features": FEATURES[kind],
@@ -317,9 +367,9 @@ def tables(data: dict[str, dict], agree_rank: int = AGREE_RANK) -> dict:
         }
         for n, (p, y) in held.items():
             rs = [r for r in rows[n] if not is_dev(r["q"])]
-            old = np.array([r[kind]["old"] for r in rs])
+            old = np.array([_old(r, kind) for r in rs])
             pf, yf = held_full[n]
-            oldf = np.array([r[kind]["old"] for r in full[n] if not is_dev(r["q"])])
+            oldf = np.array([_old(r, kind) for r in full[n] if not is_dev(r["q"])])
             report[kind]["held_out"][n] = {
                 "answerable": int((y == 1).sum()),
                 "unanswerable": int((y == 0).sum()),
@@ -339,7 +389,7 @@ def dev_cv(data: dict[str, dict], agree_rank: int = AGREE_RANK) -> dict[str, lis
     inside the cleaned dev halves (folds by another byte of the question's hash); how
     the shipped feature sets were chosen without looking at the held-out halves."""
     full = {n: data[n]["rows"] for n in SETS if n in data}
-    drop = {n: likely_answered(rs, data[n].get("cross", set())) for n, rs in full.items()}
+    drop = {n: _dropped(n, rs, data[n].get("cross", set())) for n, rs in full.items()}
     dev = {n: [r for r in rs if is_dev(r["q"]) and r["q"] not in drop[n]] for n, rs in full.items()}
     grid = np.round(np.arange(0.02, 0.99, 0.01), 2)
     shipped = {k: list(v) for k, v in FEATURES.items()}
@@ -377,18 +427,35 @@ def main() -> None:
     add_datasets_flag(ap)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--cv", action="store_true", help="only compare feature sets on dev")
+    ap.add_argument("--collect-only", action="store_true", help="cache the features and stop")
+    ap.add_argument("--only", action="append", default=[], help="collect only these sets")
+    ap.add_argument(
+        "--kb",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="an embedded KB for a set (copied first); esp-idf-en / esp-idf-zh need one",
+    )
     args = ap.parse_args()
     data = datasets_dir(args.datasets)
+    kbs = {n: Path(d) for n, _, d in (k.partition("=") for k in args.kb)}
     collected = {}
-    for name in SETS:
-        if name != "examples" and not (CACHE / "dense" / name).is_dir():
-            print(f"skip {name}: run bench/dense_build.py first", file=sys.stderr)
+    for name in args.only or SETS:
+        home = kb_home(name, kbs)
+        cached = any((CACHE / "abstain").glob(f"{name}-*-v3.pkl"))
+        if home is not None and not home.is_dir() and not cached:
+            print(f"skip {name}: no embedded KB (--kb {name}=DIR)", file=sys.stderr)
             continue
         t0 = time.perf_counter()
-        collected[name] = collect(name, data, args.queries)
+        collected[name] = collect(name, data, args.queries, kbs)
         if name in OTHER:
             collected[name]["cross"] = {q.text for q in load_beir(data / OTHER[name]).queries}
+        elif name.startswith("esp-idf"):  # headings of left-out pages may be answered
+            with open(data / "esp-idf-docs" / "golden.tsv", encoding="utf-8") as fh:
+                collected[name]["cross"] = {line.split("\t")[0] for line in fh}
         print(name, f"{time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
+    if args.collect_only:
+        return
     if args.cv:
         for k, v in dev_cv(collected).items():
             print(f"{k}: worst excess per fold {v}, mean {np.mean(v):.4f}")
@@ -467,6 +534,9 @@ def markdown(report: dict) -> str:
         "",
     ]
     for n, qs in report.get("dropped", {}).items():
+        if n.startswith("esp-idf"):
+            lines.append(f"- {n}: {len(qs)} headings of left-out pages (never fitted; see `_dropped`)")
+            continue
         lines.append(f"- {n}: {len(qs)}" + (" — " + "; ".join(qs) if qs else ""))
     reading = ROOT / "bench" / "results" / "abstain-reading.md"
     if reading.is_file():

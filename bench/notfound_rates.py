@@ -101,20 +101,34 @@ def engdocs_queries(name: str, data: Path, kb: object, n: int) -> tuple[list[str
     return rng.sample(pos, min(n, len(pos))), rng.sample(neg, min(n, len(neg)))
 
 
+BEFORE: dict = {}  # the models of --before (kind -> Model), for the same-run comparison
+
+
 def decide(kb: object, q: str) -> dict:
+    from clawkb.answer.abstain_model import value
+    from clawkb.retrieve.notfound import VERBATIM_DEPTH, verbatim
+
     res = kb.search(q, limit=3)  # type: ignore[attr-defined]
     d = res.decision
-    return {
+    out = {
         "q": q,
         "abstained": bool(res.abstained or not res.hits),
         "p": None if d is None else round(float(d.value), 5),
         "threshold": None if d is None else d.threshold,
         "dense_ran": bool(d is not None and d.features.get("cos", 0) > 0),
     }
+    if BEFORE and d is not None:  # the previous model and rule on the same features
+        m = BEFORE["hybrid" if out["dense_ran"] else "lexical"]
+        p = m.probability({f: value(d.features, f) for f in m.features})
+        named = verbatim(q, (res.hits or res.nearest)[:VERBATIM_DEPTH])
+        out["before"] = bool(p < m.threshold and not named)
+    elif BEFORE:
+        out["before"] = out["abstained"]
+    return out
 
 
-def rate(rows: list[dict], want_abstain: bool) -> float:
-    return sum(r["abstained"] != want_abstain for r in rows) / len(rows) if rows else float("nan")
+def rate(rows: list[dict], want_abstain: bool, key: str = "abstained") -> float:
+    return sum(r[key] != want_abstain for r in rows) / len(rows) if rows else float("nan")
 
 
 JUDGE_CPU = [0.0]
@@ -168,6 +182,12 @@ def measure(name: str, home: Path, data: Path, n: int) -> dict:
             "false_answer_other": rate(part["other"], True),
             "false_answer_nonsense": rate(part["nonsense"], True),
         }
+        if BEFORE:
+            report[half]["before"] = {
+                "false_abstain": rate(part["answerable"], False, "before"),
+                "false_answer_other": rate(part["other"], True, "before"),
+                "false_answer_nonsense": rate(part["nonsense"], True, "before"),
+            }
     report["rows"] = out
     return report
 
@@ -183,18 +203,28 @@ def markdown(reports: list[dict]) -> str:
         f"Targets: answerable answered >= {TARGET:.0%} (false-abstain <= 5 %), nonsense",
         '"no match" >= 95 % (false-answer <= 5 %).',
         "",
+        "Each rate cell: before → after, measured in the same run on the same searches",
+        "(before: the previous model file given with `--before` and the identifier rule it",
+        "shipped with; after: the shipped model and rules). Held-out halves:",
+        "",
         "| KB | answerable | false-abstain | other-set / left-out pages | false-answer |"
         " nonsense | false-answer | CPU ms/query | decision's share |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def cell(h: dict, key: str) -> str:
+        b = h.get("before")
+        return f"{b[key]:.1%} → {h[key]:.1%}" if b else f"{h[key]:.1%}"
+
     for r in reports:
         h = r["held_out"]
         lines.append(
-            f"| {r['kb']} | {h['answerable']} | {h['false_abstain']:.1%} | {h['other']}"
-            f" | {h['false_answer_other']:.1%} | {h['nonsense']} | {h['false_answer_nonsense']:.1%}"
+            f"| {r['kb']} | {h['answerable']} | {cell(h, 'false_abstain')} | {h['other']}"
+            f" | {cell(h, 'false_answer_other')} | {h['nonsense']}"
+            f" | {cell(h, 'false_answer_nonsense')}"
             f" | {1000 * r['cpu_s_per_query']:.0f} | {r['decision_cpu_share']:.0%} |"
         )
-    lines += ["", "Dev halves (same decision, not tuned here):", ""]
+    lines += ["", "Dev halves (the fit's own half; before → after):", ""]
     lines += [
         "| KB | false-abstain | false-answer other | false-answer nonsense |",
         "|---|---:|---:|---:|",
@@ -202,8 +232,8 @@ def markdown(reports: list[dict]) -> str:
     for r in reports:
         d = r["dev"]
         lines.append(
-            f"| {r['kb']} | {d['false_abstain']:.1%} | {d['false_answer_other']:.1%}"
-            f" | {d['false_answer_nonsense']:.1%} |"
+            f"| {r['kb']} | {cell(d, 'false_abstain')} | {cell(d, 'false_answer_other')}"
+            f" | {cell(d, 'false_answer_nonsense')} |"
         )
     reading = RESULTS / "notfound-reading.md"
     if reading.is_file():
@@ -215,9 +245,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kb", action="append", default=[], metavar="NAME=DIR", required=True)
     ap.add_argument("--queries", type=int, default=300, help="per group, before the split")
+    ap.add_argument(
+        "--before",
+        metavar="JSON",
+        help="an earlier abstain model file: its decisions on the same searches are reported"
+        " beside the shipped model's (before / after, same run)",
+    )
     add_datasets_flag(ap)
     args = ap.parse_args()
     data = datasets_dir(args.datasets)
+    if args.before:
+        from clawkb.answer.abstain_model import load_model
+
+        BEFORE.update(load_model(str(Path(args.before).resolve())))
     reports = []
     _timed_judge()
     for spec in args.kb:

@@ -211,3 +211,25 @@ def test_verbatim_identifier_rule() -> None:
     assert verbatim("如何使用 esp_wifi_init", [page])
     assert not verbatim("如何使用 esp_wifi_deinit", [page])
     assert not verbatim("how to start wifi", [page])  # no identifier in the question
+
+
+def test_selective_anchor_held_verbatim_is_answered(kb: KnowledgeBase) -> None:
+    """A quoted word few passages hold (the exact stage's anchor) is on the top passage:
+    answered whatever the other words say; the same words without the anchor are not."""
+    res = kb.search('"maskrom" 红烧肉怎么做', limit=3)
+    assert res.hits and not res.abstained and "maskrom" in res.hits[0].text
+    assert res.decision is not None and res.decision.features["anchor"] > 0
+    assert kb.search("红烧肉怎么做", limit=3).abstained
+
+
+def test_dense_background_features() -> None:
+    """The top cosine against the query's own background list: a page that stands out
+    scores high, a flat list of neighbours low, a short list (tiny KB) nothing."""
+    from clawkb.answer.abstain_model import BACKGROUND_FROM, background
+
+    flat = [0.82 - 0.0005 * i for i in range(60)]
+    stands_out = [0.86, 0.84, *flat[2:]]
+    assert background(flat)["dz"] < background(stands_out)["dz"]
+    assert background(flat)["dgap"] < background(stands_out)["dgap"]
+    assert background(stands_out[:BACKGROUND_FROM]) == {"dgap": 0.0, "dz": 0.0}
+    assert background(None) == {"dgap": 0.0, "dz": 0.0}

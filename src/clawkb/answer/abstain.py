@@ -258,6 +258,29 @@ def passage_coverages(
     return out
 
 
+def kb_coverage(lexical: LexicalIndex, terms: Sequence[Term], question: str) -> float:
+    """Share of the terms' weight the knowledge base holds anywhere: a term counts
+    when some chunk has one of its tokens, or all tokens of one of its glossary
+    translations (a Chinese question over English pages). Nonsense and other
+    domains' words are mostly nowhere; a real question's words mostly are, in
+    one language or the other, even when the top passages miss them."""
+    terms, forms = _glossary_forms(terms, question)
+    toks = list(
+        dict.fromkeys(
+            [tok for t in terms for tok in t.tokens]
+            + [tok for _, targets in forms for ts in targets for tok in ts]
+        )
+    )
+    if not toks:
+        return 0.0
+    dfs = lexical.doc_freqs(hash_terms(toks)).tolist()
+    have = {t for t, df in zip(toks, dfs, strict=True) if df > 0}
+    for term_toks, targets in forms:
+        if any(ts and all(t in have for t in ts) for ts in targets):
+            have.update(term_toks)
+    return coverage(terms, have)
+
+
 def _glossary_forms(
     terms: Sequence[Term], question: str | None
 ) -> tuple[list[Term], list[tuple[list[str], list[list[str]]]]]:

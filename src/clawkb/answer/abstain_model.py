@@ -25,6 +25,18 @@ pipeline already has separate them better together:
 * ``rare_hit`` — share of the IDF mass of the question's :data:`RARE_TERMS`
   rarest terms that the best passage holds; ``rare_idf`` — IDF of the rarest
   term it holds over the IDF of a term no chunk has (how specific the match is);
+* ``dgap`` / ``dz`` — the top dense cosine against the query's own background:
+  the cosines the dense channel gave the passages below rank
+  :data:`BACKGROUND_FROM` (its whole candidate list comes from this KB). ``dgap``
+  is the top cosine minus their mean (x10, capped at 1), ``dz`` the same over their
+  spread (/20, capped). A cross-language question reaches lower cosines than a
+  same-language one (e5-small: 0.80-0.85 against 0.88-0.92), but its page still
+  stands out of the KB's background; a question about nothing the KB holds
+  meets a flat list of neighbours in any language;
+* ``known`` — the share of the question's term weight the KB holds anywhere,
+  itself or as a glossary translation (:func:`clawkb.answer.abstain.kb_coverage`);
+* ``anchor`` — the share of the question's selective exact anchors
+  (:mod:`clawkb.retrieve.exact`) the best of the top three hits holds verbatim;
 * ``cjk`` — the question's CJK share: Chinese bigram coverage behaves unlike
   English word coverage, so the model also takes products ``cjk*coverage`` …
   (a feature name ``a*b`` in the model file is the product of the two).
@@ -74,6 +86,10 @@ GAP_DEPTH = 5
 SPREAD_DEPTH = 8
 #: Rarest question terms checked by ``rare_hit``.
 RARE_TERMS = 2
+#: Dense cosines from this rank down are the query's background (``dgap``, ``dz``).
+BACKGROUND_FROM = 10
+#: Fewer background cosines than this: no background features (0).
+MIN_BACKGROUND = 5
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _WORDISH = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[A-Za-z0-9]+")
 
@@ -139,9 +155,13 @@ def features(
     n_matched: int,
     cosine: float | None,
     texts: Sequence[str] = (),
+    dense_scores: Sequence[float] | None = None,
 ) -> dict[str, float]:
     """The model's inputs for one question (see the module docstring); ``texts``:
-    the hits as scored for coverage (title, headings, text)."""
+    the hits as scored for coverage (title, headings, text); ``dense_scores``: the
+    dense channel's cosines for its whole candidate list (when it ran)."""
+    from clawkb.answer.abstain import kb_coverage
+
     tokens = list(dict.fromkeys(tok for t in terms for tok in t.tokens))
     mass = sum(t.weight for t in terms)
     lex_norm = gap = 0.0
@@ -165,9 +185,34 @@ def features(
         "lang_diff": round(abs(_cjk_share(question) - _cjk_share(top_text)), 6),
         "cos": round(float(cosine), 6) if cosine is not None else 0.0,
         "agree": round(agree, 6),
+        "anchor": round(anchored(hits[:3]), 6),
+        "known": round(kb_coverage(lexical, terms, question), 6) if terms else 0.0,
         **spread(lexical, question, terms, texts),
+        **background(dense_scores),
     }
     return derived(base, question)
+
+
+def background(scores: Sequence[float] | None) -> dict[str, float]:
+    """``dgap`` and ``dz``: the top dense cosine against the rest of the channel's list."""
+    s = np.sort(np.asarray(scores if scores is not None else [], dtype=np.float64))[::-1]
+    if len(s) < BACKGROUND_FROM + MIN_BACKGROUND:
+        return {"dgap": 0.0, "dz": 0.0}
+    bg = s[BACKGROUND_FROM:]
+    gap = float(s[0] - bg.mean())
+    z = gap / (float(bg.std()) + 1e-3)
+    return {"dgap": round(min(1.0, max(0.0, 10 * gap)), 6), "dz": round(min(1.0, max(0.0, z / 20)), 6)}
+
+
+def anchored(hits: Sequence[Any]) -> float:
+    """The best anchor coverage (:func:`clawkb.retrieve.exact.keep_on_top`'s trace) among ``hits``."""
+    best = 0.0
+    for h in hits:
+        ch = (getattr(h, "explanation", None) or {}).get("channels") or {}
+        ex = ch.get("exact") if isinstance(ch, dict) else None
+        if isinstance(ex, dict):
+            best = max(best, float(ex.get("coverage") or 0.0))
+    return best
 
 
 def spread(
@@ -205,13 +250,15 @@ def _both_channels(hit: Any) -> bool:
 
 
 def derived(feats: Mapping[str, float], question: str) -> dict[str, float]:
-    """``feats`` plus ``cjk`` (the question's CJK share) and ``dconf`` (mapped cosine)."""
+    """``feats`` plus ``cjk`` (the question's CJK share), ``dconf`` (mapped cosine) and
+    ``unknown`` (1 when no term of the question is anywhere in the KB: ``known`` is 0)."""
     from clawkb.answer.abstain import dense_confidence
 
     cos = float(feats.get("cos", 0.0))
     return {
         **feats,
         "cjk": round(_cjk_share(question), 6),
+        "unknown": 1.0 if float(feats.get("known", 1.0)) <= 0 else 0.0,
         "dconf": round(dense_confidence(cos), 6) if cos > 0 else 0.0,
     }
 
@@ -224,6 +271,7 @@ def model_confidence(
     texts: Sequence[str],
     cosine: float | None,
     vectors: bool,
+    dense_scores: Sequence[float] | None = None,
 ) -> Any:
     """`ask`'s :class:`~clawkb.answer.abstain.Confidence` from the fitted model.
 
@@ -237,18 +285,27 @@ def model_confidence(
     from clawkb.answer.abstain import retrieval_confidence
 
     cov = retrieval_confidence(terms, texts, question=question)
-    feats = features(lexical, question, hits, terms, cov.value, len(cov.matched), cosine, texts)
+    feats = features(
+        lexical, question, hits, terms, cov.value, len(cov.matched), cosine, texts, dense_scores
+    )
     p, threshold = probability(feats, vectors=vectors and cosine is not None)
     return replace(cov, value=p, threshold=threshold, method="model", features=feats)
 
 
-def decide(lexical: Any, question: str, hits: Sequence[Any], vectors: bool) -> Any:
+def decide(
+    lexical: Any,
+    question: str,
+    hits: Sequence[Any],
+    vectors: bool,
+    dense_scores: Sequence[float] | None = None,
+) -> Any:
     """The one "is anything here relevant?" decision, used by ``search`` and ``ask``.
 
     ``hits``: the top passages, best first, each with ``title``, ``anchor``,
     ``text`` and (for the dense cosine and channel agreement) ``explanation``
     holding the fusion's per-channel trace. ``vectors``: the search ran with
     the dense channel on (the hybrid model decides when its cosine is known).
+    ``dense_scores``: the dense channel's cosines over its candidate list.
     Returns a :class:`~clawkb.answer.abstain.Confidence` whose ``abstain``
     says whether to answer "no match".
     """
@@ -258,4 +315,4 @@ def decide(lexical: Any, question: str, hits: Sequence[Any], vectors: bool) -> A
     terms = question_terms(lexical, question)
     texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in top]
     cos = dense_top(top) if vectors else None
-    return model_confidence(lexical, question, top, terms, texts, cos, vectors)
+    return model_confidence(lexical, question, top, terms, texts, cos, vectors, dense_scores)

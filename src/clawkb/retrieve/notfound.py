@@ -8,8 +8,10 @@ the best :data:`DEPTH` passages answer the query; when it says no, the search
 returns no hits, ``abstained`` is set and the nearest passages are kept aside
 (``SearchResult.nearest``) for callers that show them (``ask``).
 Lexical-only searches are not judged: a term match is its own evidence; for
-the same reason a query naming an identifier that one of the top passages holds
-verbatim (:func:`verbatim`) is always answered.
+the same reason a query with a selective exact anchor (:mod:`clawkb.retrieve.exact`:
+a hex literal, ``snake_case``, ``CamelCase``, a flag, a path, a quoted string that
+few passages hold) which one of the top passages holds verbatim, or naming an
+identifier a top passage holds (:func:`verbatim`), is always answered.
 """
 
 from __future__ import annotations
@@ -47,12 +49,14 @@ def judge(
     hits: Sequence[Hit],
     traces: Sequence[Mapping[str, Any] | None],
     min_confidence: float | None,
+    dense_scores: Sequence[float] | None = None,
 ) -> Any | None:
     """The :class:`~clawkb.answer.abstain.Confidence` for ``hits`` (None without hits).
 
-    ``traces``: each hit's per-channel fusion trace (ranks, dense cosine).
-    ``min_confidence``: a threshold on P(answerable) replacing the model's own
-    (0 never abstains).
+    ``traces``: each hit's per-channel fusion trace (ranks, dense cosine, the exact
+    stage's anchor coverage). ``min_confidence``: a threshold on P(answerable)
+    replacing the model's own (0 never abstains). ``dense_scores``: the dense
+    channel's cosines over its candidates (the query's background in this KB).
     """
     if not hits:
         return None
@@ -62,12 +66,23 @@ def judge(
         _Judged(h.title, h.anchor, h.text, {"channels": dict(t or {})})
         for h, t in zip(hits[:DEPTH], traces, strict=False)
     ]
-    conf = decide(kb.lexical, question, views, vectors=True)
+    conf = decide(kb.lexical, question, views, vectors=True, dense_scores=dense_scores)
     if min_confidence is not None:
         conf = replace(conf, threshold=float(min_confidence))
-    elif conf.abstain and verbatim(question, hits[:VERBATIM_DEPTH]):
+    elif conf.abstain and (
+        anchored(views[:VERBATIM_DEPTH]) or verbatim(question, hits[:VERBATIM_DEPTH])
+    ):
         conf = replace(conf, value=1.0, method="identifier")
     return conf
+
+
+def anchored(views: Sequence[_Judged]) -> bool:
+    """True when one of ``views`` holds a selective exact anchor of the query verbatim
+    (the exact stage traced its anchor coverage above 0)."""
+    return any(
+        float((v.explanation["channels"].get("exact") or {}).get("coverage") or 0.0) > 0
+        for v in views
+    )
 
 
 def verbatim(question: str, hits: Sequence[Hit]) -> bool:

@@ -317,8 +317,9 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
     kb = getattr(source, "kb", None) if source.name == "local" else None
     if resolved != "lexical" and kb is not None:  # "is anything relevant?" (notfound.py)
         traces = {f.chunk_id: f.trace for f in fused[:depth]}
+        dense_scores = channels["dense"].scores if "dense" in channels else None
         verdict = notfound.judge(kb, q.text, hits, [traces.get(i) for i in chunk_ids],
-                                 s.min_confidence)  # fmt: skip
+                                 s.min_confidence, dense_scores)  # fmt: skip
         conf = verdict.value if verdict is not None else conf
         if verdict is not None and verdict.abstain:
             nearest, hits, chunk_ids = hits[: q.limit], [], []
