@@ -215,9 +215,16 @@ class LexicalIndex:
             if problem:
                 return f"{self.folder / MANIFEST_NAME}: {problem}"
         segments = []
+        if not self.writable:
+            Segment.forget_shared(self.folder, m.segments)
         for name in m.segments:
             try:
-                seg = Segment(self.folder / name)
+                # a reader maps each segment once per process; the writer its own copy
+                seg = (
+                    Segment.shared(self.folder / name)
+                    if not self.writable
+                    else Segment(self.folder / name)
+                )
                 live = m.live.get(name)
                 if live:
                     seg.live = npyfile.load(self.folder / name / live)
