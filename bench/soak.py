@@ -157,6 +157,25 @@ def _collect(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def _make_kb(work: Path, corpus: Path) -> tuple[Path, bool]:
+    """``work/kb`` with ``corpus`` indexed; set up for the static embedder when it is
+    installed (then True: the soak runs dense)."""
+    from clawkb.kb import KnowledgeBase
+
+    home = work / "kb"
+    home.mkdir()
+    try:
+        import static_model  # noqa: F401
+
+        dense = True
+        (home / "config.yaml").write_text("embedding: static\n", "utf-8")
+    except ImportError:
+        dense = False
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([corpus])
+    return home, dense
+
+
 def _merge_readers(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The reader processes' results added up (crashed ones left out): lists are
     concatenated, counts summed, the first non-empty message kept."""
@@ -195,17 +214,7 @@ def run(seconds: float, readers: int, stable: int, churn: int, work: Path) -> di
     rng = random.Random(7)
     for i in range(stable + churn):
         write_file(folder, i, 0, rng)
-    home = work / "kb"
-    home.mkdir()
-    try:
-        import static_model  # noqa: F401
-
-        dense = True
-        (home / "config.yaml").write_text("embedding: static\n", "utf-8")
-    except ImportError:
-        dense = False
-    with KnowledgeBase.open(home, create=True) as kb:
-        kb.index([folder])
+    home, dense = _make_kb(work, folder)
     if dense:
         subprocess.run([CLAWKB, "--kb", str(home), "embed"], check=True, capture_output=True)
     start = time.time() + 3.0  # let every process import before the clock starts
@@ -365,17 +374,7 @@ def run_server(
     split = stable * 2 // 3  # stable files 0..split-1 are the API writer's, the rest the terminal's
     for i in range(stable + churn):
         write_file(api_dir if i < split or i >= stable else term_dir, i, 0, rng)
-    home = work / "kb"
-    home.mkdir()
-    try:
-        import static_model  # noqa: F401
-
-        dense = True
-        (home / "config.yaml").write_text("embedding: static\n", "utf-8")
-    except ImportError:
-        dense = False
-    with KnowledgeBase.open(home, create=True) as kb:
-        kb.index([corpus])
+    home, dense = _make_kb(work, corpus)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWKB_")}
     server = subprocess.Popen(
         [CLAWKB, "--kb", str(home), "serve", str(corpus), "--port", "0"],

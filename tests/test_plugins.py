@@ -164,6 +164,7 @@ def test_plugin_names_are_read_again_when_a_distribution_is_installed(
         return real(**kw)
 
     monkeypatch.setattr(plugins, "entry_points", counted)
+    monkeypatch.setattr(plugins, "RECHECK_S", 0.0)  # look at sys.path on every call
     before = plugins.names("clawkb.rerankers")
     assert "late-reranker" not in before
     assert plugins.names("clawkb.rerankers") == before

@@ -22,6 +22,7 @@ import functools
 import os
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -83,19 +84,29 @@ def _path_stamp() -> tuple[Any, ...]:
     return tuple(stamp)
 
 
+#: Seconds a reading of the entry points is trusted before :func:`_path_stamp` is
+#: taken again (a stat per ``sys.path`` folder).
+RECHECK_S = 1.0
+_checked: dict[str, float] = {}
+
+
 def _entry_points(group: str) -> tuple[EntryPoint, ...]:
     """The group's entry points. Reading them opens every installed distribution's
     metadata (milliseconds); a server validating each request's options would pay
-    that per request, so they are read again only when :func:`_path_stamp` moves."""
-    stamp = _path_stamp()
+    that per request, so they are read again only when :func:`_path_stamp` moves
+    (looked at no more than once per :data:`RECHECK_S`)."""
+    now = time.monotonic()
     with _FOUND_LOCK:
         cached = _FOUND.get(group)
-    if cached is not None and cached[0] == stamp:
-        return cached[1]
-    found = tuple(entry_points(group=group))
+        if cached is not None and now - _checked.get(group, -RECHECK_S) < RECHECK_S:
+            return cached[1]
+    stamp = _path_stamp()
+    if cached is None or cached[0] != stamp:
+        cached = (stamp, tuple(entry_points(group=group)))
     with _FOUND_LOCK:
-        _FOUND[group] = (stamp, found)
-    return found
+        _FOUND[group] = cached
+        _checked[group] = now
+    return cached[1]
 
 
 def group_entry_points(group: str) -> list[EntryPoint]:

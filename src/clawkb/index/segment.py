@@ -44,6 +44,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -417,7 +418,7 @@ def _open_array(path: Path) -> np.ndarray:
 #: Segments opened for reading, by folder: (the file identity they were opened at,
 #: the segment). Segment files never change once published, so every reader of a
 #: generation that still lists a segment maps it once (see :meth:`Segment.shared`).
-_SHARED: dict[str, tuple[tuple[tuple[str, int, int, int], ...], Segment]] = {}
+_SHARED: dict[str, tuple[tuple[Any, ...], Segment]] = {}
 _SHARED_LOCK = threading.Lock()
 
 
@@ -425,24 +426,26 @@ class Segment:
     """A read-only, memory-mapped segment plus its (replaceable) live mask."""
 
     @classmethod
-    def shared(cls, folder: Path) -> Segment:
+    def shared(cls, folder: Path, key: tuple[Any, ...] | None = None) -> Segment:
         """A reader's view of the segment in ``folder``: its mapped arrays opened once
         per process and shared; the live mask (and what is derived lazily) its own.
 
         A server renews its readers' views after every write; opening each
         segment's dozen maps again per reader thread and generation was most of
-        a search's CPU under writes. The key is the identity (inode, time, size)
-        of every file of the segment but its live masks, so a segment rebuilt or
-        repaired under the same name is opened afresh.
+        a search's CPU under writes. ``key`` names the segment's content (the
+        manifest's size and CRC-32 of each of its files); without one it is the
+        identity (inode, time, size) of every file but the live masks. Either
+        way a segment rebuilt or repaired under the same name is opened afresh.
         """
-        with os.scandir(folder) as entries:
-            key = tuple(
-                sorted(
-                    (e.name, st.st_ino, st.st_mtime_ns, st.st_size)
-                    for e in entries
-                    if not e.name.startswith("live") and (st := e.stat())
+        if key is None:
+            with os.scandir(folder) as entries:
+                key = tuple(
+                    sorted(
+                        (e.name, st.st_ino, st.st_mtime_ns, st.st_size)
+                        for e in entries
+                        if not e.name.startswith("live") and (st := e.stat())
+                    )
                 )
-            )
         name = str(folder)
         with _SHARED_LOCK:
             found = _SHARED.get(name)
