@@ -157,6 +157,48 @@ def _collect(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def _make_kb(work: Path, corpus: Path) -> tuple[Path, bool]:
+    """``work/kb`` with ``corpus`` indexed; set up for the static embedder when it is
+    installed (then True: the soak runs dense)."""
+    from clawkb.kb import KnowledgeBase
+
+    home = work / "kb"
+    home.mkdir()
+    try:
+        import static_model  # noqa: F401
+
+        dense = True
+        (home / "config.yaml").write_text("embedding: static\n", "utf-8")
+    except ImportError:
+        dense = False
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([corpus])
+    return home, dense
+
+
+def _merge_readers(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The reader processes' results added up (crashed ones left out): lists are
+    concatenated, counts summed, the first non-empty message kept."""
+    out: dict[str, Any] = {}
+    for r in results.values():
+        if r.get("crashed"):
+            continue
+        for key, value in r.items():
+            if isinstance(value, list):
+                out.setdefault(key, []).extend(value)
+            elif isinstance(value, str):
+                out[key] = out.get(key) or value
+            else:
+                out[key] = out.get(key, 0) + value
+    for key in ("latencies", "server_ms"):
+        out.setdefault(key, [])
+    for key in ("errors", "empty", "wrong"):
+        out.setdefault(key, 0)
+    for key in ("first_error", "first_wrong"):
+        out.setdefault(key, "")
+    return out
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -172,17 +214,7 @@ def run(seconds: float, readers: int, stable: int, churn: int, work: Path) -> di
     rng = random.Random(7)
     for i in range(stable + churn):
         write_file(folder, i, 0, rng)
-    home = work / "kb"
-    home.mkdir()
-    try:
-        import static_model  # noqa: F401
-
-        dense = True
-        (home / "config.yaml").write_text("embedding: static\n", "utf-8")
-    except ImportError:
-        dense = False
-    with KnowledgeBase.open(home, create=True) as kb:
-        kb.index([folder])
+    home, dense = _make_kb(work, folder)
     if dense:
         subprocess.run([CLAWKB, "--kb", str(home), "embed"], check=True, capture_output=True)
     start = time.time() + 3.0  # let every process import before the clock starts
@@ -205,16 +237,10 @@ def run(seconds: float, readers: int, stable: int, churn: int, work: Path) -> di
         pause=0.5,
     )
     results = {name: _collect(p, seconds + 600) for name, p in procs.items()}
-    lat: list[float] = []
-    errors = empty = 0
-    first_error = ""
+    readers_out = _merge_readers({n: r for n, r in results.items() if n.startswith("reader")})
+    lat, errors, empty = readers_out["latencies"], readers_out["errors"], readers_out["empty"]
+    first_error = readers_out["first_error"]
     crashed = [n for n, r in results.items() if r.get("crashed")]
-    for name, r in results.items():
-        if name.startswith("reader") and not r.get("crashed"):
-            lat += r["latencies"]
-            errors += r["errors"]
-            empty += r["empty"]
-            first_error = first_error or r["first_error"]
     with KnowledgeBase.open(home) as kb:
         from clawkb.maintenance.doctor import run_doctor
 
@@ -250,6 +276,7 @@ def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, 
     rng = random.Random(os.getpid())
     lat: list[float] = []
     server_ms: list[float] = []
+    done_at: list[float] = []
     errors = empty = wrong = 0
     first_error = first_wrong = ""
     with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
@@ -269,6 +296,7 @@ def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, 
                 continue
             data = r.json()
             server_ms.append(float(data.get("took_ms", 0.0)))
+            done_at.append(time.time())
             paths = [h["path"] for h in data["hits"]]
             want = f"f{i:05d}.md"
             if not any(p.endswith(want) for p in paths):
@@ -282,6 +310,7 @@ def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, 
     return {
         "latencies": lat,
         "server_ms": server_ms,
+        "done_at": done_at,
         "errors": errors,
         "empty": empty,
         "wrong": wrong,
@@ -298,12 +327,39 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) a process has used so far."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes] | None:
+    """Sample the server with py-spy (when installed) for ``seconds``: collapsed stacks
+    per thread into ``out`` (one line per stack, its sample count last)."""
+    spy = Path(sys.executable).parent / "py-spy"
+    if not spy.exists():
+        print("py-spy is not installed in this environment: no profile", file=sys.stderr)
+        return None
+    cmd = [str(spy), "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", "97"]
+    cmd += ["--format", "raw", "--threads", "--nonblocking", "--output", str(out)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def run_server(
-    seconds: float, readers: int, stable: int, churn: int, work: Path, think: float
+    seconds: float,
+    readers: int,
+    stable: int,
+    churn: int,
+    work: Path,
+    think: float,
+    profile: Path | None = None,
+    quiet: float = 0.0,
 ) -> dict[str, Any]:
     """The issue-20 soak: ``serve`` with ``readers`` HTTP clients, a writer through the
     API (``/index``, ``/memory``), a terminal ``index`` every 30 s, one ``embed`` and
-    one ``reindex``; server RSS sampled every 5 s."""
+    one ``reindex``; server RSS sampled every 5 s. The first ``quiet`` seconds have
+    the readers alone (the server's CPU per search without writes)."""
     import re
 
     import httpx
@@ -318,17 +374,7 @@ def run_server(
     split = stable * 2 // 3  # stable files 0..split-1 are the API writer's, the rest the terminal's
     for i in range(stable + churn):
         write_file(api_dir if i < split or i >= stable else term_dir, i, 0, rng)
-    home = work / "kb"
-    home.mkdir()
-    try:
-        import static_model  # noqa: F401
-
-        dense = True
-        (home / "config.yaml").write_text("embedding: static\n", "utf-8")
-    except ImportError:
-        dense = False
-    with KnowledgeBase.open(home, create=True) as kb:
-        kb.index([corpus])
+    home, dense = _make_kb(work, corpus)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWKB_")}
     server = subprocess.Popen(
         [CLAWKB, "--kb", str(home), "serve", str(corpus), "--port", "0"],
@@ -380,6 +426,7 @@ def run_server(
         alive = list(range(stable, stable + churn))
         next_new = stable + churn
         with httpx.Client(base_url=url, timeout=300, trust_env=False) as http:
+            time.sleep(max(0.0, start + quiet - time.time()))
             while time.time() < until:
                 rounds[0] += 1
                 for i in wrng.sample(range(split), 5):
@@ -399,6 +446,7 @@ def run_server(
     def terminal() -> None:  # every 30 s: a terminal `clawkb index` of other files
         trng = random.Random(13)
         version = 0
+        time.sleep(max(0.0, start + quiet - time.time()))
         while time.time() + 30 < until:
             time.sleep(30)
             version += 1
@@ -407,23 +455,33 @@ def run_server(
             cli("terminal_index", "index", str(term_dir))
 
     def jobs_once() -> None:  # `embed` a third of the way in, `reindex` two thirds in
-        time.sleep(max(0.0, start + seconds / 3 - time.time()))
+        busy = seconds - quiet
+        time.sleep(max(0.0, start + quiet + busy / 3 - time.time()))
         if dense:
             cli("embed", "embed")
-        time.sleep(max(0.0, start + 2 * seconds / 3 - time.time()))
+        time.sleep(max(0.0, start + quiet + 2 * busy / 3 - time.time()))
         cli("reindex", "reindex")
 
     while time.time() < start:
         time.sleep(0.05)
+    cpu0 = _cpu_s(server.pid)
+    spy = _profile(server.pid, seconds, profile) if profile else None
     workers = [threading.Thread(target=fn) for fn in (api_writer, terminal, jobs_once)]
     for w in workers:
         w.start()
+    cpu_quiet = None
     while time.time() < until:
+        if cpu_quiet is None and time.time() >= start + quiet:
+            cpu_quiet = _cpu_s(server.pid) - cpu0
         rss.append((time.time() - start, _rss_kb(server.pid)))
-        time.sleep(5)
+        time.sleep(min(5.0, max(0.05, start + quiet - time.time())) if cpu_quiet is None else 5)
+    server_cpu = _cpu_s(server.pid) - cpu0
+    load = os.getloadavg()
     for w in workers:
         w.join()
     rss.append((time.time() - start, _rss_kb(server.pid)))
+    if spy is not None:
+        spy.wait(timeout=120)
     results = {name: _collect(p, seconds + 600) for name, p in procs.items()}
     server.terminate()
     try:
@@ -431,20 +489,13 @@ def run_server(
     except subprocess.TimeoutExpired:
         server.kill()
         server.wait()
-    lat: list[float] = []
-    took: list[float] = []
-    errors = empty = wrong = 0
-    first_error = first_wrong = ""
+    merged = _merge_readers(results)
+    lat, took = merged["latencies"], merged["server_ms"]
+    in_quiet = sum(1 for t in merged.get("done_at", []) if t < start + quiet)
+    cpu_quiet = cpu_quiet or 0.0
+    errors, empty, wrong = merged["errors"], merged["empty"], merged["wrong"]
+    first_error, first_wrong = merged["first_error"], merged["first_wrong"]
     crashed = [n for n, r in results.items() if r.get("crashed")]
-    for r in results.values():
-        if not r.get("crashed"):
-            lat += r["latencies"]
-            took += r["server_ms"]
-            errors += r["errors"]
-            empty += r["empty"]
-            wrong += r["wrong"]
-            first_error = first_error or r["first_error"]
-            first_wrong = first_wrong or r["first_wrong"]
     from clawkb.maintenance.doctor import run_doctor
 
     doctor = run_doctor(home)
@@ -468,6 +519,17 @@ def run_server(
         "max_ms": round(max(lat), 1) if lat else float("nan"),
         "server_p50_ms": round(pct(took, 0.50), 2),
         "server_p99_ms": round(pct(took, 0.99), 2),
+        "server_cpu_s": round(server_cpu, 1),
+        "server_cpu_ms_per_search": round(1000 * server_cpu / max(1, len(lat)), 2),
+        "quiet_seconds": quiet,
+        "quiet_searches": in_quiet,
+        "quiet_cpu_ms_per_search": round(1000 * cpu_quiet / max(1, in_quiet), 2)
+        if in_quiet
+        else None,
+        "busy_cpu_ms_per_search": round(
+            1000 * (server_cpu - cpu_quiet) / max(1, len(lat) - in_quiet), 2
+        ),
+        "loadavg_end": [round(x, 2) for x in load],
         "rss_mb": [(round(t), round(kb / 1024, 1)) for t, kb in rss],
         "rss_after_warmup_mb": (round(warm[0] / 1024, 1), round(warm[-1] / 1024, 1))
         if warm
@@ -488,6 +550,8 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
     j = r["jobs"]
     warm = r["rss_after_warmup_mb"] or ("-", "-")
 
+    quiet_flag = f" --quiet-seconds {r['quiet_seconds']:g}" if r.get("quiet_seconds") else ""
+
     def job(name: str) -> str:
         ok, failed, _ = j[name]
         return f"{ok} / {failed}"
@@ -495,9 +559,12 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
     lines = [
         "# Soak: `clawkb serve` under readers, an API writer, a terminal writer and jobs",
         "",
-        f"Run {when}, `bench/soak.py --seconds {r['seconds']:g}` on {os.cpu_count()} cores"
+        f"Run {when}, `bench/soak.py --seconds {r['seconds']:g}"
+        f"{quiet_flag}`"
+        f" on {os.cpu_count()} cores"
         f"{' under `nice -n 10`' if niced else ''}; the machine is shared with other"
-        f" engineers' jobs (1-minute load average at the end {os.getloadavg()[0]:.1f}), so"
+        f" engineers' jobs (load average 1/5/15 min at the end"
+        f" {' / '.join(f'{x:.1f}' for x in r['loadavg_end'])}), so"
         " latencies include waiting for a core. Dense"
         f" {'on (static embedder; `embed` runs once, a third of the way in)' if r['dense'] else 'off'}.",
         "",
@@ -519,6 +586,17 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
         f" {r['p99_ms']} / {r['max_ms']} ms | p99 <= 100 ms |",
         f"| server-side search time p50 / p99 (`took_ms`) | {r['server_p50_ms']} /"
         f" {r['server_p99_ms']} ms | |",
+        f"| server CPU (all threads, writes included) / per search | {r['server_cpu_s']} s /"
+        f" {r['server_cpu_ms_per_search']} ms | |",
+        *(
+            [
+                f"| server CPU per search, readers alone (first {r['quiet_seconds']:g} s,"
+                f" {r['quiet_searches']} searches) / with the writers |"
+                f" {r['quiet_cpu_ms_per_search']} / {r['busy_cpu_ms_per_search']} ms | |"
+            ]
+            if r.get("quiet_seconds")
+            else []
+        ),
         f"| server RSS after warm-up (25% in -> end) | {warm[0]} -> {warm[1]} MB | flat |",
         f"| API `/index` rounds ok / failed | {job('api_index')} | 0 failed |",
         f"| API `/memory` ok / failed | {job('api_memory')} | 0 failed |",
@@ -597,13 +675,31 @@ def main() -> int:
     ap.add_argument(
         "--think-ms", type=float, default=10.0, help="pause between a client's searches"
     )
+    ap.add_argument(
+        "--quiet-seconds",
+        type=float,
+        default=0.0,
+        help="readers alone for this long first (CPU per search without writes)",
+    )
+    ap.add_argument(
+        "--profile",
+        type=Path,
+        help="sample the server with py-spy into this file (collapsed stacks per thread)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="clawkb-soak-") as tmp:
         if args.in_process:
             r = run(args.seconds, args.readers, args.stable, args.churn, Path(tmp))
         else:
             r = run_server(
-                args.seconds, args.readers, args.stable, args.churn, Path(tmp), args.think_ms / 1000
+                args.seconds,
+                args.readers,
+                args.stable,
+                args.churn,
+                Path(tmp),
+                args.think_ms / 1000,
+                args.profile,
+                args.quiet_seconds,
             )
     niced = os.nice(0) > 0
     md = report_md(r) if args.in_process else report_server_md(r, niced)

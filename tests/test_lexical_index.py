@@ -423,3 +423,35 @@ def test_exact_block_bounds_are_each_blocks_best_doc_and_follow_writes(
     idx.apply(make(1501, 3000, True), [], 2)
     assert [s.n_docs for s in idx.segments] == [1500, 3000]
     check()
+
+
+def test_readers_share_segment_maps_but_not_live_masks(tmp_path: Path) -> None:
+    """Readers of one process map a segment once (a server renews a view per thread
+    after every write); each keeps its own live mask, so a reader of an older
+    generation still sees the chunks a later one deleted."""
+    docs = _docs(120, seed=3)
+    writer = LexicalIndex(tmp_path / "lex", writable=True)
+    writer.apply(docs[:60], [], 1)
+    writer.apply(docs[60:], [], 2)
+    old = LexicalIndex(tmp_path / "lex")
+    again = LexicalIndex(tmp_path / "lex")
+    assert len(old.segments) == 2
+    for a, b in zip(old.segments, again.segments, strict=True):
+        assert a is not b and a.terms is b.terms and a.chunk_ids is b.chunk_ids
+        assert a.live is not b.live
+    gone = [d.chunk_id for d in docs[:60] if "w3" in d.body][:5]
+    assert gone
+    writer.apply([], gone, 3)
+    new = LexicalIndex(tmp_path / "lex")
+    old_ids = set(old.search(["w3"], k=200)[0].tolist())
+    new_ids = set(new.search(["w3"], k=200)[0].tolist())
+    assert set(gone) <= old_ids and not set(gone) & new_ids
+    assert new_ids == old_ids - set(gone)
+    # merged-away segments leave the shared set when a reader opens the new generation
+    writer.merge()
+    merged = LexicalIndex(tmp_path / "lex")
+    assert set(merged.search(["w3"], k=200)[0].tolist()) == new_ids
+    from clawkb.index import segment
+
+    mine = [k for k in segment._SHARED if k.startswith(str(tmp_path / "lex"))]
+    assert sorted(Path(k).name for k in mine) == [s.name for s in merged.segments]

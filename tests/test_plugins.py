@@ -144,3 +144,34 @@ def test_plugin_reranker_is_accepted_by_search(tmp_path: Path) -> None:
         assert r.json()["hits"][0]["path"].endswith("long.md")
         r = srv.get("/api/v1/search", params={"q": "console", "rerank": "nope"})
         assert r.status_code == 400 and "rerank must be one of by-length, dense" in r.text
+
+
+def test_plugin_names_are_read_again_when_a_distribution_is_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Names are kept between calls (a server checks every request's options), and a
+    distribution installed into a folder on sys.path afterwards is still seen."""
+    from clawkb import plugins
+
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    reads: list[str] = []
+    real = plugins.entry_points
+
+    def counted(**kw: str) -> object:
+        reads.append(kw["group"])
+        return real(**kw)
+
+    monkeypatch.setattr(plugins, "entry_points", counted)
+    monkeypatch.setattr(plugins, "RECHECK_S", 0.0)  # look at sys.path on every call
+    before = plugins.names("clawkb.rerankers")
+    assert "late-reranker" not in before
+    assert plugins.names("clawkb.rerankers") == before
+    assert reads == ["clawkb.rerankers"]  # the second call read no metadata
+    info = site / "late_reranker-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: late-reranker\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[clawkb.rerankers]\nlate-reranker = late:make\n")
+    assert "late-reranker" in plugins.names("clawkb.rerankers")
+    assert len(reads) == 2

@@ -32,6 +32,7 @@ pytestmark = [
 ]
 
 SECRET = "sekrit-4f1c9a"
+PRINTED = "parser-printed-7d2e"
 
 ESCAPER = r'''"""A parser that tries to escape its sandbox (test plugin)."""
 import ctypes
@@ -72,6 +73,25 @@ def _grab_parent_fd(target):
     return "wrote into the parent's file"
 
 
+def _write_fd(fd):
+    try:
+        os.write(fd, b"PRINTED_MARK fd %d\n" % fd)
+        return "wrote"
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno, "?")
+
+
+def _fds():
+    """This process's open descriptors and what each points at (the listing's own left out)."""
+    out = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            pass
+    return out
+
+
 def _read(path):
     with open(path, "rb") as fh:
         return "read" + (" the secret" if b"SECRET_MARK" in fh.read() else "")
@@ -100,7 +120,12 @@ class Escaper:
                 "process_vm_readv": _sys(SYS_PROCESS_VM_READV, ppid, 0, 0, 0, 0, 0),
                 "kcmp": _sys(SYS_KCMP, os.getpid(), ppid, 0, 0, 0),
                 "write_file": _try(lambda: open(path + ".dropped", "w").write("x") and "wrote"),
+                "write_parent_fd": _write_fd(int(os.environ.get("ESCAPE_FD", "-1") or -1)),
+                "write_stdout": _write_fd(1),
+                "write_stderr": _write_fd(2),
+                "fds": _fds(),
             }
+            print("PRINTED_MARK print")
             text = json.dumps(found, sort_keys=True)
         elif what == "socket":
             socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -114,7 +139,7 @@ class Escaper:
 
 def factory():
     return Escaper()
-'''.replace("SECRET_MARK", SECRET)
+'''.replace("SECRET_MARK", SECRET).replace("PRINTED_MARK", PRINTED)
 
 
 def test_a_hostile_parser_cannot_leave_the_sandbox(tmp_path: Path) -> None:
@@ -183,6 +208,19 @@ def test_a_hostile_parser_cannot_leave_the_sandbox(tmp_path: Path) -> None:
     assert found.pop("own_proc_environ") in ("read", "PermissionError")
     assert found.pop("write_file") == "PermissionError"
     assert not (docs / "quiet.escape.dropped").exists()
+    # descriptors: the parent's open file is gone (not merely read-only), stdout and
+    # stderr are /dev/null, so what the parser prints reaches neither the terminal
+    # nor the log of the process that indexes
+    assert found.pop("write_parent_fd") == "EBADF", found
+    assert found.pop("write_stdout") == "wrote"
+    assert found.pop("write_stderr") == "wrote"
+    assert PRINTED not in out, out
+    fds = {int(fd): where for fd, where in found.pop("fds").items()}
+    assert {fds.pop(fd) for fd in (0, 1, 2)} == {"/dev/null"}, fds
+    pipes = [fd for fd, where in fds.items() if where.startswith("pipe:")]
+    assert len(pipes) == 1, fds  # the result channel, nothing else of the parent's
+    del fds[pipes[0]]
+    assert all(where.startswith("/proc/") for where in fds.values()), fds  # the listing's own
     # the parent: no signals, no /proc files, no tracing, no memory reads
     assert found == {
         "kill_parent": "PermissionError",

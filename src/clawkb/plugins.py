@@ -19,6 +19,10 @@ wins over the built-in (so a plugin can replace it), and the listing shows both.
 from __future__ import annotations
 
 import functools
+import os
+import sys
+import threading
+import time
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -63,12 +67,54 @@ def load_order(ep: EntryPoint) -> tuple[int, str, str]:
     return (0 if origin == BUILTIN_ORIGIN else 1, origin, ep.name)
 
 
+#: group -> (the :func:`_path_stamp` it was read at, its entry points)
+_FOUND: dict[str, tuple[tuple[Any, ...], tuple[EntryPoint, ...]]] = {}
+_FOUND_LOCK = threading.Lock()
+
+
+def _path_stamp() -> tuple[Any, ...]:
+    """``sys.path`` and the modification time of each of its folders: installing or
+    removing a distribution changes the time of the folder its metadata lands in."""
+    stamp: list[Any] = []
+    for entry in sys.path:
+        try:
+            stamp.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            stamp.append((entry, None))
+    return tuple(stamp)
+
+
+#: Seconds a reading of the entry points is trusted before :func:`_path_stamp` is
+#: taken again (a stat per ``sys.path`` folder).
+RECHECK_S = 1.0
+_checked: dict[str, float] = {}
+
+
+def _entry_points(group: str) -> tuple[EntryPoint, ...]:
+    """The group's entry points. Reading them opens every installed distribution's
+    metadata (milliseconds); a server validating each request's options would pay
+    that per request, so they are read again only when :func:`_path_stamp` moves
+    (looked at no more than once per :data:`RECHECK_S`)."""
+    now = time.monotonic()
+    with _FOUND_LOCK:
+        cached = _FOUND.get(group)
+        if cached is not None and now - _checked.get(group, -RECHECK_S) < RECHECK_S:
+            return cached[1]
+    stamp = _path_stamp()
+    if cached is None or cached[0] != stamp:
+        cached = (stamp, tuple(entry_points(group=group)))
+    with _FOUND_LOCK:
+        _FOUND[group] = cached
+        _checked[group] = now
+    return cached[1]
+
+
 def group_entry_points(group: str) -> list[EntryPoint]:
-    return sorted(entry_points(group=group), key=load_order)
+    return sorted(_entry_points(group), key=load_order)
 
 
 def names(group: str) -> list[str]:
-    return sorted({ep.name for ep in entry_points(group=group)})
+    return sorted({ep.name for ep in _entry_points(group)})
 
 
 def list_plugins(groups: tuple[str, ...] = GROUPS) -> list[PluginInfo]:

@@ -215,7 +215,7 @@ def retrieval_confidence(
         for i, text in enumerate(texts):
             if i >= TOP_K:
                 break
-            present = _present(terms, tokenize(text), forms)
+            present = _present(terms, text, forms)
             cov = coverage(terms, present)
             if cov > best:
                 best, best_i, best_present = cov, i, present
@@ -253,7 +253,7 @@ def passage_coverages(
     terms, forms = _glossary_forms(terms, question)
     out = []
     for text in texts:
-        present = _present(terms, tokenize(text), forms)
+        present = _present(terms, text, forms)
         out.append((coverage(terms, present), [t.text for t in terms if t.credit(present) > 0]))
     return out
 
@@ -303,12 +303,19 @@ def _glossary_forms(
     return list(terms), forms
 
 
+@lru_cache(maxsize=4096)
+def _passage_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """A passage's tokens and their stems. The same passages come back search after
+    search (every not-found decision reads the best 8), so this is kept per text."""
+    have = frozenset(tokenize(text))
+    return have, frozenset(_stem(t) for t in have)
+
+
 def _present(
-    terms: Sequence[Term], passage: list[str], forms: list[tuple[list[str], list[list[str]]]]
+    terms: Sequence[Term], passage: str, forms: list[tuple[list[str], list[list[str]]]]
 ) -> frozenset[str]:
     """The passage's tokens plus the question tokens it holds in another form."""
-    have = set(passage)
-    stems = {_stem(t) for t in have}
+    have, stems = _passage_words(passage)
     extra = {tok for t in terms for tok in t.tokens if tok not in have and _stem(tok) in stems}
     for term_toks, targets in forms:
         for toks in targets:

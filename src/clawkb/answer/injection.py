@@ -16,6 +16,7 @@ it only labels it.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -86,8 +87,14 @@ def flag_injection(text: str) -> list[str]:
     Codes come from :data:`FLAG_DESCRIPTIONS`, in that order, each at most
     once. Why: agents and the ``ask`` prompt show these next to a passage so
     a human (or a careful agent) can discount text written to steer a model.
-    The check is pure and cheap (a few regex scans), safe to run on every hit.
+    The check is pure (a few regex scans, kept per text: the same passages are
+    flagged search after search), safe to run on every hit.
     """
+    return list(_flags(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _flags(text: str) -> tuple[str, ...]:
     found: set[str] = set()
     folded = unicodedata.normalize("NFKC", _ZERO_WIDTH.sub("", text))
     if _EN_OVERRIDE.search(folded) or _ZH_OVERRIDE.search(folded):
@@ -110,7 +117,7 @@ def flag_injection(text: str) -> list[str]:
         found.add("unicode-tags")
     if _TOOL.search(folded):
         found.add("tool-call-lookalike")
-    return [code for code in FLAG_DESCRIPTIONS if code in found]
+    return tuple(code for code in FLAG_DESCRIPTIONS if code in found)
 
 
 def sanitize(text: str) -> str:

@@ -17,6 +17,8 @@ from clawkb.errors import MissingDependencyError
 
 #: Longest input, in the model's tokens, the encoder reads per text.
 MAX_TOKENS = 512
+#: Whether this process has loaded the model (the extension keeps one per process).
+_loaded = False
 
 
 class StaticEmbedder(Embedder):
@@ -39,6 +41,14 @@ class StaticEmbedder(Embedder):
             return np.zeros((0, self.dim), np.float32)
         rows = self._encode(self._dir, [str(t) for t in texts], MAX_TOKENS)
         return l2_normalize(np.asarray(rows, np.float32).reshape(len(texts), self.dim))
+
+    def warm(self) -> None:
+        """Load the model (the first call's cost: about a second of CPU, GIL held);
+        the extension keeps it for the process, so once is enough."""
+        global _loaded
+        if not _loaded:
+            self.embed_documents(["warm"])
+            _loaded = True
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]

@@ -18,6 +18,7 @@ import json
 import os
 import sqlite3
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,10 @@ def _best_of(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return order.astype(np.int64), scores[order]
 
 
+#: Held while this process rebuilds a search copy (see :meth:`DenseIndex.refresh`).
+_REBUILDING = threading.Lock()
+
+
 class DenseIndex:
     """One model's vectors for search, loaded lazily and cached on disk."""
 
@@ -122,12 +127,13 @@ class DenseIndex:
         if stamp == self._stamp:
             return
         meta = _read_meta(self.folder / "meta.json")
-        if (
-            meta.get("stamp") != stamp
-            or meta.get("ann_threshold") != self.ann_threshold
-            or "files" not in meta  # written before files were checksummed
-        ):
-            meta = self._rebuild(stamp)
+        if self._outdated(meta, stamp):
+            # Readers of one process that see new vectors together (a server's
+            # views after a write) rebuild the copy once, not once each.
+            with _REBUILDING:
+                meta = _read_meta(self.folder / "meta.json")
+                if self._outdated(meta, stamp):
+                    meta = self._rebuild(stamp)
         problem = verify(self.folder, meta)
         if problem is not None:
             raise DenseDamaged(problem)
@@ -141,6 +147,13 @@ class DenseIndex:
         self.meta = meta
         self._ann = None
         self._stamp = stamp
+
+    def _outdated(self, meta: dict[str, Any], stamp: list[int]) -> bool:
+        return (
+            meta.get("stamp") != stamp
+            or meta.get("ann_threshold") != self.ann_threshold
+            or "files" not in meta  # written before files were checksummed
+        )
 
     def _rebuild(self, stamp: list[int]) -> dict[str, Any]:
         rows = vectors_repo.matrix_rows(self.conn, self.mkey)

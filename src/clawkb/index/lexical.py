@@ -219,9 +219,21 @@ class LexicalIndex:
             if problem:
                 return f"{self.folder / MANIFEST_NAME}: {problem}"
         segments = []
+        contents: dict[str, list[tuple[Any, ...]]] = {}
+        if not self.writable:
+            Segment.forget_shared(self.folder, m.segments)
+            for rel, entry in m.files.items():  # what each segment holds, by size and CRC
+                seg_name, _, fname = rel.partition("/")
+                if not fname.startswith("live"):
+                    contents.setdefault(seg_name, []).append((fname, *entry))
         for name in m.segments:
             try:
-                seg = Segment(self.folder / name)
+                # a reader maps each segment once per process; the writer its own copy
+                if self.writable:
+                    seg = Segment(self.folder / name)
+                else:
+                    key = tuple(sorted(contents[name])) if name in contents else None
+                    seg = Segment.shared(self.folder / name, key)
                 live = m.live.get(name)
                 if live:
                     seg.live = npyfile.load(self.folder / name / live)

@@ -34,14 +34,17 @@ binary search in a memory-mapped array, with no vocabulary to load.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import os
 import shutil
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -412,8 +415,58 @@ def _open_array(path: Path) -> np.ndarray:
     return npyfile.load(path, mmap=True)
 
 
+#: Segments opened for reading, by folder: (the file identity they were opened at,
+#: the segment). Segment files never change once published, so every reader of a
+#: generation that still lists a segment maps it once (see :meth:`Segment.shared`).
+_SHARED: dict[str, tuple[tuple[Any, ...], Segment]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 class Segment:
     """A read-only, memory-mapped segment plus its (replaceable) live mask."""
+
+    @classmethod
+    def shared(cls, folder: Path, key: tuple[Any, ...] | None = None) -> Segment:
+        """A reader's view of the segment in ``folder``: its mapped arrays opened once
+        per process and shared; the live mask (and what is derived lazily) its own.
+
+        A server renews its readers' views after every write; opening each
+        segment's dozen maps again per reader thread and generation was most of
+        a search's CPU under writes. ``key`` names the segment's content (the
+        manifest's size and CRC-32 of each of its files); without one it is the
+        identity (inode, time, size) of every file but the live masks. Either
+        way a segment rebuilt or repaired under the same name is opened afresh.
+        """
+        if key is None:
+            with os.scandir(folder) as entries:
+                key = tuple(
+                    sorted(
+                        (e.name, st.st_ino, st.st_mtime_ns, st.st_size)
+                        for e in entries
+                        if not e.name.startswith("live") and (st := e.stat())
+                    )
+                )
+        name = str(folder)
+        with _SHARED_LOCK:
+            found = _SHARED.get(name)
+        if found is None or found[0] != key:
+            found = (key, cls(folder))
+            with _SHARED_LOCK:
+                _SHARED[name] = found
+        view = copy.copy(found[1])
+        view.live = view._read_live()
+        return view
+
+    @staticmethod
+    def forget_shared(index_folder: Path, keep: Iterable[str]) -> None:
+        """Drop shared segments of ``index_folder`` that are not in ``keep`` (merged
+        away); views still held by older readers keep their maps until they go."""
+        prefix, names = str(index_folder), set(keep)
+        with _SHARED_LOCK:
+            for name in list(_SHARED):
+                head, _, seg = name.rpartition(os.sep)
+                if head == prefix and seg not in names:
+                    del _SHARED[name]
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -438,12 +491,7 @@ class Segment:
             self._packed = {n: _open_array(folder / f"{n}.npy") for n in packing.PACKED_ARRAYS}
         else:
             self._raw = (_open_array(folder / "docs.npy"), _open_array(folder / "tfs.npy"))
-        live_path = folder / "live.npy"
-        self.live: np.ndarray = (
-            npyfile.load(live_path)
-            if live_path.exists()
-            else np.ones(len(self.chunk_ids), np.uint8)
-        )
+        self.live: np.ndarray = self._read_live()
         self._sorted_ids: np.ndarray | None = None
         self._blocks: dict[str, np.ndarray] | None = None
         names = _BOUNDS if self.compact else BLOCK_ARRAYS
@@ -454,6 +502,12 @@ class Segment:
                 blocks["blk_minlen"] = minlen_codes(minlen)
             if blocks["blk_minlen"].dtype == np.uint8:  # else an early layout: recompute
                 self._blocks = blocks
+
+    def _read_live(self) -> np.ndarray:
+        live_path = self.folder / "live.npy"
+        if live_path.exists():
+            return npyfile.load(live_path)
+        return np.ones(len(self.chunk_ids), np.uint8)
 
     @property
     def offsets(self) -> np.ndarray:

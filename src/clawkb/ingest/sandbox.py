@@ -4,10 +4,13 @@ Parsers of untrusted formats (PDF, DOCX, XLSX, HTML: C libraries reading
 attacker-made bytes) run in a forked worker (:mod:`clawkb.ingest.limits`).
 Before the parse starts, :func:`enter` confines that worker:
 
-1. every inherited file descriptor except stdin/stdout/stderr and the result
-   channel is pointed at ``/dev/null`` (read-only): the worker holds none of
-   the parent's files (store, index, sockets). The numbers stay taken, so a
-   stale object closing "its" descriptor cannot hit a file the parser opened;
+1. every inherited file descriptor except the result channel (and the helper
+   broker's socket) is closed, and stdin, stdout and stderr are ``/dev/null``
+   (read-only for stdin): the worker holds none of the parent's files (store,
+   index, sockets, its terminal or log), and what a parser prints goes
+   nowhere. The cyclic garbage collector is frozen first, so a stale object
+   of the parent's (a file, a socket) is never finalised in the worker and
+   cannot close a number that a file the parser opened has taken since;
 2. secrets leave its environment: every variable whose name holds KEY, TOKEN,
    SECRET, PASSWORD, PASSWD, CREDENTIAL or AUTH, and ``CLAWKB_LLM_*``
    (``CLAWKB_TOKEN``, ``OPENAI_API_KEY``...), their bytes zeroed first;
@@ -206,8 +209,7 @@ def stopped_reason(signum: int) -> str | None:
 
 def enter(keep_fds: Iterable[int], timeout_s: float, *, seccomp: bool = True) -> None:
     """Confine this (forked) process; raises ``OSError`` if a step fails."""
-    keep = {0, 1, 2, *keep_fds}
-    highest = _neutralise_fds(keep)
+    highest = _close_fds(set(keep_fds))
     scrub_environment()
     _prctl(_PR_SET_DUMPABLE, 0, "PR_SET_DUMPABLE")
     _drop_capabilities()
@@ -295,16 +297,28 @@ def _drop_capabilities() -> None:
         raise OSError(ctypes.get_errno(), "capset (dropping capabilities) failed")
 
 
-def _neutralise_fds(keep: set[int]) -> int:
-    """Point every inherited descriptor not in ``keep`` at /dev/null; the highest fd."""
-    fds = [int(name) for name in os.listdir("/proc/self/fd")]
-    null = os.open(os.devnull, os.O_RDONLY)
-    for fd in fds:
-        if fd not in keep and fd != null:
-            with contextlib.suppress(OSError):  # the listing's own fd is gone by now
-                os.dup2(null, fd, inheritable=False)
-    os.close(null)
-    return max([*fds, *keep])
+def _close_fds(keep: set[int]) -> int:
+    """Close every inherited descriptor but ``keep``; stdin, stdout and stderr become
+    ``/dev/null``. Returns the highest descriptor still open."""
+    import gc
+
+    gc.freeze()  # the parent's objects are never collected here, so none closes "its" fd
+    highest = max(int(name) for name in os.listdir("/proc/self/fd"))
+    low = 3
+    for fd in sorted(keep - {0, 1, 2}):  # close_range(2) over the gaps between kept ones
+        if fd > low:
+            os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, max(highest, low) + 1)
+    for fd, flags in ((0, os.O_RDONLY), (1, os.O_WRONLY), (2, os.O_WRONLY)):
+        if fd in keep:  # the parent ran without it, and the result pipe took its number
+            continue
+        null = os.open(os.devnull, flags)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        os.set_inheritable(fd, True)  # a helper's program gets them as its own
+    return max([2, *keep])
 
 
 def _no_new_privs() -> None:

@@ -95,16 +95,18 @@ async def search(
 
         knowledge = KnowledgeOptions(min_trust=min_trust, domains=tuple(domain))
 
-    def run(kb: KnowledgeBase) -> Any:
-        return kb.search(
+    def run(kb: KnowledgeBase) -> tuple[Any, str]:
+        res = kb.search(
             q, limit=limit, path_glob=path, explain=explain, include_memory=include_memory,
             boards=board, board_only=board_only, knowledge=knowledge, **options,
         )  # fmt: skip
+        # encoded on the reader thread too: the event loop only moves bytes
+        return res, json.dumps(res.to_dict(), ensure_ascii=False)
 
     t0 = time.perf_counter()
-    res = await st.runtime.read(run)
+    res, body = await st.runtime.read(run)
     st.metrics.observe_search(res, time.perf_counter() - t0)
-    return reply(res.to_dict())
+    return Response(body, media_type="application/json")
 
 
 @router.get("/chunks/{anchor}", summary="One chunk by anchor (or unique prefix)")

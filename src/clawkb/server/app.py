@@ -41,6 +41,7 @@ class ServerState:
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
         self.runtime = Runtime(settings.home)
+        self.runtime.warm()
         self.roots = list(settings.roots) or self._known_roots()
         self.metrics = Metrics(status=lambda: self.runtime.read_sync(lambda kb: kb.status()))
         self.ask_limiter = RateLimiter(settings.ask_per_minute)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
+import os
 import queue
 import threading
 import time
@@ -32,6 +34,10 @@ from clawkb.kb import KnowledgeBase
 from clawkb.store import db
 
 T = TypeVar("T")
+#: Threads that run reads at once. Each keeps its own view, renewed after every write,
+#: and searches are mostly Python under one GIL: more threads than this add renewals
+#: and lock hand-offs, not throughput (requests beyond it wait their turn in order).
+READER_THREADS = max(4, 2 * (os.cpu_count() or 1))
 Job = tuple[Callable[[KnowledgeBase], Any], "concurrent.futures.Future[Any]"]
 
 
@@ -94,6 +100,20 @@ def _manifest_stamp(kb: KnowledgeBase) -> tuple[int, int]:
         except OSError:
             stamps.append(0)
     return stamps[0], stamps[1]
+
+
+def _warm_dense(kb: KnowledgeBase) -> None:
+    """After a write: bring the dense search copy (``index/dense``) up to the new vectors
+    here, on the writer, so the reader views renewed next load it ready-made instead of
+    each finding it stale and rebuilding it on a request thread."""
+    from clawkb.embed import vectors
+
+    if vectors.stored_signature(kb.conn) is None:
+        return
+    from clawkb.retrieve.pipeline import retriever_for
+
+    with contextlib.suppress(Exception):  # a damaged copy is the readers' to report
+        retriever_for(kb).dense_index().refresh()
 
 
 class _Slot:
@@ -162,6 +182,8 @@ class Runtime:
         self._slots: list[_Slot] = []
         self._opened_lock = threading.Lock()
         self._repair: concurrent.futures.Future[list[str]] | None = None
+        self._limiter: Any = None
+        self._embedder: tuple[int, Any] | None = None
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._seq = itertools.count()
         self.queued = 0
@@ -187,7 +209,40 @@ class Runtime:
                 with self.gate.read():  # the writer is between writes: store and index agree
                     slot.renew(self.home, self.generation, self.config_version)
                 slot.kb.repair_handler = self.request_repair  # type: ignore[union-attr]
+                self.share_embedder(slot.kb)  # type: ignore[arg-type]
             return fn(slot.kb)  # type: ignore[arg-type]
+
+    def share_embedder(self, kb: KnowledgeBase) -> None:
+        """Give ``kb`` the embedder every view and the writer share (per config version).
+
+        A view is a new :class:`KnowledgeBase` after each write, and each would
+        otherwise build its own embedder and load its model (an ONNX session,
+        tokenizers) on its first query of every generation."""
+        from clawkb.embed.run import kb_embedder, set_kb_embedder
+
+        with self._opened_lock:
+            shared = self._embedder
+            if shared is None or shared[0] != self.config_version:
+                try:
+                    shared = self._embedder = (self.config_version, kb_embedder(kb))
+                except Exception:  # a model that cannot load: each search says why itself
+                    return
+            set_kb_embedder(kb, shared[1])
+
+    def warm(self) -> None:
+        """At start, when the KB has vectors: load the embedding model now, before any
+        request (a model load can hold the GIL for a second, stalling every request
+        in flight)."""
+
+        def run(kb: KnowledgeBase) -> None:
+            from clawkb.embed import vectors
+            from clawkb.embed.run import kb_embedder
+
+            if vectors.stored_signature(kb.conn) is not None:
+                kb_embedder(kb).warm()
+
+        with contextlib.suppress(Exception):  # a model that cannot load: searches say why
+            self.read_sync(run)
 
     def request_repair(self) -> concurrent.futures.Future[list[str]]:
         """A reader found the index behind or damaged: the writer thread repairs it
@@ -210,9 +265,12 @@ class Runtime:
                     slot.lock.release()
 
     async def read(self, fn: Callable[[KnowledgeBase], T]) -> T:
+        import anyio
         import anyio.to_thread
 
-        return await anyio.to_thread.run_sync(self.read_sync, fn)
+        if self._limiter is None:  # made on the event loop, at the first read
+            self._limiter = anyio.CapacityLimiter(READER_THREADS)
+        return await anyio.to_thread.run_sync(self.read_sync, fn, limiter=self._limiter)
 
     def reload_config(self) -> None:
         """``config.yaml`` changed: every view and the writer read it again before their next use."""
@@ -263,11 +321,14 @@ class Runtime:
                 if kb is None:
                     self._writer_config = self.config_version
                     kb = KnowledgeBase.open(self.home)
+                    self.share_embedder(kb)
                 if getattr(fut, "gated", True):
                     with self.exclusive():
                         result = fn(kb)
+                        _warm_dense(kb)
                 else:
                     result = fn(kb)
+                    _warm_dense(kb)
                 fut.set_result(result)
             except BaseException as exc:  # handed to the waiting request
                 fut.set_exception(exc)

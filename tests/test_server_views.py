@@ -1,0 +1,58 @@
+"""The server's reader views share what does not change between writes: one embedder,
+and a dense search copy the writer has already brought up to date."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from clawkb.embed.run import embed_kb, embed_new, kb_embedder
+from clawkb.index.dense import DenseIndex, _read_meta
+from clawkb.kb import KnowledgeBase
+from clawkb.server.runtime import Runtime
+
+
+def test_views_share_one_embedder_and_find_the_dense_copy_ready(tmp_path: Path) -> None:
+    pytest.importorskip("static_model")
+    home, docs = tmp_path / "kb", tmp_path / "docs"
+    home.mkdir()
+    docs.mkdir()
+    (home / "config.yaml").write_text("embedding: static\n", "utf-8")
+    (docs / "a.md").write_text("# Alpha\n\nthe uart driver of the alpha board\n", "utf-8")
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([docs])
+        embed_kb(kb)
+    runtime = Runtime(home)
+    try:
+        runtime.warm()
+        seen: list[object] = []
+
+        def look() -> None:
+            seen.append(runtime.read_sync(kb_embedder))
+
+        threads = [threading.Thread(target=look) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(seen) == 3 and seen[0] is seen[1] is seen[2]
+
+        (docs / "b.md").write_text("# Beta\n\nthe spi flash of the beta board\n", "utf-8")
+
+        def write(kb: KnowledgeBase) -> None:
+            kb.index([docs])
+            embed_new(kb)
+
+        runtime.submit(write, "index").result(120)
+        # the writer refreshed the dense copy before any reader asked for it
+        with KnowledgeBase.open(home) as kb:
+            sig = kb_embedder(kb).signature()
+            dense = DenseIndex(home / "index" / "dense", kb.conn, sig)
+            assert _read_meta(dense.folder / "meta.json")["stamp"] == dense.stamp()
+        res = runtime.read_sync(lambda kb: kb.search("spi flash beta", limit=3))
+        assert res.hits and res.hits[0].anchor.path.endswith("b.md")
+        assert runtime.read_sync(kb_embedder) is seen[0]  # a renewed view, the same model
+    finally:
+        runtime.close()
