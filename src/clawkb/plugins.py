@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # importlib.metadata loads only to list plugins or find a rare one
+    from importlib.metadata import EntryPoint
 
 from clawkb.errors import ConfigError
 
@@ -90,11 +92,13 @@ def load_order(ep: EntryPoint) -> tuple[int, str, str]:
 
 
 def group_entry_points(group: str) -> list[EntryPoint]:
+    from importlib.metadata import entry_points
+
     return sorted(entry_points(group=group), key=load_order)
 
 
 def names(group: str) -> list[str]:
-    return sorted({ep.name for ep in entry_points(group=group)} | set(_registered.get(group, ())))
+    return sorted({ep.name for ep in group_entry_points(group)} | set(_registered.get(group, ())))
 
 
 def _target(obj: Any) -> str:
@@ -144,7 +148,7 @@ def load_group(group: str) -> tuple[tuple[str, Any], ...]:
     out = []
     for name, target in chosen.items():
         obj = target
-        if isinstance(target, EntryPoint):
+        if isinstance(target, Ref):
             try:
                 obj = target.load()
             except ImportError as exc:
@@ -213,8 +217,26 @@ def _section(text: str, group: str) -> list[tuple[str, str]]:
     return out
 
 
+@dataclass(frozen=True)
+class Ref:
+    """An entry point as ``entry_points.txt`` states it: ``module:attr.path``."""
+
+    name: str
+    value: str
+    group: str
+
+    def load(self) -> Any:
+        import importlib
+
+        module, _, attrs = self.value.partition(":")
+        obj: Any = importlib.import_module(module.strip())
+        for attr in filter(None, attrs.strip().split(".")):
+            obj = getattr(obj, attr)
+        return obj
+
+
 @functools.cache
-def quick_entry_points(group: str) -> dict[str, EntryPoint]:
+def quick_entry_points(group: str) -> dict[str, Ref]:
     """``group``'s entry points by name, third-party ones over the built-ins. Read from
     the ``entry_points.txt`` files of the distributions on ``sys.path`` (the first of a
     name wins, as for ``importlib.metadata``): a fresh ``clawkb search`` does not pay
@@ -223,8 +245,8 @@ def quick_entry_points(group: str) -> dict[str, EntryPoint]:
     import sys
 
     marker = f"[{group}]"
-    builtin: dict[str, EntryPoint] = {}
-    other: dict[str, EntryPoint] = {}
+    builtin: dict[str, Ref] = {}
+    other: dict[str, Ref] = {}
     seen: set[str] = set()
     for entry in sys.path:
         try:
@@ -245,11 +267,11 @@ def quick_entry_points(group: str) -> dict[str, EntryPoint]:
                 continue
             into = builtin if dist == BUILTIN_DISTRIBUTION else other
             for name, value in _section(text, group):
-                into[name] = EntryPoint(name, value, group)
+                into[name] = Ref(name, value.split("[", 1)[0].strip(), group)
     return {**builtin, **other}
 
 
-def command_entry_points() -> dict[str, EntryPoint]:
+def command_entry_points() -> dict[str, Ref]:
     return quick_entry_points("clawkb.commands")
 
 
@@ -260,7 +282,7 @@ def commands() -> dict[str, Any]:
 
 def load_command(ep: Any) -> Any:
     """The click command an entry point names (a one-line error when it cannot load)."""
-    if not isinstance(ep, EntryPoint):
+    if not isinstance(ep, Ref):
         return ep
     try:
         return ep.load()

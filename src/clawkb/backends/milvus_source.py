@@ -37,7 +37,7 @@ from clawkb.backends.settings import MilvusSettings
 from clawkb.backends.surrogate import encode
 from clawkb.retrieve import fusion
 from clawkb.retrieve.settings import remote_min_confidence
-from clawkb.retrieve.source import Scope, Source, TermCounts, TermStats
+from clawkb.retrieve.source import Scope, Source, TermCounts, TermStats, Weights
 from clawkb.store.repo import ChunkRow
 from clawkb.text import tokenize
 
@@ -283,19 +283,14 @@ class MilvusSource(Source):
         return res
 
     def lexical_top(
-        self, tokens: list[str], weights: list[float] | None, k: int, scope: Scope
+        self, tokens: list[str], weights: Weights, k: int, scope: Scope
     ) -> tuple[fusion.Channel, int]:
         assert isinstance(scope, MilvusScope) and scope.stats is not None
         rows = scope.stats.lexical(tokens, weights, k)
         return scope.ids.channel(rows), len(rows)
 
     def lexical_among(
-        self,
-        tokens: list[str],
-        weights: list[float] | None,
-        k: int,
-        scope: Scope,
-        ids: np.ndarray,
+        self, tokens: list[str], weights: Weights, k: int, scope: Scope, ids: np.ndarray
     ) -> fusion.Channel | None:
         assert isinstance(scope, MilvusScope) and scope.stats is not None
         within = MilvusTermStats(self.settings, scope.stats.stats, _and(scope.expr, _ids_expr(ids)))

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from clawkb.errors import ConfigError
-from clawkb.retrieve.filters import Filters, parse_meta, parse_time
 from clawkb.retrieve.settings import FUSIONS, MODES, RetrievalSettings
 
 NORMS = ("minmax", "zscore")
@@ -155,6 +154,8 @@ def check_choices(params: dict[str, Any]) -> None:
 
 def pipeline_kwargs(params: dict[str, Any]) -> dict[str, Any]:
     """Turn parsed retrieval options into ``kb.search`` keywords (pops them from params)."""
+    from clawkb.retrieve.filters import Filters, parse_meta, parse_time  # numpy: not at start-up
+
     mode = params.pop("mode", None)
     doc_types = params.pop("doc_types", ())
     meta = params.pop("meta", ())

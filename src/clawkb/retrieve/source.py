@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from clawkb.retrieve.settings import RetrievalSettings
     from clawkb.store.repo import ChunkRow
 
+#: Per-token query weights (None: every token weighs 1).
+Weights = list[float] | None
+
 #: Agent memories (:mod:`clawkb.memory`) are stored as documents under this
 #: path prefix; search leaves them out unless ``include_memory`` is set.
 MEMORY_PREFIX = "memory://"
@@ -152,19 +155,14 @@ class Source(ABC):
 
     @abstractmethod
     def lexical_top(
-        self, tokens: list[str], weights: list[float] | None, k: int, scope: Scope
+        self, tokens: list[str], weights: Weights, k: int, scope: Scope
     ) -> tuple[fusion.Channel, int]:
         """Top-``k`` lexical channel in ``scope`` and the number of matching chunks."""
         ...
 
     @abstractmethod
     def lexical_among(
-        self,
-        tokens: list[str],
-        weights: list[float] | None,
-        k: int,
-        scope: Scope,
-        ids: np.ndarray,
+        self, tokens: list[str], weights: Weights, k: int, scope: Scope, ids: np.ndarray
     ) -> fusion.Channel | None:
         """Top-``k`` lexical channel among ``ids`` in ``scope`` (None: nothing to add)."""
         ...
@@ -275,7 +273,7 @@ class LocalSource(Source):
         return ids
 
     def lexical_top(
-        self, tokens: list[str], weights: list[float] | None, k: int, scope: Scope
+        self, tokens: list[str], weights: Weights, k: int, scope: Scope
     ) -> tuple[fusion.Channel, int]:
         hidden = scope.hidden
         ids, scores, matched = self.kb.lexical.search(
@@ -286,12 +284,7 @@ class LocalSource(Source):
         return drop(ids, scores, hidden, k), matched
 
     def lexical_among(
-        self,
-        tokens: list[str],
-        weights: list[float] | None,
-        k: int,
-        scope: Scope,
-        ids: np.ndarray,
+        self, tokens: list[str], weights: Weights, k: int, scope: Scope, ids: np.ndarray
     ) -> fusion.Channel | None:
         allowed, hidden = scope.allowed, scope.hidden
         within = ids if allowed is None else np.intersect1d(ids, allowed)
