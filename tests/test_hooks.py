@@ -1,6 +1,6 @@
 """Features plug in through one registry (``clawkb.plugins``): a third-party
-distribution's query stage, rank stage, CLI command and doctor check run exactly like
-the built-ins (boards, knowledge, exact, headings, every command, the sandbox check),
+distribution's query stage, rank stage, CLI command, ingest hook and doctor check run
+exactly like the built-ins (boards, knowledge, exact, headings, every command, the sandbox check),
 and the in-process API registers the same kinds."""
 
 from __future__ import annotations
@@ -72,12 +72,33 @@ class LastFirst:
         return [last, *fused[:-1]], {"moved": last.chunk_id}
 
 
+class Recorder:
+    """An ingest hook: notes every stored file's path in the KB folder."""
+
+    order = 60
+
+    def __init__(self, log):
+        self.log = log
+
+    @classmethod
+    def for_kb(cls, kb):
+        return cls(str(kb.home / "recorded.txt"))
+
+    def chunk_config(self, path, parsed, config):
+        return config
+
+    def stored(self, repo, doc_id, path, parsed):
+        with open(self.log, "a", encoding="utf-8") as fh:
+            fh.write(path.rsplit("/", 1)[-1] + "\\n")
+
+
 def check(kb):
     return Finding("extra check", True, f"{kb.repo.counts()['documents']} documents seen")
 '''
 
 ENTRY_POINTS = """[clawkb.commands]
 hello = clawkbextra:hello
+broken = clawkbmissing:command
 
 [clawkb.query_stages]
 stamp = clawkbextra:StampStage
@@ -87,6 +108,9 @@ last-first = clawkbextra:LastFirst
 
 [clawkb.doctor_checks]
 extra = clawkbextra:check
+
+[clawkb.ingest_hooks]
+recorder = clawkbextra:Recorder
 """
 
 DOCS = {
@@ -108,6 +132,7 @@ def extra_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict
         yield env
     finally:
         cli.commands.pop("hello", None)
+        cli.commands.pop("broken", None)
         monkeypatch.undo()
         _forget_plugins()
 
@@ -138,7 +163,8 @@ def test_a_third_party_distribution_adds_a_command_stages_and_a_doctor_check(
 
     mine = {(r["group"], r["name"]): r["origin"] for r in json.loads(run("plugins", "--json"))}
     for key in [("clawkb.commands", "hello"), ("clawkb.query_stages", "stamp"),
-                ("clawkb.rank_stages", "last-first"), ("clawkb.doctor_checks", "extra")]:  # fmt: skip
+                ("clawkb.rank_stages", "last-first"), ("clawkb.doctor_checks", "extra"),
+                ("clawkb.ingest_hooks", "recorder")]:  # fmt: skip
         assert mine[key] == "clawkb_extra 1.2", key
     for key in [("clawkb.commands", "search"), ("clawkb.query_stages", "knowledge"),
                 ("clawkb.query_stages", "boards"), ("clawkb.rank_stages", "exact"),
@@ -150,7 +176,15 @@ def test_a_third_party_distribution_adds_a_command_stages_and_a_doctor_check(
     res = clawkb(extra_dist, "hello", "world")
     assert res.returncode == 0 and res.stdout.strip() == "hello world from a plugin", res.stderr
 
+    # a plugin command that cannot load: one line naming it; the rest still work
+    broken = runner.invoke(cli, ["broken"])
+    assert broken.exit_code == 1
+    assert "command 'broken' (clawkbmissing:command) cannot be loaded" in broken.output
+    assert "hello" in runner.invoke(cli, ["--help"]).stdout
+
     run("--kb", kb, "index", str(docs))
+    recorded = (Path(kb) / "recorded.txt").read_text(encoding="utf-8").split()
+    assert sorted(recorded) == sorted(DOCS)  # the plugin's ingest hook saw every file
     # the plugin's option is a `clawkb search` flag; its stage sees the value
     got = json.loads(run("--kb", kb, "search", "UART2 console", "--stamp", "teal", "--json"))
     assert "stamped teal" in got["warnings"]

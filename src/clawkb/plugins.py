@@ -151,7 +151,7 @@ def load_group(group: str) -> tuple[tuple[str, Any], ...]:
         if isinstance(target, Ref):
             try:
                 obj = target.load()
-            except ImportError as exc:
+            except Exception as exc:  # a broken plugin: one line naming it, not a traceback
                 raise ConfigError(
                     f"{group} plugin {name!r} ({target.value}) cannot be loaded: {exc}"
                 ) from exc
@@ -286,5 +286,5 @@ def load_command(ep: Any) -> Any:
         return ep
     try:
         return ep.load()
-    except ImportError as exc:
+    except Exception as exc:  # a broken plugin: one line naming it, not a traceback
         raise ConfigError(f"command {ep.name!r} ({ep.value}) cannot be loaded: {exc}") from exc

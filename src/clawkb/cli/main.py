@@ -26,17 +26,24 @@ class LazyGroup(click.Group):
     """A group that imports a command's module only when that command runs."""
 
     def _load(self, name: str) -> None:
+        from clawkb.errors import ConfigError
         from clawkb.plugins import commands, load_command
 
         ep = commands().get(name)
         if ep is not None and name not in self.commands:
-            self.add_command(load_command(ep), name)
+            try:
+                self.add_command(load_command(ep), name)
+            except ConfigError as exc:  # a broken plugin command: one line, exit 1
+                raise click.ClickException(str(exc)) from exc
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         from clawkb.plugins import commands
 
         for name in commands():
-            self._load(name)
+            try:
+                self._load(name)
+            except click.ClickException as exc:  # the other commands still list
+                echo(f"warning: {exc.message}", err=True)
         return super().list_commands(ctx)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
