@@ -186,3 +186,20 @@ def test_docs_table_is_generated_from_the_table() -> None:
     )
     for o in all_options():
         assert f"`{o.cli_flag}`" in page and f"`{o.name}`" in page
+
+
+def test_a_stage_option_cannot_take_a_core_name() -> None:
+    class Clash:
+        options = (Option("mode", str, "a second --mode"),)
+
+        @staticmethod
+        def around(kb: Any, q: Any, run: Any) -> Any:
+            return run(q)
+
+    plugins.register("clawkb.query_stages", "clash", Clash)
+    try:
+        with pytest.raises(Exception, match="query stage 'clash': search option 'mode' is taken"):
+            all_options()
+    finally:
+        plugins.unregister("clawkb.query_stages", "clash")
+    assert [o.name for o in all_options()].count("mode") == 1

@@ -125,8 +125,13 @@ def all_options() -> tuple[Option, ...]:
     from clawkb.plugins import load_group
 
     out = list(OPTIONS)
-    for _, stage in load_group("clawkb.query_stages"):
-        out.extend(getattr(stage, "options", ()))
+    taken = {o.name for o in out} | {o.key for o in out}
+    for name, stage in load_group("clawkb.query_stages"):
+        for o in getattr(stage, "options", ()):
+            if o.name in taken or o.key in taken:
+                raise ConfigError(f"query stage {name!r}: search option {o.name!r} is taken")
+            taken |= {o.name, o.key}
+            out.append(o)
     return tuple(out)
 
 
