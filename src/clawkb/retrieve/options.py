@@ -1,6 +1,8 @@
 """The one table of search options: CLI flags, HTTP query parameters, MCP tool
 arguments and the docs table (docs/search-options.md) are all generated from
-:data:`OPTIONS`, so the front ends cannot drift apart.
+:func:`all_options` — :data:`OPTIONS` plus the options each query stage declares
+(``clawkb.query_stages`` plugins: the knowledge stage's trust, domain, route, ...)
+— so the front ends cannot drift apart.
 
 Choices that name a plugin (``rerank``) come from the plugin registry when they
 are read, so a reranker plugin is accepted by the HTTP API and MCP exactly as
