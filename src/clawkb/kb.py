@@ -12,14 +12,16 @@ in the KB folder; searches never block on it. A KB folder holds::
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -455,14 +457,12 @@ class KnowledgeBase:
                 build.close()
 
     def _ingestor(self) -> Ingestor:
-        from clawkb.hardware.hook import DatasheetHook
         from clawkb.ingest.pipeline import Ingestor
-        from clawkb.knowledge.hook import KnowledgeHook
+        from clawkb.plugins import load_group
 
-        hooks = (
-            DatasheetHook.for_kb(self),  # boards + pin aliases of datasheet files
-            KnowledgeHook.for_kb(self),  # trust tier, domain, links (after boards)
-        )
+        # clawkb.ingest_hooks by order: boards + pin aliases of datasheet files, then
+        # trust tier, domain and links (clawkb.plugins)
+        hooks = tuple(hook.for_kb(self) for _, hook in load_group("clawkb.ingest_hooks"))
         keep = [(self.home / "learned").as_posix()]  # agent notes live in the KB folder
         return Ingestor(
             self.repo, self.lexical, self.config, self.registry, hooks=hooks, keep_under=keep
@@ -483,6 +483,7 @@ class KnowledgeBase:
         filters: Filters | None = None,
         snippets: bool = True,
         knowledge: Any = None,
+        features: Mapping[str, Any] | None = None,
         **retrieval: Any,
     ) -> SearchResult:
         """Search: build a :class:`~clawkb.retrieve.query.Query` and run the one pipeline.
@@ -493,14 +494,15 @@ class KnowledgeBase:
         (fusion weights, rerank, ... — the ``retrieval:`` settings) apply with or
         without boards; an unknown keyword raises ``ConfigError``. ``snippets=False``
         leaves snippets and highlights out, and matched terms below the top hit
-        (evaluation needs only the ranking).
+        (evaluation needs only the ranking). ``features`` are read by the query stages
+        (``clawkb.query_stages`` plugins; a plugin's search options arrive here).
         """
         from clawkb.retrieve.query import Query
 
         globs = (path_glob,) if isinstance(path_glob, str) else tuple(path_glob or ())
-        extra: dict[str, Any] = {}
-        if boards:
-            extra = self._board_fields(boards, board_only)
+        features = dict(features or {})
+        if boards:  # the boards stage (clawkb.hardware.stage) reads these
+            features.update(boards=tuple(boards), board_only=board_only)
         q = Query.make(
             query,
             limit=limit,
@@ -511,17 +513,14 @@ class KnowledgeBase:
             explain=explain,
             include_memory=include_memory,
             snippets=snippets,
-            knowledge=knowledge,  # trust tiers, domains, graph (clawkb.knowledge.search)
-            **extra,
+            knowledge=knowledge,  # trust tiers, domains, graph (clawkb.knowledge.stage)
+            features=MappingProxyType(features),
         )
-        if not boards:
-            return self.run_query(q)
-        from clawkb.hardware.ranking import name_boards
+        return self.run_query(q)
 
-        return name_boards(self, self.run_query(q))
-
-    def _board_fields(self, boards: Sequence[str], only: bool) -> dict[str, Any]:
-        """The :class:`Query` fields of a board search (board names live in the store)."""
+    def board_fields(self, boards: Sequence[str], only: bool) -> dict[str, Any]:
+        """The :class:`Query` fields of a board search (board names live in the store;
+        the boards stage, :mod:`clawkb.hardware.stage`, asks for them)."""
         from clawkb.hardware.ranking import board_restriction
 
         return board_restriction(self, boards, only=only)
@@ -552,20 +551,21 @@ class KnowledgeBase:
         return res
 
     def run_prepared(self, q: Query, *, source: Source | None = None) -> SearchResult:
-        """Run ``q`` on ``source`` (default :attr:`source`) with the knowledge stages
-        (tiers, domains, graph) around the pipeline when wanted; no freshness check."""
-        from clawkb.knowledge import search as knowledge
+        """Run ``q`` on ``source`` (default :attr:`source`) through the query stages
+        (``clawkb.query_stages`` plugins, smallest ``order`` outermost: boards, then
+        the knowledge stages) around the one pipeline; no freshness check."""
+        from clawkb.plugins import load_group
         from clawkb.retrieve.pipeline import run
 
         src = source if source is not None else self.source
         settings = src.retriever.settings
 
-        def once(kb: KnowledgeBase, sub: Query) -> SearchResult:
+        def call(sub: Query) -> SearchResult:
             return run(src, settings, sub)
 
-        if knowledge.wanted(self, q.knowledge):
-            return knowledge.run_query(self, q, once)
-        return once(self, q)
+        for _, stage in reversed(load_group("clawkb.query_stages")):
+            call = functools.partial(_around, stage, self, run=call)
+        return call(q)
 
     def search_ids(self, query: str, limit: int = 10) -> tuple[np.ndarray, np.ndarray]:
         """Raw lexical top-k chunk ids and scores, without touching the store."""
@@ -693,6 +693,12 @@ def repair_in_background(home: Path) -> Future[list[str]]:
 
     threading.Thread(target=run, name="clawkb-repair", daemon=True).start()
     return fut
+
+
+def _around(
+    stage: Any, kb: KnowledgeBase, q: Query, *, run: Callable[[Query], SearchResult]
+) -> SearchResult:
+    return stage.around(kb, q, run)  # type: ignore[no-any-return]
 
 
 def _dense_status(kb: KnowledgeBase) -> dict[str, Any] | None:

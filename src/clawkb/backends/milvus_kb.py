@@ -53,7 +53,7 @@ def kb_search(
         kb, s, namespace=namespace, boards=tuple(boards) if board_only else (),
         datasheets_only=datasheets_only,
     )  # fmt: skip
-    extra = kb._board_fields(boards, False) if boards and not board_only else {}
+    extra = kb.board_fields(boards, False) if boards and not board_only else {}
     q = Query.make(
         query, limit=limit, mode=mode, filters=filters, path_globs=tuple(path_globs),
         options=options, explain=explain, include_memory=include_memory, knowledge=OFF,

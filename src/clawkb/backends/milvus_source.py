@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,13 +37,13 @@ from clawkb.backends.settings import MilvusSettings
 from clawkb.backends.surrogate import encode
 from clawkb.retrieve import fusion
 from clawkb.retrieve.settings import remote_min_confidence
-from clawkb.retrieve.source import Scope, TermCounts, TermStats, join
+from clawkb.retrieve.source import Scope, Source, TermCounts, TermStats, Weights
 from clawkb.store.repo import ChunkRow
 from clawkb.text import tokenize
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
-    from clawkb.retrieve.query import ChunkBoost, Query
+    from clawkb.retrieve.query import Query
     from clawkb.retrieve.result import SearchResult
     from clawkb.retrieve.settings import RetrievalSettings
 
@@ -175,7 +175,7 @@ def _and(*parts: str) -> str:
     return parts[0] if len(parts) == 1 else " and ".join(f"({p})" for p in parts)
 
 
-class MilvusSource:
+class MilvusSource(Source):
     """Channels from a Milvus collection (see the module docstring).
 
     ``namespace``, ``boards`` (board-only: those boards + generic datasheets) and
@@ -184,6 +184,11 @@ class MilvusSource:
 
     name = "milvus"
     budgeted = False  # remote calls carry their own timeouts
+    remote = True
+    #: Milvus BM25 cannot search within given ids with index-wide statistics (exact and
+    #: headings stand aside), does not say which chunks lack vectors, and keeps no term
+    #: statistics for the fitted not-found model
+    capabilities: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -277,23 +282,19 @@ class MilvusSource:
         res.warnings += warnings
         return res
 
-    def lexical(
-        self,
-        tokens: list[str],
-        weights: list[float] | None,
-        k: int,
-        scope: Scope,
-        boost: ChunkBoost | None,
+    def lexical_top(
+        self, tokens: list[str], weights: Weights, k: int, scope: Scope
     ) -> tuple[fusion.Channel, int]:
         assert isinstance(scope, MilvusScope) and scope.stats is not None
         rows = scope.stats.lexical(tokens, weights, k)
-        ch = scope.ids.channel(rows)
-        if boost is not None and len(boost.ids) and float(boost.factors.max()) > 1.0:
-            within = MilvusTermStats(
-                self.settings, scope.stats.stats, _and(scope.expr, _ids_expr(boost.ids))
-            )
-            ch = join(ch, scope.ids.channel(within.lexical(tokens, weights, k)))
-        return ch, len(rows)
+        return scope.ids.channel(rows), len(rows)
+
+    def lexical_among(
+        self, tokens: list[str], weights: Weights, k: int, scope: Scope, ids: np.ndarray
+    ) -> fusion.Channel | None:
+        assert isinstance(scope, MilvusScope) and scope.stats is not None
+        within = MilvusTermStats(self.settings, scope.stats.stats, _and(scope.expr, _ids_expr(ids)))
+        return scope.ids.channel(within.lexical(tokens, weights, k))
 
     def _embed(self, texts: list[str]) -> list[np.ndarray]:
         from clawkb.embed.run import kb_embedder
@@ -330,6 +331,9 @@ class MilvusSource:
     def rows(self, ids: list[int], scope: Scope) -> dict[int, ChunkRow]:
         assert isinstance(scope, MilvusScope)
         return {i: doc_row(scope.ids.rows[i]) for i in ids if i in scope.ids.rows}
+
+    def embedded(self) -> Callable[[np.ndarray], np.ndarray]:
+        raise NotImplementedError("a Milvus source has no vector_coverage capability")
 
     def explainer(self) -> None:
         return None

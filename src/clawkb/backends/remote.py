@@ -112,7 +112,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
         self._remember(res.hits)
         return res
 
-    def _board_fields(self, boards: Sequence[str], only: bool) -> dict[str, Any]:
+    def board_fields(self, boards: Sequence[str], only: bool) -> dict[str, Any]:
         """Board search without a store: the boards' chunk ids come from Milvus."""
         from clawkb.hardware.boards import normalize_board
         from clawkb.hardware.ranking import board_boost

@@ -135,6 +135,3 @@ def roles(ctx: click.Context, as_json: bool) -> None:
     echo_table(
         [[r.name, r.description, "" if r.origin == "builtin" else f"({r.origin})"] for r in items]
     )
-
-
-COMMANDS = [ask, roles]

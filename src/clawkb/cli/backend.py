@@ -103,6 +103,3 @@ def run_milvus_eval(
         echo_json({**result.to_dict(), "backend": "milvus"})
     else:
         echo("backend milvus (Milvus Lite)\n" + format_comparison(result))
-
-
-COMMANDS = [sync_cmd, export_cmd, import_cmd]

@@ -63,52 +63,52 @@ def embedders(as_json: bool) -> None:
         echo("\n".join(names))
 
 
-def pipeline_kwargs(params: dict[str, Any]) -> dict[str, Any]:
-    """:func:`clawkb.retrieve.options.pipeline_kwargs`, imported when a search runs."""
-    from clawkb.retrieve.options import pipeline_kwargs as kwargs
+class TableChoice(click.ParamType):
+    """A name option of the search-options table: its choices are read when a value is
+    checked or help is shown (a reranker plugin installed later is accepted)."""
 
-    return kwargs(params)
+    def __init__(self, option: Any) -> None:
+        self.option = option
+        self.name = option.name
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[" + "|".join(self.option.allowed() or ()) + "]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        allowed = self.option.allowed() or ()
+        if value not in allowed:
+            # the same words as the HTTP API and the settings (one table, one message)
+            self.fail(f"{self.name} must be one of {', '.join(allowed)}, got {value!r}", param, ctx)
+        return value
+
+
+def click_option(o: Any) -> Callable[[F], F]:
+    """The click option of one search option (:class:`clawkb.retrieve.options.Option`)."""
+    decls = [o.cli_flag if o.tristate else o.flag]
+    if o.key != o.name:
+        decls.append(o.key)
+    kwargs: dict[str, Any] = {"help": o.help}
+    if o.tristate:
+        kwargs["default"] = None
+    elif o.kind is bool:
+        kwargs["is_flag"] = True
+    else:
+        kwargs["type"] = TableChoice(o) if o.choices is not None else o.kind
+        kwargs["multiple"] = o.multiple
+    if o.metavar:
+        kwargs["metavar"] = o.metavar
+    return click.option(*decls, **kwargs)
 
 
 def retrieval_options(func: F) -> F:
-    """Add the pipeline options (mode, fusion, rerank, filters) to a command."""
-    opts = [
-        click.option(
-            "--mode",
-            type=click.Choice(["auto", "lexical", "dense", "hybrid"]),
-            help="Retrieval channels (default auto: hybrid once `clawkb embed` has run).",
-        ),
-        click.option("--fusion", type=click.Choice(["rrf", "linear"]), help="How channels fuse."),
-        click.option("--rrf-k", type=int, help="RRF constant k (default 20)."),
-        click.option("--w-lexical", type=float, help="Lexical weight (RRF weight / linear α)."),
-        click.option("--w-dense", type=float, help="Dense weight (RRF weight / linear β)."),
-        click.option("--w-recency", type=float, help="Linear fusion: recency weight γ."),
-        click.option("--norm", type=click.Choice(["minmax", "zscore"]), help="Linear: score norm."),
-        click.option(
-            "--rerank",
-            metavar="KIND",
-            help="Rerank with dense (works out of the box), endpoint, onnx or a plugin"
-            " (`clawkb plugins`).",
-        ),
-        click.option(
-            "--early-return", type=float, help="Lexical top-1 margin that skips dense (0 = never)."
-        ),
-        click.option(
-            "--min-confidence",
-            type=float,
-            help='With vectors: say "no match" below this P(answerable) (default: the fitted'
-            " model's threshold; 0 never).",
-        ),
-        click.option("--no-merge", is_flag=True, help="Do not merge adjacent chunks of a section."),
-        click.option(
-            "--type", "doc_types", multiple=True, help="Only this document type/extension."
-        ),
-        click.option("--meta", multiple=True, metavar="KEY[=VALUE]", help="Metadata filter."),
-        click.option("--since", help="Only files changed since (YYYY-MM-DD or age like 30d)."),
-        click.option("--until", help="Only files changed before (YYYY-MM-DD or age)."),
-    ]
-    for opt in reversed(opts):
-        func = opt(func)
+    """Add every search option of the one table (:mod:`clawkb.retrieve.options`: mode,
+    fusion, rerank, filters, and the query stages' own, e.g. trust and domains) to a
+    command; :func:`clawkb.retrieve.options.search_kwargs` turns them into ``kb.search``
+    keywords."""
+    from clawkb.retrieve.options import all_options
+
+    for o in reversed(all_options()):
+        func = click_option(o)(func)
     return func
 
 
@@ -186,6 +186,3 @@ def run_compare(
         echo_json(result.to_dict())
     else:
         echo(format_comparison(result))
-
-
-COMMANDS = [embed, embedders]

@@ -171,6 +171,3 @@ def format_check(report: GoldenReport) -> str:
         f"threshold {report.threshold:.2f}: {verdict}"
     )
     return "\n".join(lines)
-
-
-COMMANDS = [eval_cmd, check_cmd]

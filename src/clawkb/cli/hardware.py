@@ -86,6 +86,3 @@ def pins(ctx: click.Context, args: tuple[str, ...], as_json: bool) -> None:
         echo_table(rows, indent=2)
     for c in listing["conflicts"]:
         echo(f"conflict: {c}", err=True)
-
-
-COMMANDS = [context, pins]

@@ -244,6 +244,3 @@ def _info_dict(info: object) -> dict[str, Any]:
     from dataclasses import asdict, is_dataclass
 
     return asdict(info) if is_dataclass(info) and not isinstance(info, type) else dict(vars(info))
-
-
-COMMANDS = [init, index, reindex, status, parsers]

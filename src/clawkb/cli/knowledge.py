@@ -217,9 +217,6 @@ def content_report(ctx: click.Context, as_json: bool) -> dict[str, Any]:
     return report
 
 
-COMMANDS = [learn_cmd, learned, links_cmd]
-
-
 @click.command("tune")
 @click.argument("golden", type=click.Path(dir_okay=False))
 @click.option("--write", "write", is_flag=True, help="Store the fitted weights in config.yaml.")
@@ -245,6 +242,3 @@ def tune_cmd(ctx: click.Context, golden: str, write: bool, as_json: bool) -> Non
     echo(f"  weights: {report['weights']}")
     if write:
         echo(f"written to {report['written']}")
-
-
-COMMANDS.append(tune_cmd)

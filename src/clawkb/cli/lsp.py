@@ -34,6 +34,3 @@ def lsp_cmd(ctx: click.Context, stdio: bool) -> None:
 
     explicit = ctx.obj.get("kb") if ctx.obj else None
     serve(Path(explicit).expanduser().resolve() if explicit else None)
-
-
-COMMANDS = [lsp_cmd]

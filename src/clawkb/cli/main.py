@@ -6,7 +6,6 @@ owns the global ``--kb`` option.
 
 from __future__ import annotations
 
-import importlib
 import io
 import re
 import sys
@@ -17,86 +16,34 @@ import click
 from clawkb import __version__
 from clawkb.cli.common import echo
 
-#: Command modules under clawkb.cli; each exposes ``COMMANDS``.
-MODULES = (
-    "indexing",
-    "searching",
-    "evaluate",
-    "asking",
-    "memory",
-    "hardware",
-    "mcp",
-    "lsp",
-    "dense",
-    "settings",
-    "skill",
-    "maintenance",
-    "serving",
-    "backend",
-    "knowledge",
-)
-
-#: Which module defines a command, so running one imports only that module
-#: (start-up time matters: `clawkb search` should answer in well under a second).
-#: A name missing here still works: every module is then loaded.
-COMMAND_MODULES = {
-    "init": "indexing",
-    "index": "indexing",
-    "reindex": "indexing",
-    "status": "indexing",
-    "parsers": "indexing",
-    "search": "searching",
-    "show": "searching",
-    "eval": "evaluate",
-    "check": "evaluate",
-    "ask": "asking",
-    "roles": "asking",
-    "memory": "memory",
-    "context": "hardware",
-    "pins": "hardware",
-    "mcp": "mcp",
-    "lsp": "lsp",
-    "embed": "dense",
-    "embedders": "dense",
-    "config": "settings",
-    "plugins": "settings",
-    "skill": "skill",
-    "doctor": "maintenance",
-    "backup": "maintenance",
-    "restore": "maintenance",
-    "serve": "serving",
-    "watch": "serving",
-    "sync": "backend",
-    "export": "backend",
-    "import": "backend",
-    "learn": "knowledge",
-    "learned": "knowledge",
-    "links": "knowledge",
-    "tune": "knowledge",
-}
+#: Every command, clawkb's own included, is a ``clawkb.commands`` entry point
+#: (pyproject.toml); running one imports only its module (start-up time matters:
+#: `clawkb search` should answer in well under a second).
+GROUP = "clawkb.commands"
 
 
 class LazyGroup(click.Group):
     """A group that imports a command's module only when that command runs."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._loaded: set[str] = set()
+    def _load(self, name: str) -> None:
+        from clawkb.errors import ConfigError
+        from clawkb.plugins import commands, load_command
 
-    def _load(self, module: str) -> None:
-        if module in self._loaded:
-            return
-        self._loaded.add(module)
-        mod = importlib.import_module(f"clawkb.cli.{module}")
-        for command in mod.COMMANDS:
-            self.add_command(command)
-
-    def _load_all(self) -> None:
-        for module in MODULES:
-            self._load(module)
+        ep = commands().get(name)
+        if ep is not None and name not in self.commands:
+            try:
+                self.add_command(load_command(ep), name)
+            except ConfigError as exc:  # a broken plugin command: one line, exit 1
+                raise click.ClickException(str(exc)) from exc
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        self._load_all()
+        from clawkb.plugins import commands
+
+        for name in commands():
+            try:
+                self._load(name)
+            except click.ClickException as exc:  # the other commands still list
+                echo(f"warning: {exc.message}", err=True)
         return super().list_commands(ctx)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
@@ -118,11 +65,7 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands:
-            module = COMMAND_MODULES.get(cmd_name)
-            if module:
-                self._load(module)
-            if cmd_name not in self.commands:
-                self._load_all()
+            self._load(cmd_name)
         return super().get_command(ctx, cmd_name)
 
 

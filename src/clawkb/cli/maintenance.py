@@ -95,6 +95,3 @@ def restore(ctx: click.Context, src: str, as_json: bool, wait: float) -> None:
         f"restored {info['documents']} documents ({info['chunks']} chunks) from {src};"
         f" index rebuilt (generation {info['index_generation']})"
     )
-
-
-COMMANDS = [doctor, backup, restore]

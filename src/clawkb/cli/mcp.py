@@ -37,6 +37,3 @@ def mcp_cmd(ctx: click.Context, use_http: bool, host: str, port: int, token: str
 
         ServerSettings(home=home, host=host, port=port, token=token or None).check()
     serve(home, http=use_http, host=host, port=port, token=token or None, announce=echo)
-
-
-COMMANDS = [mcp_cmd]

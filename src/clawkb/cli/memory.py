@@ -191,6 +191,3 @@ def _line(rec: MemoryRecord, ns_width: int = 0) -> str:
     text = clip(" ".join(rec.text.split()), 80)  # 80 terminal columns, Chinese counts 2
     namespace = pad(rec.namespace, ns_width)
     return f"{rec.id}  {namespace}  {when}  imp {rec.importance:g}{tags}{expiry}\n    {text}"
-
-
-COMMANDS = [memory]

@@ -19,17 +19,8 @@ from clawkb.cli.common import (
     open_kb,
     print_result_or_stop,
 )
-from clawkb.cli.dense import (
-    pipeline_kwargs,
-    print_pipeline_explain,
-    print_stages,
-    retrieval_options,
-)
-from clawkb.cli.knowledge_options import (
-    knowledge_from,
-    knowledge_options,
-    print_knowledge_explain,
-)
+from clawkb.cli.dense import print_pipeline_explain, print_stages, retrieval_options
+from clawkb.cli.knowledge_options import print_knowledge_explain
 from clawkb.retrieve.hits import anchor_dict
 
 
@@ -72,7 +63,6 @@ def display_path(path: str) -> str:
     "--board-only", is_flag=True, help="With --board: only that board + generic datasheets."
 )
 @retrieval_options
-@knowledge_options
 @click.pass_context
 @handle_errors
 def search(
@@ -88,6 +78,8 @@ def search(
     **retrieval: Any,
 ) -> None:
     """Search the knowledge base; every hit names its file, lines and section."""
+    from clawkb.retrieve.options import search_kwargs
+
     text = " ".join(query)
     if board_only and not boards:
         raise click.UsageError("--board-only needs at least one --board BOARD")
@@ -100,8 +92,7 @@ def search(
             include_memory=include_memory,
             boards=boards,
             board_only=board_only,
-            knowledge=knowledge_from(retrieval),
-            **pipeline_kwargs(retrieval),
+            **search_kwargs(retrieval),
         )
     if not print_result_or_stop(ctx, res, as_json, res.message):
         if not res.hits:  # --json: the document printed, the status still says "no match"
@@ -235,6 +226,3 @@ def _file_lines(path: str, start: int, end: int) -> list[tuple[int, str]]:
     all_lines = text.split("\n")
     start = max(1, start)
     return [(n, all_lines[n - 1]) for n in range(start, min(end, len(all_lines)) + 1)]
-
-
-COMMANDS = [search, show]

@@ -132,6 +132,3 @@ def _run_line(last: dict[str, Any]) -> str:
     for e in last["errors"]:
         line += f"\n  error: {e['path']}: {e['reason']}"
     return line
-
-
-COMMANDS = [serve, watch]

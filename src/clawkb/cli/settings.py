@@ -66,6 +66,3 @@ def _show(value: Any) -> str:
     if isinstance(value, str):
         return value or '""'
     return json.dumps(value, ensure_ascii=False)
-
-
-COMMANDS = [config, plugins]

@@ -70,6 +70,3 @@ def install(agent: str, dest: str | None, force: bool) -> None:
 def show(agents_md: bool) -> None:
     """Print the shipped SKILL.md (or the AGENTS.md snippet)."""
     echo(shipped("AGENTS.md" if agents_md else "SKILL.md"), nl=False)
-
-
-COMMANDS = [skill]

@@ -56,6 +56,9 @@ def is_row_table(header: str) -> bool:
 class DatasheetHook:
     """Board + alias extraction for files below the datasheet roots."""
 
+    #: ingest hooks run by order (clawkb.plugins): boards before the knowledge hook
+    order = 10
+
     def __init__(self, roots: list[str]) -> None:
         self.roots = roots
 

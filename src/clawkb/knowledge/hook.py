@@ -20,6 +20,9 @@ RULES_KEY = "knowledge_rules"
 
 
 class KnowledgeHook:
+    #: ingest hooks run by order (clawkb.plugins): trust tier, domain, links after boards
+    order = 20
+
     def __init__(self, classifier: Classifier) -> None:
         self.classifier = classifier
 

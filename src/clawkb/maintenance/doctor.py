@@ -55,8 +55,12 @@ class DoctorReport:
         }
 
 
-#: Extra checks other packages register: (kb) -> Finding (e.g. the parser sandbox).
-EXTRA_CHECKS: list[Callable[[KnowledgeBase], Finding]] = []
+def registered_checks() -> tuple[tuple[str, Callable[[KnowledgeBase], Finding]], ...]:
+    """The ``clawkb.doctor_checks`` plugins, ``(kb) -> Finding`` each (the parser sandbox
+    is one, declared like a third-party check)."""
+    from clawkb.plugins import load_group
+
+    return load_group("clawkb.doctor_checks")
 
 
 def run_doctor(home: Path, *, repair: bool = False, wait: float = 30.0) -> DoctorReport:
@@ -81,15 +85,17 @@ def run_doctor(home: Path, *, repair: bool = False, wait: float = 30.0) -> Docto
             return report
         _check_index(kb, add, repair, wait)
         _check_vectors(kb, add, repair, wait)
-        add(_check_sandbox())
-        for check in EXTRA_CHECKS:
-            add(check(kb))
+        for name, check in registered_checks():
+            try:
+                add(check(kb))
+            except Exception as exc:  # a broken plugin check is a finding, not a crash
+                add(Finding(name, False, f"the check failed: {str(exc) or type(exc).__name__}"))
     finally:
         kb.close()
     return report
 
 
-def _check_sandbox() -> Finding:
+def check_sandbox(kb: KnowledgeBase) -> Finding:
     """The parser sandbox: informational (the resource limits apply either way)."""
     from clawkb.ingest.sandbox import sandbox_status
 

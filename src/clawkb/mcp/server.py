@@ -10,6 +10,7 @@ namespace, an unknown anchor, an unreachable LLM) rather than a crash.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -101,8 +102,40 @@ def build_server(tools: KBTools) -> MCPServer:
     return server
 
 
+def table_arguments() -> list[inspect.Parameter]:
+    """The search-options table (:mod:`clawkb.retrieve.options`) as tool arguments: each
+    optional, names with their choices; a repeatable one also takes a single string."""
+    from clawkb.retrieve.options import all_options
+
+    out = []
+    for o in all_options():
+        allowed = o.allowed()
+        kind: Any = Literal[tuple(allowed)] if allowed else o.kind
+        if o.multiple:
+            kind = list[kind] | kind
+        elif o.kind is bool and not o.tristate:
+            out.append(inspect.Parameter(
+                o.name, inspect.Parameter.KEYWORD_ONLY, default=False,
+                annotation=Annotated[bool, Field(description=o.help)],
+            ))  # fmt: skip
+            continue
+        out.append(inspect.Parameter(
+            o.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+            annotation=Annotated[kind | None, Field(description=o.help)],
+        ))  # fmt: skip
+    return out
+
+
+def with_table(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (whose ``**options`` take the table's arguments) with them in its signature,
+    which the SDK turns into the tool's JSON schema."""
+    sig = inspect.signature(fn, eval_str=True)
+    fixed = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    fn.__signature__ = sig.replace(parameters=[*fixed, *table_arguments()])  # type: ignore[attr-defined]
+    return fn
+
+
 def _register_kb_tools(server: MCPServer, tools: KBTools) -> None:
-    @server.tool(annotations=_READ)
     def search(
         query: Annotated[str, Field(min_length=1, description="What to look for (any language).")],
         limit: Limit = 5,
@@ -111,21 +144,16 @@ def _register_kb_tools(server: MCPServer, tools: KBTools) -> None:
             Field(description="Only documents whose path matches one of these globs."),
         ] = None,
         include_memory: Annotated[bool, Field(description="Also search agent memories.")] = False,
-        min_trust: Annotated[
-            Literal["official", "team", "community", "learned", "memory"] | None,
-            Field(description="Only sources of this trust tier or above (official is highest)."),
-        ] = None,
-        domain: Annotated[
-            str | list[str] | None,
-            Field(description="Only this domain (or these), e.g. 'ddr'; default: routed."),
-        ] = None,
+        **options: Any,
     ) -> dict[str, Any]:
-        """Search the knowledge base (BM25F; Chinese, English, identifiers like STM32F401RE or
-        0x4002_3800). Each hit has its text, anchor, path, line span, page, section, trust
-        tier (official > team > community > learned > memory) and domain."""
-        domains = [domain] if isinstance(domain, str) else list(domain or ())
+        """Search the knowledge base (BM25F and dense vectors; Chinese, English, identifiers
+        like STM32F401RE or 0x4002_3800). Each hit has its text, anchor, path, line span,
+        page, section, trust tier (official > team > community > learned > memory) and
+        domain. The other arguments are the options of `clawkb search`."""
         with _tool_errors():
-            return tools.search(query, limit, paths or (), include_memory, min_trust, domains)
+            return tools.search(query, limit, paths or (), include_memory, options)
+
+    server.tool(annotations=_READ)(with_table(search))
 
     @server.tool(annotations=_READ)
     def ask(

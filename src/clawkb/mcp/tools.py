@@ -61,21 +61,27 @@ class KBTools:
         limit: int = 5,
         paths: Sequence[str] = (),
         include_memory: bool = False,
-        min_trust: str | None = None,
-        domains: Sequence[str] = (),
+        options: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        from clawkb.knowledge.search import KnowledgeOptions
+        """``options``: the search-options table's arguments by name (a repeatable one may
+        be one string), as `clawkb search` takes them."""
+        from clawkb.retrieve.options import all_options, search_kwargs
 
-        knowledge = None
-        if min_trust or domains:  # else the KB's own rules (sources:, domains:)
-            knowledge = KnowledgeOptions(min_trust=min_trust, domains=tuple(domains))
+        given = options or {}
+        params: dict[str, Any] = {}
+        for o in all_options():
+            value = given.get(o.name)
+            if o.multiple:
+                value = (value,) if isinstance(value, str) else tuple(value or ())
+            params[o.key] = o.default if value is None else value
+        kwargs = search_kwargs(params)
         with self.lock:
             res = self.kb.search(
                 query,
                 limit=_check_limit(limit),
                 path_glob=list(paths),
                 include_memory=include_memory,
-                knowledge=knowledge,
+                **kwargs,
             )
         data = res.to_dict()
         data["injection_flag_legend"] = _flag_legend(data["hits"])

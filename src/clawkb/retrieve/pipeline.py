@@ -30,7 +30,8 @@ import numpy as np
 from clawkb.embed import vectors
 from clawkb.embed.base import Embedder
 from clawkb.embed.run import kb_embedder, set_kb_embedder
-from clawkb.retrieve import adaptive, exact, fusion, headings, notfound, unembedded
+from clawkb.plugins import load_group
+from clawkb.retrieve import adaptive, fusion, notfound, unembedded
 from clawkb.retrieve.cache import TTLCache
 from clawkb.retrieve.crossling import balance, dense_translation, llm_translation, pick_dense
 from clawkb.retrieve.hits import query_terms
@@ -40,7 +41,16 @@ from clawkb.retrieve.result import SearchResult
 from clawkb.retrieve.rewrite import SynonymGroup, load_synonyms, rewrite
 from clawkb.retrieve.settings import RetrievalSettings, from_config, remote_min_confidence
 from clawkb.retrieve.source import MEMORY_PREFIX, Source
-from clawkb.retrieve.stages import budget, confidence, decisive, fuse, hit, rerank, stage
+from clawkb.retrieve.stages import (
+    RankContext,
+    budget,
+    confidence,
+    decisive,
+    fuse,
+    hit,
+    rerank,
+    stage,
+)
 from clawkb.text.glossary import bundled_glossary
 
 if TYPE_CHECKING:
@@ -206,8 +216,14 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
     merge_on = s.merge if s.merge is not None else resolved != "lexical"
     deep = bool(s.rerank) or merge_on or q.group_of is not None or resolved != "lexical"
     k = max(s.candidates, q.limit) if deep else q.limit
-    if s.headings and resolved != "dense":  # the heading stage looks past the first hits
-        k = max(k, headings.DEPTH)
+    ctx = RankContext(q, rw, s, resolved, stats, source, scope)
+    rank_stages = [  # exact, headings, plugins: those this source can serve
+        (name, rs)
+        for name, rs in load_group("clawkb.rank_stages")
+        if rs.needs <= source.capabilities and rs.wanted(ctx)
+    ]
+    for _, rs in rank_stages:  # a stage may look past the first hits (headings)
+        k = max(k, getattr(rs, "depth", 0))
 
     channels: dict[str, fusion.Channel] = {}
     matched, dense_tr = 0, None
@@ -250,7 +266,7 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         dense, dense_tr = pick_dense(found[0], found[-1], tr) if found else (None, None)
         if dense is None:
             stage(stages, "dense", st, "timeout", f"over {s.budget_dense_ms:.0f} ms; skipped")
-        elif len(dense.ids) or source.name == "local":
+        elif len(dense.ids) or not source.remote:  # remote: 0 = no vectors in scope
             channels["dense"] = dense
             matched = max(matched, len(dense.ids))
             on = f" (on the translation {dense_tr!r})" if dense_tr else ""
@@ -258,27 +274,20 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         else:
             stage(stages, "dense", st, "ok", "0 candidates")
 
-    if (
-        len(channels) > 1 and source.name == "local"
-    ):  # not yet embedded: lexical rank (unembedded.py)
+    if len(channels) > 1 and "vector_coverage" in source.capabilities:
+        # not yet embedded: lexical rank (unembedded.py)
         channels["dense"] = unembedded.place(channels["lexical"], channels["dense"],
-                                             r.dense_index().has)  # fmt: skip
+                                             source.embedded())  # fmt: skip
     st = time.perf_counter()
     fs, note = s, s.fusion if len(channels) > 1 else "single channel"
     if s.adaptive and len(channels) > 1:  # crossling hook: per-query weights (adaptive.py)
         fs, trace = adaptive.tune(stats, rw, channels, s, dense_translated=bool(dense_tr))
         note += " adaptive " + " ".join(f"{k}={v}" for k, v in trace.items())
     fused = fuse(channels, fs, partial(source.recency, scope=scope))
-    on_top = None
-    if s.exact:  # exact.py
-        fused, on_top = exact.keep_on_top(stats, q.text, fused, scope.allowed, scope.hidden)
-    note = note if on_top is None else f"{note} exact {on_top}"
-    if s.headings and resolved != "dense" and exact.restricted(stats):  # headings.py
-        glossed = rw.tokens[len(rw.tokens) - rw.n_glossary :] if rw.n_glossary else []
-        fused, lifted = headings.lift(stats, q.text, glossed, fused,
-                                      lambda ids: source.rows(ids, scope))  # fmt: skip
-        note = note if lifted is None else f"{note} headings {lifted}"
-    stage(stages, "fusion", st, "ok", note if source.name == "local" else f"{note} (client side)")
+    for name, rs in rank_stages:
+        fused, trace = rs.apply(ctx, fused)
+        note = note if trace is None else f"{note} {name} {trace}"
+    stage(stages, "fusion", st, "ok", f"{note} (client side)" if source.remote else note)
     if q.boost is not None:
         fused = _boost(fused, q)
     if q.group_of is not None:
@@ -309,23 +318,23 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         for h in hits:
             if h.explanation is not None and notes:
                 h.explanation.update(notes)
-    if source.name != "local":  # the trace says which backend answered each stage
+    if source.remote:  # the trace says which backend answered each stage
         for entry in stages:
             entry.setdefault("backend", source.name)
     conf, verdict, nearest = confidence(hits, rw.tokens, channels), None, []
     # the fitted model reads the local term statistics; Milvus keeps the cosine rule
-    kb = getattr(source, "kb", None) if source.name == "local" else None
-    if resolved != "lexical" and kb is not None:  # "is anything relevant?" (notfound.py)
+    judged = "abstain_model" in source.capabilities
+    if resolved != "lexical" and judged:  # "is anything relevant?" (notfound.py)
         traces = {f.chunk_id: f.trace for f in fused[:depth]}
         dense_scores = channels["dense"].scores if "dense" in channels else None
-        verdict = notfound.judge(kb, q.text, hits, [traces.get(i) for i in chunk_ids],
-                                 s.min_confidence, dense_scores)  # fmt: skip
+        verdict = notfound.judge(source.kb, q.text, hits, [traces.get(i) for i in chunk_ids],
+                                  s.min_confidence, dense_scores)  # fmt: skip
         conf = verdict.value if verdict is not None else conf
         if verdict is not None and verdict.abstain:
             nearest, hits, chunk_ids = hits[: q.limit], [], []
     hits, chunk_ids = hits[: q.limit], chunk_ids[: q.limit]
     # Milvus: no term statistics for the model; the cosine rule flags, hits stay
-    flagged = kb is None and bool(hits) and "dense" in channels and conf < remote_min_confidence(s)
+    flagged = not judged and bool(hits) and "dense" in channels and conf < remote_min_confidence(s)
     res = SearchResult(
         q.text,
         rw.tokens,

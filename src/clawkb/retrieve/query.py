@@ -82,6 +82,9 @@ class Query:
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     #: knowledge stages (a clawkb.knowledge.search.KnowledgeOptions; None: the KB's rules)
     knowledge: Any = None
+    #: what the query stages around the pipeline read (``clawkb.query_stages``), e.g.
+    #: ``boards`` and ``board_only`` for board search; the pipeline never reads them
+    features: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def make(

@@ -14,7 +14,8 @@ a remote-only KB (no local store) has only that source.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
     from clawkb.retrieve.result import SearchResult
     from clawkb.retrieve.settings import RetrievalSettings
     from clawkb.store.repo import ChunkRow
+
+#: Per-token query weights (None: every token weighs 1).
+Weights = list[float] | None
 
 #: Agent memories (:mod:`clawkb.memory`) are stored as documents under this
 #: path prefix; search leaves them out unless ``include_memory`` is set.
@@ -71,38 +75,65 @@ class Scope:
     hidden: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
 
-class Source(Protocol):
-    """The channel side of a search (see the module docstring)."""
+#: What a source can do beyond the channels; a stage that needs one a source lacks
+#: stands aside (:class:`clawkb.retrieve.stages.RankStage` ``needs``).
+CAPABILITIES = {
+    "restricted_lexical": "lexical lookups within given chunk ids, with index-wide"
+    " statistics (the exact and headings stages)",
+    "vector_coverage": "which chunks have vectors (:meth:`Source.embedded`: chunks not yet"
+    " embedded keep their lexical rank in the dense channel)",
+    "abstain_model": "local term statistics for the fitted not-found model (else the"
+    " cosine rule of remote_min_confidence)",
+}
+
+
+class Source(ABC):
+    """The channel side of a search (see the module docstring). A source answers the
+    abstract methods; the lexical channel with its exact board boost is written once,
+    here (:meth:`lexical`)."""
 
     #: ``local`` or the backend's name (shown in ``--explain``)
     name: str
     #: run the lexical and dense channels under the settings' time budgets
     budgeted: bool
+    #: a remote service answers the channels: the trace names it per stage, fusion is
+    #: "client side", and an empty dense answer (no vectors in scope) is left out
+    remote: bool
+    #: the :data:`CAPABILITIES` this source has
+    capabilities: frozenset[str]
     config: Config
     retriever: Retriever
+    kb: KnowledgeBase
 
+    @abstractmethod
     def has_vectors(self) -> bool: ...
 
+    @abstractmethod
     def no_vectors(self, mode: str) -> str:
         """The warning when ``mode`` needs vectors this source does not have."""
         ...
 
+    @abstractmethod
     def dense_damage(self) -> str | None:
         """Why the dense channel cannot be searched (a damaged vector file), or None."""
         ...
 
+    @abstractmethod
     def term_stats(self, scope: Scope) -> TermStats: ...
 
+    @abstractmethod
     def stamp(self) -> tuple[int, int] | None:
         """Changes when the data changes (result cache key); None: do not cache."""
         ...
 
+    @abstractmethod
     def shortcut(
         self, q: Query, s: RetrievalSettings, mode: str, warnings: list[str]
     ) -> SearchResult | None:
         """A whole result computed by the source itself (server-side fusion), or None."""
         ...
 
+    @abstractmethod
     def restrict(self, q: Query, stages: list[dict[str, Any]]) -> Scope: ...
 
     def lexical(
@@ -115,26 +146,56 @@ class Source(Protocol):
     ) -> tuple[fusion.Channel, int]:
         """Top-``k`` lexical channel and the number of matching chunks; with a boost,
         the boosted chunks' own top-``k`` joins it (exact boost)."""
+        ch, matched = self.lexical_top(tokens, weights, k, scope)
+        if boost is not None and len(boost.ids) and float(boost.factors.max()) > 1.0:
+            more = self.lexical_among(tokens, weights, k, scope, boost.ids)
+            if more is not None:
+                ch = join(ch, more)
+        return ch, matched
+
+    @abstractmethod
+    def lexical_top(
+        self, tokens: list[str], weights: Weights, k: int, scope: Scope
+    ) -> tuple[fusion.Channel, int]:
+        """Top-``k`` lexical channel in ``scope`` and the number of matching chunks."""
         ...
 
+    @abstractmethod
+    def lexical_among(
+        self, tokens: list[str], weights: Weights, k: int, scope: Scope, ids: np.ndarray
+    ) -> fusion.Channel | None:
+        """Top-``k`` lexical channel among ``ids`` in ``scope`` (None: nothing to add)."""
+        ...
+
+    @abstractmethod
     def warm_dense(self) -> None:
         """Load what the dense channel needs (start-up cost, outside the time budget)."""
         ...
 
+    @abstractmethod
     def dense(self, texts: list[str], k: int, scope: Scope) -> list[fusion.Channel]:
         """One dense channel per text (a query and its translation)."""
         ...
 
+    @abstractmethod
     def recency(self, ids: list[int], half_life_days: float, scope: Scope) -> dict[int, float]:
         """Recency scores of ``ids`` (linear fusion's ``w_recency``)."""
         ...
 
+    @abstractmethod
     def rows(self, ids: list[int], scope: Scope) -> dict[int, ChunkRow]: ...
 
+    @abstractmethod
+    def embedded(self) -> Callable[[np.ndarray], np.ndarray]:
+        """``has(ids) -> bool mask``: which chunks have vectors (``vector_coverage``)."""
+        ...
+
+    @abstractmethod
     def explainer(self) -> LexicalIndex | None:
         """The lexical index that explains a hit's BM25F score, if any."""
         ...
 
+    @abstractmethod
     def explain_notes(self, s: RetrievalSettings) -> dict[str, Any]:
         """Extra fields of every hit's explanation."""
         ...
@@ -148,11 +209,13 @@ def drop(ids: np.ndarray, scores: np.ndarray, hidden: np.ndarray, k: int) -> fus
     return fusion.Channel(ids[:k], scores[:k])
 
 
-class LocalSource:
+class LocalSource(Source):
     """The KB's own store, lexical segments and dense vectors."""
 
     name = "local"
     budgeted = True
+    remote = False
+    capabilities = frozenset(CAPABILITIES)
 
     def __init__(self, kb: KnowledgeBase) -> None:
         from clawkb.retrieve.pipeline import retriever_for
@@ -209,31 +272,30 @@ class LocalSource:
         ids.flags.writeable = False  # shared by every search until the store changes
         return ids
 
-    def lexical(
-        self,
-        tokens: list[str],
-        weights: list[float] | None,
-        k: int,
-        scope: Scope,
-        boost: ChunkBoost | None,
+    def lexical_top(
+        self, tokens: list[str], weights: Weights, k: int, scope: Scope
     ) -> tuple[fusion.Channel, int]:
-        lex, allowed, hidden = self.kb.lexical, scope.allowed, scope.hidden
-        ids, scores, matched = lex.search(
-            tokens, k=k + len(hidden), allowed=allowed, term_weights=weights
+        hidden = scope.hidden
+        ids, scores, matched = self.kb.lexical.search(
+            tokens, k=k + len(hidden), allowed=scope.allowed, term_weights=weights
         )
         if matched >= 0 and len(hidden):
             matched -= int(np.isin(ids, hidden).sum())
-        ch = drop(ids, scores, hidden, k)
-        if boost is not None and len(boost.ids) and float(boost.factors.max()) > 1.0:
-            within = boost.ids if allowed is None else np.intersect1d(boost.ids, allowed)
-            if allowed is None or len(within) < len(allowed):
-                if len(hidden):
-                    within = np.setdiff1d(within, hidden)
-                more_ids, more_scores, _ = lex.search(
-                    tokens, k=k, allowed=within, term_weights=weights
-                )
-                ch = join(ch, fusion.Channel(more_ids, more_scores))
-        return ch, matched
+        return drop(ids, scores, hidden, k), matched
+
+    def lexical_among(
+        self, tokens: list[str], weights: Weights, k: int, scope: Scope, ids: np.ndarray
+    ) -> fusion.Channel | None:
+        allowed, hidden = scope.allowed, scope.hidden
+        within = ids if allowed is None else np.intersect1d(ids, allowed)
+        if allowed is not None and len(within) >= len(allowed):
+            return None  # every allowed chunk is boosted: the top-k has them already
+        if len(hidden):
+            within = np.setdiff1d(within, hidden)
+        more_ids, more_scores, _ = self.kb.lexical.search(
+            tokens, k=k, allowed=within, term_weights=weights
+        )
+        return fusion.Channel(more_ids, more_scores)
 
     def warm_dense(self) -> None:
         self.retriever.dense_index().warm()  # vectors, graph and model: not query time
@@ -262,6 +324,9 @@ class LocalSource:
 
     def rows(self, ids: list[int], scope: Scope) -> dict[int, ChunkRow]:
         return hit_rows(self.kb.repo, self.kb.memo, ids)
+
+    def embedded(self) -> Callable[[np.ndarray], np.ndarray]:
+        return self.retriever.dense_index().has
 
     def explainer(self) -> LexicalIndex | None:
         return self.kb.lexical

@@ -1,5 +1,7 @@
 """The pipeline's stage functions: channel filtering, early return, fusion,
-rerank, hit building and the result-set confidence.
+rerank, hit building and the result-set confidence; and the built-in rank stages
+(exact, headings), registered as ``clawkb.rank_stages`` plugins like a third
+party's would be.
 
 Kept apart from :mod:`clawkb.retrieve.pipeline` (which orders the stages and
 applies budgets) so each stays small; all take plain values and return new ones.
@@ -11,12 +13,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
 from clawkb.index.lexical import LexicalIndex
-from clawkb.retrieve import fusion
+from clawkb.retrieve import exact, fusion, headings
 from clawkb.retrieve.hits import make_hit
 from clawkb.retrieve.merge import Candidate
 from clawkb.retrieve.settings import RetrievalSettings
@@ -25,6 +28,9 @@ from clawkb.types import Hit
 
 if TYPE_CHECKING:
     from clawkb.retrieve.pipeline import Retriever
+    from clawkb.retrieve.query import Query
+    from clawkb.retrieve.rewrite import Rewritten
+    from clawkb.retrieve.source import Scope, Source, TermStats
 
 #: A stage that overruns keeps its worker until it ends; spare workers keep the
 #: next queries from queueing behind it.
@@ -181,3 +187,71 @@ def confidence(hits: list[Hit], tokens: list[str], channels: dict[str, fusion.Ch
             np.clip((float(ch.scores[0]) - E5_COS_LOW) / (E5_COS_HIGH - E5_COS_LOW), 0, 1)
         )
     return max(lex, dense)
+
+
+# -- stages over the fused list (clawkb.rank_stages plugins) ----------------------
+@dataclass(frozen=True)
+class RankContext:
+    """What a rank stage may read: the query, its rewrite, the settings, the resolved
+    mode, the index-wide term statistics and the source with this query's scope."""
+
+    q: Query
+    rw: Rewritten
+    s: RetrievalSettings
+    mode: str
+    stats: TermStats
+    source: Source
+    scope: Scope
+
+
+class RankStage(Protocol):
+    """A ``clawkb.rank_stages`` plugin: reorders the fused candidates after fusion and
+    before boosts. ``needs`` names the :attr:`Source.capabilities` it requires; on a
+    source without one of them the stage stands aside. ``apply`` returns the new list
+    and a trace for ``--explain`` (None: nothing changed)."""
+
+    order: int
+    needs: frozenset[str]
+    #: optional ``depth``: the channels fetch at least that many candidates
+
+    def wanted(self, ctx: RankContext) -> bool: ...
+
+    def apply(
+        self, ctx: RankContext, fused: list[fusion.Fused]
+    ) -> tuple[list[fusion.Fused], Any]: ...
+
+
+class ExactStage:
+    """Passages with the query's rare identifiers stay on top (:mod:`exact`)."""
+
+    order = 10
+    needs = frozenset({"restricted_lexical"})
+
+    @staticmethod
+    def wanted(ctx: RankContext) -> bool:
+        return ctx.s.exact
+
+    @staticmethod
+    def apply(ctx: RankContext, fused: list[fusion.Fused]) -> tuple[list[fusion.Fused], Any]:
+        return exact.keep_on_top(ctx.stats, ctx.q.text, fused, ctx.scope.allowed, ctx.scope.hidden)
+
+
+class HeadingsStage:
+    """A query that is a section title lifts that section (:mod:`headings`, opt-in)."""
+
+    order = 20
+    needs = frozenset({"restricted_lexical"})
+    #: the lexical channel fetches at least this many candidates
+    depth = headings.DEPTH
+
+    @staticmethod
+    def wanted(ctx: RankContext) -> bool:
+        return ctx.s.headings and ctx.mode != "dense"
+
+    @staticmethod
+    def apply(ctx: RankContext, fused: list[fusion.Fused]) -> tuple[list[fusion.Fused], Any]:
+        rw = ctx.rw
+        glossed = rw.tokens[len(rw.tokens) - rw.n_glossary :] if rw.n_glossary else []
+        return headings.lift(
+            ctx.stats, ctx.q.text, glossed, fused, lambda ids: ctx.source.rows(ids, ctx.scope)
+        )

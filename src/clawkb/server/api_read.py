@@ -3,6 +3,7 @@ hardware context and pins. Every hit comes from the library's own ``to_dict`` (d
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from pathlib import Path
@@ -42,7 +43,6 @@ def _limit(limit: int) -> int:
     return limit
 
 
-@router.get("/search", summary="Search (the options of `clawkb search`)")
 async def search(
     request: Request,
     q: Annotated[str, Query(description="The query (any language); blank is a 400 error.")],
@@ -52,53 +52,24 @@ async def search(
     include_memory: bool = False,
     board: Multi = [],  # noqa: B006
     board_only: bool = False,
-    mode: str | None = None,
-    fusion: str | None = None,
-    rrf_k: int | None = None,
-    w_lexical: float | None = None,
-    w_dense: float | None = None,
-    w_recency: float | None = None,
-    norm: str | None = None,
-    rerank: str | None = None,
-    early_return: float | None = None,
-    min_confidence: float | None = None,
-    no_merge: bool = False,
-    type: Multi = [],  # noqa: B006
-    meta: Multi = [],  # noqa: B006
-    since: str | None = None,
-    until: str | None = None,
-    min_trust: str | None = None,
-    domain: Multi = [],  # noqa: B006
+    **options: Any,
 ) -> Response:
     """Hits carry anchor, path, line span, page, heading path, snippet, highlights, trust
-    tier and domain; the schema is `clawkb search --json`'s (docs/json.md). ``min_trust``
-    and ``domain`` are `--min-trust` and `--domain`."""
-    from clawkb.retrieve.options import check_choices, pipeline_kwargs
+    tier and domain; the schema is `clawkb search --json`'s (docs/json.md). The other
+    parameters are the search options of `clawkb search` (docs/search-options.md)."""
+    from clawkb.retrieve.options import all_options, search_kwargs
 
     _limit(limit)
     if board_only and not board:
         raise ConfigError("board_only needs at least one board")
-    check_choices({"mode": mode, "fusion": fusion, "norm": norm, "rerank": rerank})
-    options = pipeline_kwargs(
-        {
-            "mode": mode, "fusion": fusion, "rrf_k": rrf_k, "w_lexical": w_lexical,
-            "w_dense": w_dense, "w_recency": w_recency, "norm": norm, "rerank": rerank,
-            "early_return": early_return, "min_confidence": min_confidence,
-            "no_merge": no_merge, "doc_types": tuple(type), "meta": tuple(meta),
-            "since": since, "until": until,
-        }
-    )  # fmt: skip
+    given = {o.key: options.get(o.name, o.default) for o in all_options()}
+    kwargs = search_kwargs({k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
     st = state_of(request)
-    knowledge = None
-    if min_trust or domain:  # else the KB's own rules (sources:, domains:)
-        from clawkb.knowledge.search import KnowledgeOptions
-
-        knowledge = KnowledgeOptions(min_trust=min_trust, domains=tuple(domain))
 
     def run(kb: KnowledgeBase) -> tuple[Any, str]:
         res = kb.search(
             q, limit=limit, path_glob=path, explain=explain, include_memory=include_memory,
-            boards=board, board_only=board_only, knowledge=knowledge, **options,
+            boards=board, board_only=board_only, **kwargs,
         )  # fmt: skip
         # encoded on the reader thread too: the event loop only moves bytes
         return res, json.dumps(res.to_dict(), ensure_ascii=False)
@@ -107,6 +78,40 @@ async def search(
     res, body = await st.runtime.read(run)
     st.metrics.observe_search(res, time.perf_counter() - t0)
     return Response(body, media_type="application/json")
+
+
+def _table_parameters() -> list[inspect.Parameter]:
+    """The query parameters of the search-options table (:mod:`clawkb.retrieve.options`),
+    with their help and, for names, their choices (shown as the schema's ``enum``)."""
+    from clawkb.retrieve.options import all_options
+
+    out = []
+    for o in all_options():
+        allowed = o.allowed()
+        extra = {"enum": list(allowed)} if allowed else None
+        meta = Query(description=o.help, json_schema_extra=extra)
+        if o.multiple:
+            ann: Any = Annotated[list[o.kind], meta]  # type: ignore[name-defined]
+        elif o.kind is bool and not o.tristate:
+            ann = Annotated[bool, meta]
+        else:
+            ann = Annotated[o.kind | None, meta]
+        default = [] if o.multiple else o.default
+        out.append(inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                     annotation=ann))  # fmt: skip
+    return out
+
+
+def _with_table(fn: Any) -> Any:
+    sig = inspect.signature(fn)
+    fixed = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    fixed = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.name != "request" else p
+             for p in fixed]  # fmt: skip
+    fn.__signature__ = sig.replace(parameters=[*fixed, *_table_parameters()])
+    return fn
+
+
+router.get("/search", summary="Search (the options of `clawkb search`)")(_with_table(search))
 
 
 @router.get("/chunks/{anchor}", summary="One chunk by anchor (or unique prefix)")
