@@ -95,6 +95,14 @@ def load_order(ep: EntryPoint) -> tuple[int, str, str]:
     return (0 if origin == BUILTIN_ORIGIN else 1, origin, ep.name)
 
 
+def entry_points(group: str) -> tuple[EntryPoint, ...]:
+    """``importlib.metadata.entry_points(group=...)``, imported only when asked: a fresh
+    CLI start finds its commands and stages through :func:`quick_entry_points`."""
+    from importlib.metadata import entry_points as read
+
+    return tuple(read(group=group))
+
+
 #: group -> (the :func:`_path_stamp` it was read at, its entry points)
 _FOUND: dict[str, tuple[tuple[Any, ...], tuple[EntryPoint, ...]]] = {}
 _FOUND_LOCK = threading.Lock()
@@ -130,8 +138,6 @@ def _entry_points(group: str) -> tuple[EntryPoint, ...]:
             return cached[1]
     stamp = _path_stamp()
     if cached is None or cached[0] != stamp:
-        from importlib.metadata import entry_points
-
         cached = (stamp, tuple(entry_points(group=group)))
     with _FOUND_LOCK:
         _FOUND[group] = cached
