@@ -1,4 +1,4 @@
-"""Fit `ask`'s abstain model (clawkb.answer.abstain_model) and report held-out error rates.
+"""Fit `ask`'s abstain model (clawkb.retrieve.abstain_model) and report held-out error rates.
 
     CLAWKB_DATASETS=<shared>/datasets OMP_NUM_THREADS=1 .venv/bin/python bench/abstain_model.py
 
@@ -20,7 +20,7 @@
    text. A logistic model per KB kind is fitted on the cleaned dev halves of all
    corpora pooled (each corpus × class weighted equally; L2), and its
    threshold minimises, on the cleaned dev halves, the worst excess over the targets
-   (false-abstain - 5 %, false-answer - 10 %) over all corpora. Writes src/clawkb/answer/abstain_model.json, then reports
+   (false-abstain - 5 %, false-answer - 10 %) over all corpora. Writes src/clawkb/retrieve/abstain_model.json, then reports
    false-abstain / false-answer per corpus on the held-out halves (false-answer
    on the cleaned and on the full unanswerable sets), beside the
    previous single-threshold rule on the same questions, and the trade-off
@@ -44,14 +44,14 @@ import numpy as np
 import yaml
 
 from calibrate_abstain import OFF_TOPIC, OTHER
-from clawkb.answer.abstain_model import AGREE_RANK, derived, value
 from clawkb.evaluate.beir import load_beir
+from clawkb.retrieve.abstain_model import AGREE_RANK, derived, value
 from shared_data import add_datasets_flag, datasets_dir
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / ".cache"
-OUT = ROOT / "src" / "clawkb" / "answer" / "abstain_model.json"
+OUT = ROOT / "src" / "clawkb" / "retrieve" / "abstain_model.json"
 SETS = ("cranfield", "agentset-msmarco", "cmrc2018-dev", "qbqtc-dev", "examples")
 #: Every signal also enters multiplied by the question's CJK share: Chinese bigram
 #: coverage behaves unlike English word coverage (in effect one model per script).
@@ -106,12 +106,12 @@ def collect(name: str, data: Path, n: int) -> dict:
     path = CACHE / "abstain" / f"{name}-{n}-v2.pkl"
     if path.exists():
         return pickle.loads(path.read_bytes())
-    from clawkb.answer.abstain import dense_confidence, dense_top, question_terms
-    from clawkb.answer.abstain import retrieval_confidence as rc
-    from clawkb.answer.abstain_model import features
     from clawkb.embed.e5 import E5Small
     from clawkb.embed.run import embed_kb
     from clawkb.kb import KnowledgeBase
+    from clawkb.retrieve.abstain import dense_confidence, dense_top, question_terms
+    from clawkb.retrieve.abstain import retrieval_confidence as rc
+    from clawkb.retrieve.abstain_model import features
     from clawkb.retrieve.pipeline import retriever_for
 
     pos, neg = questions(name, data, n)
@@ -397,7 +397,7 @@ def main() -> None:
     OUT.write_text(
         json.dumps(
             {
-                "about": "fitted by bench/abstain_model.py; see clawkb/answer/abstain_model.py",
+                "about": "fitted by bench/abstain_model.py; see clawkb/retrieve/abstain_model.py",
                 "models": {k: v["model"] for k, v in report.items() if k != "dropped"},
             },
             indent=2,
@@ -417,7 +417,7 @@ def markdown(report: dict) -> str:
         "",
         "`CLAWKB_DATASETS=<shared>/datasets OMP_NUM_THREADS=1 .venv/bin/python"
         " bench/abstain_model.py` (method in the script's docstring; model in",
-        "src/clawkb/answer/abstain_model.py, coefficients in abstain_model.json).",
+        "src/clawkb/retrieve/abstain_model.py, coefficients in abstain_model.json).",
         "Targets: false-abstain <= 5 % on answerable, false-answer <= 10 % on unanswerable",
         "questions. Rates on the held-out half of each corpus (never seen by the fit or the",
         "threshold choice). `full` = every unanswerable question; `cleaned` = without the",

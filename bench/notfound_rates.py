@@ -8,7 +8,7 @@ evaluation KBs); each is copied to a temporary folder first, so the original is
 never written (the dense index cache lives in the KB folder).
 
 The decision is the one `search` and `ask` share (clawkb.retrieve.notfound ->
-clawkb.answer.abstain_model.decide), run exactly as `clawkb search` runs it
+clawkb.retrieve.abstain_model.decide), run exactly as `clawkb search` runs it
 (default mode = hybrid with vectors, limit 3). Per KB:
 
 * answerable — a shared set's own judged queries; for an esp-idf-docs KB built
@@ -178,7 +178,7 @@ def markdown(reports: list[dict]) -> str:
         "",
         "`OMP_NUM_THREADS=1 .venv/bin/python bench/notfound_rates.py --kb NAME=DIR ...`"
         " (method in the script's docstring). The decision is the fitted abstain model",
-        "`ask` uses (src/clawkb/answer/abstain_model.json, threshold of the hybrid model;",
+        "`ask` uses (src/clawkb/retrieve/abstain_model.json, threshold of the hybrid model;",
         "the lexical model when the lexical channel was decisive and the dense one skipped).",
         f"Targets: answerable answered >= {TARGET:.0%} (false-abstain <= 5 %), nonsense",
         '"no match" >= 95 % (false-answer <= 5 %).',

@@ -20,6 +20,7 @@ from clawkb.answer import answer
 from clawkb.cli.main import cli
 from clawkb.errors import ConfigError
 from clawkb.kb import KnowledgeBase
+from kb_helpers import build_kb
 
 pytest.importorskip("onnxruntime")
 
@@ -41,17 +42,7 @@ OFF_TOPIC = ["What is the boiling point of ethanol?", "红烧肉怎么做才好�
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from clawkb.embed.run import embed_kb
-
-    root = tmp_path_factory.mktemp("nf")
-    docs = root / "docs"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text, "utf-8")
-    with KnowledgeBase.open(root / "kb", create=True) as kb:
-        kb.index([docs])
-        embed_kb(kb)
-    return root / "kb"
+    return build_kb(tmp_path_factory.mktemp("nf"), DOCS, embed=True)[0]
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,8 @@ from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Gt, Interval
 
+from clawkb.config_retrieval import RetrievalSettings
 from clawkb.errors import ConfigError
-from clawkb.retrieve.settings import RetrievalSettings
 
 LOCAL_DIR = ".clawkb"
 

@@ -138,17 +138,15 @@ class EndpointError(ClawkbError):
     code = "endpoint_error"
 
 
-class LLMError(ClawkbError):
+class LLMError(EndpointError):
     """The language model endpoint failed or answered something unusable."""
 
-    http_status = 502
     code = "llm_error"
 
 
-class BackendError(ClawkbError):
+class BackendError(EndpointError):
     """The Milvus backend is unreachable, misconfigured or incompatible."""
 
-    http_status = 502
     code = "backend_error"
 
 

@@ -17,7 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from clawkb.answer.abstain import (
+from clawkb.answer.citations import CitationStream, check_citations, reading_order, renumber
+from clawkb.answer.context import Passage, build_context
+from clawkb.answer.extractive import extract_answer, render_extractive
+from clawkb.answer.roles import DEFAULT_ROLE, load_role, render_messages
+from clawkb.errors import ConfigError
+from clawkb.llm import ChatClient, load_llm_settings, make_client
+from clawkb.retrieve.abstain import (
     DEFAULT_MIN_CONFIDENCE,
     DENSE_MIN_CONFIDENCE,
     NOT_FOUND,
@@ -27,13 +33,7 @@ from clawkb.answer.abstain import (
     question_terms,
     retrieval_confidence,
 )
-from clawkb.answer.abstain_model import model_confidence
-from clawkb.answer.citations import CitationStream, check_citations, reading_order, renumber
-from clawkb.answer.context import Passage, build_context
-from clawkb.answer.extractive import extract_answer, render_extractive
-from clawkb.answer.llm import ChatClient, load_llm_settings, make_client
-from clawkb.answer.roles import DEFAULT_ROLE, load_role, render_messages
-from clawkb.errors import ConfigError
+from clawkb.retrieve.abstain_model import model_confidence
 from clawkb.retrieve.hits import hit_dict
 
 if TYPE_CHECKING:

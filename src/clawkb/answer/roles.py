@@ -2,7 +2,7 @@
 
 A role file has ``name``, ``description``, ``system`` and ``user`` keys; the
 templates see ``question``, ``context`` (all passages already wrapped as data,
-see :mod:`clawkb.answer.injection`), ``passages`` (list of dicts with ``n``,
+see :mod:`clawkb.text.injection`), ``passages`` (list of dicts with ``n``,
 ``source``, ``section``, ``text``, ``flags``, ``wrapped``) and ``role``.
 Built-in roles (``engineer``, ``student``, ``agent``) ship in this package;
 a user's ``<kb home>/roles/*.yaml`` adds roles or overrides a built-in one by
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from clawkb.answer.context import Passage
-from clawkb.answer.injection import wrap_passage
 from clawkb.errors import ConfigError, NotFoundError
+from clawkb.text.injection import wrap_passage
 
 __all__ = ["DEFAULT_ROLE", "Role", "list_roles", "load_role", "render_messages"]
 

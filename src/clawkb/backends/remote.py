@@ -203,6 +203,10 @@ class RemoteKnowledgeBase(KnowledgeBase):
             "collection": props,
         }
 
+    def hardware_context(self, query: str, boards: Sequence[str], limit: int) -> dict[str, Any]:
+        """``clawkb context`` here (:func:`clawkb.hardware.hardware_context` asks the KB)."""
+        return remote_context(self, query, boards, limit)
+
     @property
     def memory(self) -> Any:
         raise ConfigError(
@@ -210,7 +214,9 @@ class RemoteKnowledgeBase(KnowledgeBase):
         )
 
 
-def remote_context(kb: RemoteKnowledgeBase, query: str, boards: Any, limit: int) -> dict[str, Any]:
+def remote_context(
+    kb: RemoteKnowledgeBase, query: str, boards: Sequence[str], limit: int
+) -> dict[str, Any]:
     """``clawkb context`` on a remote KB: datasheet passages from Milvus (no pin aliases,
     which live in the ingesting machine's store)."""
     t0 = time.perf_counter()

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from clawkb.embed.vectors import data_version, model_key
 from clawkb.errors import DenseDamaged, MissingDependencyError
 from clawkb.index import npyfile
 from clawkb.store import vectors_repo
 from clawkb.store.repo import Repository
+from clawkb.store.vectors_repo import data_version, model_key
 
 #: Above this many vectors an ANN graph answers unfiltered queries.
 ANN_THRESHOLD = 50_000

@@ -157,7 +157,7 @@ class Confidence:
     best_passage: int | None = None  # index into the texts scored
     matched: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    #: "coverage" (the threshold rule) or "model" (clawkb.answer.abstain_model)
+    #: "coverage" (the threshold rule) or "model" (clawkb.retrieve.abstain_model)
     method: str = "coverage"
     features: dict[str, float] = field(default_factory=dict)
 

@@ -8,7 +8,7 @@ pipeline already has separate them better together:
 
 * ``coverage`` — IDF-weighted share of the question's content terms found in
   the best of the top passages (word forms and glossary translations count;
-  :func:`clawkb.answer.abstain.retrieval_confidence`);
+  :func:`clawkb.retrieve.abstain.retrieval_confidence`);
 * ``matched`` — the same share unweighted (how many of the terms);
 * ``lex_norm`` — the top BM25 score of the content terms over their IDF mass;
 * ``gap`` — relative lead of lexical hit 1 over hit 5;
@@ -174,7 +174,7 @@ def spread(
     lexical: Any, question: str, terms: Sequence[Any], texts: Sequence[str]
 ) -> dict[str, float]:
     """``cov2``, ``cov5``, ``rare_hit``, ``rare_idf`` (see the module docstring)."""
-    from clawkb.answer.abstain import passage_coverages
+    from clawkb.retrieve.abstain import passage_coverages
 
     out = {"cov2": 0.0, "cov5": 0.0, "rare_hit": 0.0, "rare_idf": 0.0}
     if not terms or not texts:
@@ -206,7 +206,7 @@ def _both_channels(hit: Any) -> bool:
 
 def derived(feats: Mapping[str, float], question: str) -> dict[str, float]:
     """``feats`` plus ``cjk`` (the question's CJK share) and ``dconf`` (mapped cosine)."""
-    from clawkb.answer.abstain import dense_confidence
+    from clawkb.retrieve.abstain import dense_confidence
 
     cos = float(feats.get("cos", 0.0))
     return {
@@ -225,7 +225,7 @@ def model_confidence(
     cosine: float | None,
     vectors: bool,
 ) -> Any:
-    """`ask`'s :class:`~clawkb.answer.abstain.Confidence` from the fitted model.
+    """`ask`'s :class:`~clawkb.retrieve.abstain.Confidence` from the fitted model.
 
     ``vectors``: the KB has vectors (searches run hybrid). The hybrid model is
     used when the dense channel ran (``cosine`` known); when the lexical
@@ -234,7 +234,7 @@ def model_confidence(
     """
     from dataclasses import replace
 
-    from clawkb.answer.abstain import retrieval_confidence
+    from clawkb.retrieve.abstain import retrieval_confidence
 
     cov = retrieval_confidence(terms, texts, question=question)
     feats = features(lexical, question, hits, terms, cov.value, len(cov.matched), cosine, texts)
@@ -249,10 +249,10 @@ def decide(lexical: Any, question: str, hits: Sequence[Any], vectors: bool) -> A
     ``text`` and (for the dense cosine and channel agreement) ``explanation``
     holding the fusion's per-channel trace. ``vectors``: the search ran with
     the dense channel on (the hybrid model decides when its cosine is known).
-    Returns a :class:`~clawkb.answer.abstain.Confidence` whose ``abstain``
+    Returns a :class:`~clawkb.retrieve.abstain.Confidence` whose ``abstain``
     says whether to answer "no match".
     """
-    from clawkb.answer.abstain import dense_top, question_terms
+    from clawkb.retrieve.abstain import dense_top, question_terms
 
     top = list(hits[:SPREAD_DEPTH])
     terms = question_terms(lexical, question)

@@ -128,7 +128,7 @@ def openai_client(settings: LLMSettings) -> ChatClient:
 
 
 def llama_cpp_client(settings: LLMSettings) -> ChatClient:
-    from clawkb.answer.local import LlamaCppClient
+    from clawkb.llm.local import LlamaCppClient
 
     return LlamaCppClient(settings)
 
