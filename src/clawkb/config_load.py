@@ -235,11 +235,11 @@ def _merge(into: dict[str, Any], sources: dict[str, str], data: dict[str, Any], 
                 sources[key] = label
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     return {str: "a string", list: "a list", int: "a number", float: "a number"}.get(
         type(value), type(value).__name__
     )

@@ -28,6 +28,7 @@ from clawkb.store import hardware_repo
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
+    from clawkb.llm import ChatClient
 
 MAX_VARIANTS = 3
 _WORDS = re.compile(r"[\w.\-/]+")
@@ -97,7 +98,7 @@ def parse_reply(text: str, query: str) -> tuple[list[str], str]:
 class LLMRewriter:
     """Variants + HyDE from a chat client (``clawkb.llm.ChatClient``), bounded and cached."""
 
-    def __init__(self, client: Any, budget_s: float, cache_file: Path | None = None) -> None:
+    def __init__(self, client: ChatClient, budget_s: float, cache_file: Path | None = None) -> None:
         self.client = client
         self.budget_s = budget_s
         self.cache_file = cache_file

@@ -45,11 +45,24 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from clawkb.errors import ConfigError
+from clawkb.retrieve.abstain import (
+    Confidence,
+    Judged,
+    Term,
+    dense_confidence,
+    dense_top,
+    passage_coverages,
+    question_terms,
+    retrieval_confidence,
+)
+
+if TYPE_CHECKING:
+    from clawkb.retrieve.source import TermCounts, TermStats
 
 __all__ = [
     "MODEL_PATH",
@@ -131,10 +144,10 @@ def _cjk_share(text: str) -> float:
 
 
 def features(
-    lexical: Any,
+    lexical: TermStats,
     question: str,
-    hits: Sequence[Any],
-    terms: Sequence[Any],
+    hits: Sequence[Judged],
+    terms: Sequence[Term],
     coverage: float,
     n_matched: int,
     cosine: float | None,
@@ -171,11 +184,9 @@ def features(
 
 
 def spread(
-    lexical: Any, question: str, terms: Sequence[Any], texts: Sequence[str]
+    lexical: TermCounts, question: str, terms: Sequence[Term], texts: Sequence[str]
 ) -> dict[str, float]:
     """``cov2``, ``cov5``, ``rare_hit``, ``rare_idf`` (see the module docstring)."""
-    from clawkb.retrieve.abstain import passage_coverages
-
     out = {"cov2": 0.0, "cov5": 0.0, "rare_hit": 0.0, "rare_idf": 0.0}
     if not terms or not texts:
         return out
@@ -195,7 +206,7 @@ def spread(
     return out
 
 
-def _both_channels(hit: Any) -> bool:
+def _both_channels(hit: Judged) -> bool:
     """Both channels ranked this hit within their first :data:`AGREE_RANK`."""
     ch = (hit.explanation or {}).get("channels") or {}
     return all(
@@ -206,8 +217,6 @@ def _both_channels(hit: Any) -> bool:
 
 def derived(feats: Mapping[str, float], question: str) -> dict[str, float]:
     """``feats`` plus ``cjk`` (the question's CJK share) and ``dconf`` (mapped cosine)."""
-    from clawkb.retrieve.abstain import dense_confidence
-
     cos = float(feats.get("cos", 0.0))
     return {
         **feats,
@@ -217,14 +226,14 @@ def derived(feats: Mapping[str, float], question: str) -> dict[str, float]:
 
 
 def model_confidence(
-    lexical: Any,
+    lexical: TermStats,
     question: str,
-    hits: Sequence[Any],
-    terms: Sequence[Any],
+    hits: Sequence[Judged],
+    terms: Sequence[Term],
     texts: Sequence[str],
     cosine: float | None,
     vectors: bool,
-) -> Any:
+) -> Confidence:
     """`ask`'s :class:`~clawkb.retrieve.abstain.Confidence` from the fitted model.
 
     ``vectors``: the KB has vectors (searches run hybrid). The hybrid model is
@@ -234,15 +243,13 @@ def model_confidence(
     """
     from dataclasses import replace
 
-    from clawkb.retrieve.abstain import retrieval_confidence
-
     cov = retrieval_confidence(terms, texts, question=question)
     feats = features(lexical, question, hits, terms, cov.value, len(cov.matched), cosine, texts)
     p, threshold = probability(feats, vectors=vectors and cosine is not None)
     return replace(cov, value=p, threshold=threshold, method="model", features=feats)
 
 
-def decide(lexical: Any, question: str, hits: Sequence[Any], vectors: bool) -> Any:
+def decide(lexical: TermStats, question: str, hits: Sequence[Judged], vectors: bool) -> Confidence:
     """The one "is anything here relevant?" decision, used by ``search`` and ``ask``.
 
     ``hits``: the top passages, best first, each with ``title``, ``anchor``,
@@ -252,8 +259,6 @@ def decide(lexical: Any, question: str, hits: Sequence[Any], vectors: bool) -> A
     Returns a :class:`~clawkb.retrieve.abstain.Confidence` whose ``abstain``
     says whether to answer "no match".
     """
-    from clawkb.retrieve.abstain import dense_top, question_terms
-
     top = list(hits[:SPREAD_DEPTH])
     terms = question_terms(lexical, question)
     texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in top]
