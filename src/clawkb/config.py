@@ -239,7 +239,7 @@ class Config:
         return load_config(home, env)
 
     @classmethod
-    def from_dict(cls, data: Any, origin: str = "config") -> Config:
+    def from_dict(cls, data: object, origin: str = "config") -> Config:
         """Validate ``data`` as if it were the content of the file ``origin``."""
         from clawkb.config_load import build_config
 

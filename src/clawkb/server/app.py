@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,7 @@ from clawkb.server.settings import ServerSettings
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
+    from clawkb.watch import Watcher
 
 STATIC = Path(str(resources.files("clawkb.server") / "static"))
 _HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
@@ -48,7 +49,7 @@ class ServerState:
         self.roots = list(settings.roots) or self._known_roots()
         self.metrics = Metrics(status=lambda: self.runtime.read_sync(lambda kb: kb.status()))
         self.ask_limiter = RateLimiter(settings.ask_per_minute)
-        self.watcher: Any = None
+        self.watcher: Watcher | None = None
         self.conversations = Conversations()
         self.started = time.time()
         self._types: set[str] | None = None
@@ -93,7 +94,12 @@ class ServerState:
         }
 
 
-def create_app(settings: ServerSettings, *, watch: Any = None, on_ready: Any = None) -> FastAPI:
+def create_app(
+    settings: ServerSettings,
+    *,
+    watch: Callable[[ServerState], Watcher] | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> FastAPI:
     """The application; ``watch`` is a started-on-lifespan :class:`clawkb.watch.Watcher` factory;
     ``on_ready()`` runs once everything (MCP, watch) has started."""
     settings.check()

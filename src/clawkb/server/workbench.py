@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +54,7 @@ class SettingsIn(BaseModel):
     )
 
 
-def _write_yaml(path: Path, data: Any) -> None:
+def _write_yaml(path: Path, data: object) -> None:
     text = yaml.safe_dump(data, allow_unicode=True, sort_keys=False)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name, suffix=".tmp")
     try:
@@ -160,7 +161,9 @@ async def golden_list(request: Request) -> dict[str, Any]:
     return await state_of(request).runtime.read(run)
 
 
-async def _edit_golden(request: Request, change: Any) -> dict[str, Any]:
+async def _edit_golden(
+    request: Request, change: Callable[[list[dict[str, Any]]], None]
+) -> dict[str, Any]:
     from clawkb.evaluate.golden import load_golden
 
     st = state_of(request)
