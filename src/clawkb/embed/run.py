@@ -105,7 +105,7 @@ def dense_status(kb: KnowledgeBase) -> dict[str, Any] | None:
     sig = vectors.stored_signature(kb.conn)
     if sig is None:
         return None
-    from clawkb.config_retrieval import from_config
+    from clawkb.config.retrieval import from_config
     from clawkb.index.dense import DenseIndex
 
     threshold = from_config(kb.config).ann_threshold

@@ -2,14 +2,14 @@
 the defaults, then per-query overrides.
 
 Every fusion weight and stage budget is a field of
-:class:`~clawkb.config_retrieval.RetrievalSettings` (the configuration layer
+:class:`~clawkb.config.retrieval.RetrievalSettings` (the configuration layer
 owns the declaration and the value rules), so the CLI, the API and the
 evaluation runner set them the same way.
 """
 
 from __future__ import annotations
 
-from clawkb.config_retrieval import (
+from clawkb.config.retrieval import (
     FUSIONS,
     MODES,
     REMOTE_MIN_CONFIDENCE,

@@ -67,7 +67,7 @@ def _write_yaml(path: Path, data: object) -> None:
 
 
 def _settings_view(kb: KnowledgeBase) -> dict[str, Any]:
-    from clawkb.config_load import effective
+    from clawkb.config.load import effective
 
     rows = effective(kb.config)
     return {
@@ -85,7 +85,7 @@ async def get_settings(request: Request) -> dict[str, Any]:
 
 @router.put("/settings", summary="Change retrieval/answer settings in the KB's config.yaml")
 async def put_settings(request: Request, body: SettingsIn) -> dict[str, Any]:
-    from clawkb.config_load import build_config, read_yaml
+    from clawkb.config.load import build_config, read_yaml
 
     st = state_of(request)
     bad = sorted(set(body.settings) - set(EDITABLE))
