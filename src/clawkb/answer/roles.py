@@ -16,11 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawkb.answer.context import Passage
 from clawkb.errors import ConfigError, NotFoundError
 from clawkb.text.injection import wrap_passage
+
+if TYPE_CHECKING:
+    from jinja2 import Template
 
 __all__ = ["DEFAULT_ROLE", "Role", "list_roles", "load_role", "render_messages"]
 
@@ -102,7 +105,7 @@ def load_role(name: str, home: Path | None = None) -> Role:
 
 
 @lru_cache(maxsize=64)
-def _compile(source: str, origin: str) -> Any:
+def _compile(source: str, origin: str) -> Template:
     from jinja2 import StrictUndefined, TemplateSyntaxError
     from jinja2.sandbox import SandboxedEnvironment
 

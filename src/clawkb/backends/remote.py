@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -208,7 +208,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
         return remote_context(self, query, boards, limit)
 
     @property
-    def memory(self) -> Any:
+    def memory(self) -> NoReturn:
         raise ConfigError(
             f"{self.home}: agent memory needs a local store; this knowledge base is remote-only"
         )
