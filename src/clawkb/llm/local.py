@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from clawkb.errors import ConfigError, MissingDependencyError
 from clawkb.llm import ChatReply, LLMError, LLMSettings, Message, TokenSink
@@ -38,7 +37,7 @@ class LlamaCppClient:
         self.settings = settings
         self.name = path.name
         try:
-            self._llm: Any = Llama(model_path=str(path), n_ctx=settings.n_ctx, verbose=False)
+            self._llm: Llama = Llama(model_path=str(path), n_ctx=settings.n_ctx, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise LLMError(f"{path}: cannot load the GGUF model ({exc})") from exc
 
