@@ -1,4 +1,4 @@
-"""Fit `ask`'s abstain model (clawkb.answer.abstain_model) and report held-out error rates.
+"""Fit `ask`'s abstain model (clawkb.retrieve.abstain_model) and report held-out error rates.
 
     CLAWKB_DATASETS=<shared>/datasets OMP_NUM_THREADS=1 .venv/bin/python bench/abstain_model.py
 
@@ -20,7 +20,7 @@
    text. A logistic model per KB kind is fitted on the cleaned dev halves of all
    corpora pooled (each corpus × class weighted equally; L2), and its
    threshold minimises, on the cleaned dev halves, the worst excess over the targets
-   (false-abstain - 5 %, false-answer - 10 %) over all corpora. Writes src/clawkb/answer/abstain_model.json, then reports
+   (false-abstain - 5 %, false-answer - 10 %) over all corpora. Writes src/clawkb/retrieve/abstain_model.json, then reports
    false-abstain / false-answer per corpus on the held-out halves (false-answer
    on the cleaned and on the full unanswerable sets), beside the
    previous single-threshold rule on the same questions, and the trade-off
@@ -45,14 +45,14 @@ import yaml
 
 from calibrate_abstain import OFF_TOPIC, OTHER
 from notfound_rates import engdocs_queries, nonsense
-from clawkb.answer.abstain_model import AGREE_RANK, derived, value
 from clawkb.evaluate.beir import load_beir
+from clawkb.retrieve.abstain_model import AGREE_RANK, derived, value
 from shared_data import add_datasets_flag, datasets_dir
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / ".cache"
-OUT = ROOT / "src" / "clawkb" / "answer" / "abstain_model.json"
+OUT = ROOT / "src" / "clawkb" / "retrieve" / "abstain_model.json"
 SHARED = ("cranfield", "agentset-msmarco", "cmrc2018-dev", "qbqtc-dev")
 SETS = (*SHARED, "examples", "esp-idf-en", "esp-idf-zh")
 #: Every signal also enters multiplied by the question's CJK share: Chinese bigram
@@ -132,11 +132,11 @@ def collect(name: str, data: Path, n: int, kbs: dict[str, Path]) -> dict:
         return pickle.loads(path.read_bytes())
     import shutil
 
-    from clawkb.answer.abstain_model import decide
     from clawkb.embed.e5 import E5Small
     from clawkb.embed.run import embed_kb
     from clawkb.kb import KnowledgeBase
     from clawkb.retrieve import notfound
+    from clawkb.retrieve.abstain_model import decide
     from clawkb.retrieve.notfound import verbatim
     from clawkb.retrieve.pipeline import retriever_for
 
@@ -464,7 +464,7 @@ def main() -> None:
     OUT.write_text(
         json.dumps(
             {
-                "about": "fitted by bench/abstain_model.py; see clawkb/answer/abstain_model.py",
+                "about": "fitted by bench/abstain_model.py; see clawkb/retrieve/abstain_model.py",
                 "models": {k: v["model"] for k, v in report.items() if k != "dropped"},
             },
             indent=2,
@@ -484,7 +484,7 @@ def markdown(report: dict) -> str:
         "",
         "`CLAWKB_DATASETS=<shared>/datasets OMP_NUM_THREADS=1 .venv/bin/python"
         " bench/abstain_model.py` (method in the script's docstring; model in",
-        "src/clawkb/answer/abstain_model.py, coefficients in abstain_model.json).",
+        "src/clawkb/retrieve/abstain_model.py, coefficients in abstain_model.json).",
         "Targets: false-abstain <= 5 % on answerable, false-answer <= 10 % on unanswerable",
         "questions. Rates on the held-out half of each corpus (never seen by the fit or the",
         "threshold choice). `full` = every unanswerable question; `cleaned` = without the",

@@ -25,8 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from clawkb.answer import answer
-from clawkb.answer.llm import ChatReply, Message, TokenSink
 from clawkb.kb import KnowledgeBase, TextRecord
+from clawkb.llm import ChatReply, Message, TokenSink
 from synth import generate
 
 

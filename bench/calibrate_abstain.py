@@ -8,7 +8,7 @@ holds the whole corpus. Answerable questions: the set's own judged queries
 queries of another set in the same language (cranfield <-> agentset-msmarco,
 cmrc2018-dev <-> qbqtc-dev) and, for the examples, written off-topic
 questions plus other sets' queries. Each question gets the confidence `ask`
-computes (clawkb.answer.abstain) from the top passages `kb.search` returns.
+computes (clawkb.retrieve.abstain) from the top passages `kb.search` returns.
 Reported per set at the shipped threshold: false-abstain (answerable but
 abstained) and false-answer (unanswerable but answered); and the threshold
 range that keeps false-abstain <= 5 % on every set. Writes
@@ -29,7 +29,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from clawkb.answer.abstain import (
+from clawkb.evaluate.beir import load_beir
+from clawkb.evaluate.runner import _records
+from clawkb.kb import KnowledgeBase
+from clawkb.retrieve.abstain import (
     DEFAULT_MIN_CONFIDENCE,
     DENSE_COS_HIGH,
     DENSE_COS_LOW,
@@ -39,9 +42,6 @@ from clawkb.answer.abstain import (
     question_terms,
     retrieval_confidence,
 )
-from clawkb.evaluate.beir import load_beir
-from clawkb.evaluate.runner import _records
-from clawkb.kb import KnowledgeBase
 
 ROOT = Path(__file__).resolve().parents[1]
 OTHER = {

@@ -46,7 +46,7 @@ def main() -> None:
     from clawkb.embed.e5 import E5Small
 
     texts = chunks(args.chunks)
-    emb = E5Small(workers=1)  # per CPU-second on one thread: bench/dense_cores.py does 2
+    emb = E5Small(workers=1)  # per CPU-second on one thread: bench/results/dense-latest.md has 2
     emb.embed_documents(texts[:4])  # build/load the graph outside the timing
     cpu = time.process_time()
     ours = emb.embed_documents(texts)

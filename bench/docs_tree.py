@@ -1,6 +1,6 @@
 """A generated third-party documentation tree, shaped like a Rust project's mdBook.
 
-Used by ``bench/markdown_parse.py`` (parse speed) and ``tests/test_newcomer.py``
+Used by ``tests/test_newcomer.py``
 (the scripted first-hour walk-through). Deterministic for a given seed: 200
 Markdown chapters (about one in five in Chinese, with full-width punctuation),
 headings, lists, pipe tables, fenced code, links, mdBook template syntax

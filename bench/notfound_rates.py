@@ -8,7 +8,7 @@ evaluation KBs); each is copied to a temporary folder first, so the original is
 never written (the dense index cache lives in the KB folder).
 
 The decision is the one `search` and `ask` share (clawkb.retrieve.notfound ->
-clawkb.answer.abstain_model.decide), run exactly as `clawkb search` runs it
+clawkb.retrieve.abstain_model.decide), run exactly as `clawkb search` runs it
 (default mode = hybrid with vectors, limit 3). Per KB:
 
 * answerable — a shared set's own judged queries; for an esp-idf-docs KB built
@@ -105,7 +105,7 @@ BEFORE: dict = {}  # the models of --before (kind -> Model), for the same-run co
 
 
 def decide(kb: object, q: str) -> dict:
-    from clawkb.answer.abstain_model import value
+    from clawkb.retrieve.abstain_model import value
     from clawkb.retrieve.notfound import VERBATIM_DEPTH, verbatim
 
     res = kb.search(q, limit=3)  # type: ignore[attr-defined]
@@ -198,7 +198,7 @@ def markdown(reports: list[dict]) -> str:
         "",
         "`OMP_NUM_THREADS=1 .venv/bin/python bench/notfound_rates.py --kb NAME=DIR ...`"
         " (method in the script's docstring). The decision is the fitted abstain model",
-        "`ask` uses (src/clawkb/answer/abstain_model.json, threshold of the hybrid model;",
+        "`ask` uses (src/clawkb/retrieve/abstain_model.json, threshold of the hybrid model;",
         "the lexical model when the lexical channel was decisive and the dense one skipped).",
         f"Targets: answerable answered >= {TARGET:.0%} (false-abstain <= 5 %), nonsense",
         '"no match" >= 95 % (false-answer <= 5 %).',
@@ -255,7 +255,7 @@ def main() -> None:
     args = ap.parse_args()
     data = datasets_dir(args.datasets)
     if args.before:
-        from clawkb.answer.abstain_model import load_model
+        from clawkb.retrieve.abstain_model import load_model
 
         BEFORE.update(load_model(str(Path(args.before).resolve())))
     reports = []

@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import html
 import io
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from clawkb.types import ParsedDocument
 
 TITLE = "CKB-7 控制器用户手册"
 #: The HTML <title>: Chromium prints it in the page header and stores it as the PDF's Title.
@@ -72,6 +77,39 @@ def register_rows(n: int) -> list[tuple[str, str, str, str]]:
         )
         for i in range(n)
     ]
+
+
+#: What the tests read back: the header row and a register row (its address) in pipe form.
+HEADER_LINE = "| " + " | ".join(HEADER) + " |"
+ROW = re.compile(r"^\| (0x4000[0-9A-F]{4}) \|")
+
+
+def squash(text: str) -> str:
+    """Text without whitespace: XeTeX sets "第一章 概述" as "第一章概述", and
+    producers break lines in different places."""
+    return "".join(text.split())
+
+
+def parse(path: Path) -> ParsedDocument:
+    """``path`` through clawkb's PDF parser."""
+    from clawkb.parsers.pdf import PdfParser
+
+    return PdfParser().parse(path.read_bytes(), str(path))
+
+
+def table_rows(doc: ParsedDocument, pages: int) -> list[str]:
+    """The register addresses of ``doc``'s table slices, in order. Checks on the way that
+    the table spans at least ``pages`` pages and that every slice opens with the real
+    header row followed by the separator."""
+    tables = [s for s in doc.slices if s.kind == "table"]
+    assert len({s.page for s in tables}) >= pages, f"the table should span {pages} pages or more"
+    seen: list[str] = []
+    for table in tables:
+        lines = table.text.split("\n")
+        assert lines[0] == HEADER_LINE, f"page {table.page}: header is {lines[0]!r}"
+        assert lines[1].startswith("| ---"), f"page {table.page}: no separator row"
+        seen += [m.group(1) for line in lines[2:] if (m := ROW.match(line))]
+    return seen
 
 
 ROWS = register_rows(60)

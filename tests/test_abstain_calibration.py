@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from clawkb.answer import answer
-from clawkb.answer.abstain import (
+from clawkb.kb import KnowledgeBase, TextRecord
+from clawkb.retrieve.abstain import (
     DEFAULT_MIN_CONFIDENCE,
     coverage,
     question_terms,
     retrieval_confidence,
 )
-from clawkb.kb import KnowledgeBase, TextRecord
 from clawkb.text import tokenize
 
 SANDBOX = """# Sandboxing

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from clawkb.answer import answer
-from clawkb.answer.abstain_model import MODEL_PATH, Model, load_model, value
 from clawkb.errors import ConfigError
 from clawkb.kb import KnowledgeBase, TextRecord
+from clawkb.retrieve.abstain_model import MODEL_PATH, Model, load_model, value
 
 NOTES = {
     "can.md": "# CAN bus termination\n\nA CAN bus needs a 120 ohm termination resistor at each "
@@ -108,8 +108,8 @@ def test_kb_with_vectors_uses_the_hybrid_model(tmp_path) -> None:
 
 
 def test_spread_features_see_where_the_rare_terms_are(lexical_kb) -> None:
-    from clawkb.answer.abstain import question_terms
-    from clawkb.answer.abstain_model import spread
+    from clawkb.retrieve.abstain import question_terms
+    from clawkb.retrieve.abstain_model import spread
 
     q = "What termination resistor does a CAN bus need?"
     terms = question_terms(lexical_kb.lexical, q)

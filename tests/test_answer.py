@@ -10,11 +10,11 @@ import pytest
 from clawkb.answer import NOT_FOUND, answer
 from clawkb.answer.context import build_context
 from clawkb.answer.extractive import split_sentences
-from clawkb.answer.llm import LLMSettings, OpenAIChatClient
 from clawkb.answer.quality import evaluate_answers, load_questions
 from clawkb.answer.roles import list_roles, load_role, render_messages
 from clawkb.errors import ConfigError, NotFoundError
 from clawkb.kb import KnowledgeBase, TextRecord
+from clawkb.llm import LLMSettings, OpenAIChatClient
 from llm_server import running_server
 
 ROOT = Path(__file__).resolve().parents[1]

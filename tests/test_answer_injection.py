@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from clawkb.answer.citations import check_citations
-from clawkb.answer.injection import FLAG_DESCRIPTIONS, flag_injection, sanitize, wrap_passage
+from clawkb.text.injection import FLAG_DESCRIPTIONS, flag_injection, sanitize, wrap_passage
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from clawkb.answer.llm import LLMError, LLMSettings, OpenAIChatClient, load_llm_settings
 from clawkb.config import Config
 from clawkb.errors import ConfigError, MissingDependencyError
+from clawkb.llm import LLMError, LLMSettings, OpenAIChatClient, load_llm_settings
 from llm_server import deterministic_answer, running_server
 
 CONTEXT = (
@@ -129,7 +129,7 @@ def test_bad_settings_are_clear_errors(llm: object, env: dict[str, str], message
 
 
 def test_local_gguf_needs_a_file_and_the_extra(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from clawkb.answer.llm import make_client
+    from clawkb.llm import make_client
 
     with pytest.raises(ConfigError, match="does not exist"):
         make_client(LLMSettings(gguf=str(tmp_path / "missing.gguf")))

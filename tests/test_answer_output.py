@@ -14,8 +14,8 @@ import pytest
 
 from clawkb.answer import answer
 from clawkb.answer.citations import CitationStream, check_citations, reading_order, renumber
-from clawkb.answer.llm import ChatReply
 from clawkb.kb import KnowledgeBase, TextRecord
+from clawkb.llm import ChatReply
 
 
 class Scripted:

@@ -18,6 +18,7 @@ import pytest
 from clawkb import KnowledgeBase
 from clawkb.knowledge.writeback import learn
 from clawkb.maintenance.backup import backup, restore
+from kb_helpers import UART_DOC, write_docs
 from server_helpers import CLAWKB
 
 NOTE = "The kestrel bootloader must be flashed at offset 0x8000 before the partition table."
@@ -34,9 +35,7 @@ user: |
 
 @pytest.fixture
 def restored(tmp_path: Path) -> tuple[Path, Path]:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "uart.md").write_text("# UART\n\nThe debug console is UART2 at 1500000 baud.\n")
+    docs = write_docs(tmp_path, UART_DOC)
     old = tmp_path / "old-kb"
     old.mkdir()
     (old / "config.yaml").write_text("retrieval:\n  cache_size: 64\n")

@@ -20,6 +20,7 @@ from clawkb.cli.main import cli
 from clawkb.kb import KnowledgeBase
 from clawkb.retrieve.fusion import Channel, rrf
 from clawkb.retrieve.unembedded import place
+from kb_helpers import write_docs
 
 pytest.importorskip("onnxruntime")
 
@@ -44,10 +45,7 @@ def status(home: Path) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("eow")
-    docs = root / "docs"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text, "utf-8")
+    docs = write_docs(root, DOCS)
     run("--kb", str(root / "kb"), "index", str(docs))
     run("--kb", str(root / "kb"), "embed")
     return root / "kb"

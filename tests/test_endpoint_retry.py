@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from clawkb.answer.llm import LLMError, LLMSettings, OpenAIChatClient
 from clawkb.endpoint import retry_after_s
+from clawkb.llm import LLMError, LLMSettings, OpenAIChatClient
 from llm_server import running_server
 
 MESSAGES = [{"role": "user", "content": '<passage n="1">\nThe LED is on PA5.\n</passage>\nLED?'}]

@@ -62,10 +62,10 @@ def test_http_layer_uses_the_error_attributes(name: str, status: int, code: str)
 
 
 def test_old_import_paths_still_name_the_same_classes() -> None:
-    from clawkb.answer.llm import LLMError
     from clawkb.backends.milvus_schema import BackendError
     from clawkb.embed.openai import EndpointError
     from clawkb.index.generations import IndexCorruptError
+    from clawkb.llm import LLMError
     from clawkb.server.api_write import UploadTooLarge
     from clawkb.server.security import PathOutsideRoots
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from clawkb.answer import answer
-from clawkb.answer.abstain import question_terms
 from clawkb.answer.context import build_context
 from clawkb.answer.extractive import extract_answer
 from clawkb.kb import KnowledgeBase
+from clawkb.retrieve.abstain import question_terms
 
 POWER = """# 电源设计
 

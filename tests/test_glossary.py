@@ -118,7 +118,7 @@ class _Translator:
     def chat(self, messages, *, on_token=None):  # type: ignore[no-untyped-def]
         import time
 
-        from clawkb.answer.llm import ChatReply, LLMError
+        from clawkb.llm import ChatReply, LLMError
 
         time.sleep(self.delay_s)
         if self.fail:

@@ -23,17 +23,12 @@ from clawkb import KnowledgeBase
 from clawkb.cli.main import cli
 from clawkb.durations import parse_duration
 from clawkb.errors import ConfigError
+from kb_helpers import UART_DOC, build_kb
 
 
 @pytest.fixture
 def kb_docs(tmp_path: Path) -> tuple[Path, Path]:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "uart.md").write_text("# UART\n\nThe debug console is UART2 at 1500000 baud.\n")
-    home = tmp_path / "kb"
-    with KnowledgeBase.open(home, create=True) as kb:
-        kb.index([docs])
-    return home, docs
+    return build_kb(tmp_path, UART_DOC)
 
 
 def run(home: Path, *args: str) -> tuple[int, str]:

@@ -18,10 +18,10 @@ from clawkb.errors import ConfigError
 from clawkb.knowledge import at_least, tier_rank
 from clawkb.knowledge.health import check_content
 from clawkb.knowledge.links import Resolver, all_links
-from clawkb.knowledge.records import table_records
 from clawkb.knowledge.similar import duplicate_pairs, jaccard, shingles
 from clawkb.knowledge.writeback import approve, learn, notes, reject
 from clawkb.retrieve.hits import hit_dict
+from clawkb.text.records import table_records
 
 
 def write(path: Path, text: str) -> Path:

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from clawkb import KnowledgeBase
-from clawkb.answer.llm import ChatReply
 from clawkb.hardware import index_datasheets
 from clawkb.knowledge.rewrite import LLMRewriter, alias_terms, parse_reply, rewriter_for
+from clawkb.llm import ChatReply
 
 
 class FakeChat:

@@ -20,6 +20,7 @@ from clawkb.answer import answer
 from clawkb.cli.main import cli
 from clawkb.errors import ConfigError
 from clawkb.kb import KnowledgeBase
+from kb_helpers import build_kb
 
 pytest.importorskip("onnxruntime")
 
@@ -41,17 +42,7 @@ OFF_TOPIC = ["What is the boiling point of ethanol?", "红烧肉怎么做才好�
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from clawkb.embed.run import embed_kb
-
-    root = tmp_path_factory.mktemp("nf")
-    docs = root / "docs"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text, "utf-8")
-    with KnowledgeBase.open(root / "kb", create=True) as kb:
-        kb.index([docs])
-        embed_kb(kb)
-    return root / "kb"
+    return build_kb(tmp_path_factory.mktemp("nf"), DOCS, embed=True)[0]
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +216,7 @@ def test_selective_anchor_held_verbatim_is_answered(kb: KnowledgeBase) -> None:
 def test_dense_background_features() -> None:
     """The top cosine against the query's own background list: a page that stands out
     scores high, a flat list of neighbours low, a short list (tiny KB) nothing."""
-    from clawkb.answer.abstain_model import BACKGROUND_FROM, background
+    from clawkb.retrieve.abstain_model import BACKGROUND_FROM, background
 
     flat = [0.82 - 0.0005 * i for i in range(60)]
     stands_out = [0.86, 0.84, *flat[2:]]

@@ -22,7 +22,6 @@ table cell.
 from __future__ import annotations
 
 import io
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,25 +39,15 @@ pytest.importorskip("pdfplumber")
 pytest.importorskip("reportlab")
 
 DATA = Path(__file__).parent / "data" / "pdf_long_tables"
-ROW = re.compile(r"^\| (0x4000[0-9A-F]{4}) \|")
-HEADER_LINE = "| " + " | ".join(manual.HEADER) + " |"
+HEADER_LINE = manual.HEADER_LINE
 CHAPTER = "".join(manual.CHAPTERS[-1][0].split())
 CELLS = {"".join(c.split()) for row in manual.LONG_ROWS for c in row} | set(manual.HEADER)
 
 
-def parse(path: Path) -> ParsedDocument:
-    return PdfParser().parse(path.read_bytes(), str(path))
-
-
 def check_long_table(doc: ParsedDocument) -> None:
-    tables = [s for s in doc.slices if s.kind == "table"]
-    assert len({s.page for s in tables}) >= 3, "the table should span three pages or more"
-    seen: list[str] = []
-    for table in tables:
-        lines = table.text.split("\n")
-        assert lines[0] == HEADER_LINE, f"page {table.page}: header is {lines[0]!r}"
+    seen = manual.table_rows(doc, pages=3)
+    for table in (s for s in doc.slices if s.kind == "table"):
         assert "".join(table.heading_path[-1].split()) == CHAPTER, table.heading_path
-        seen += [m.group(1) for line in lines[2:] if (m := ROW.match(line))]
     assert seen == [row[0] for row in manual.LONG_ROWS]  # every row once, in order
     for s in doc.slices:  # no piece of a cell opens a section
         for heading in s.heading_path:
@@ -72,18 +61,18 @@ def check_long_table(doc: ParsedDocument) -> None:
 @pytest.mark.skipif(not manual.available("chromium"), reason="chromium is not installed")
 @pytest.mark.parametrize("thead", [False, True], ids=["first-row", "thead"])
 def test_chromium_table_over_three_pages(tmp_path: Path, thead: bool) -> None:
-    doc = parse(manual.produce_long("chromium", tmp_path, thead))
+    doc = manual.parse(manual.produce_long("chromium", tmp_path, thead))
     check_long_table(doc)
     text = "\n".join(s.text for s in doc.slices)
     assert "file://" not in text and manual.HTML_TITLE not in text  # furniture on every page
 
 
 def test_libreoffice_table_over_three_pages() -> None:
-    check_long_table(parse(DATA / "libreoffice-long.pdf"))
+    check_long_table(manual.parse(DATA / "libreoffice-long.pdf"))
 
 
 def test_reportlab_table_over_three_pages(tmp_path: Path) -> None:
-    check_long_table(parse(manual.produce_long("reportlab", tmp_path)))
+    check_long_table(manual.parse(manual.produce_long("reportlab", tmp_path)))
 
 
 def _ruled_table(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,6 @@ from pathlib import Path
 import pytest
 
 import pdf_producers as manual
-from clawkb.parsers.pdf import PdfParser
 from clawkb.parsers.pdf_layout import HeadingScale, Line, cover_title, running_lines
 from clawkb.parsers.pdf_tables import cell_text
 from clawkb.types import ParsedDocument
@@ -31,19 +29,7 @@ pytest.importorskip("pdfplumber")
 
 DATA = Path(__file__).parent / "data" / "pdf_producers"
 FIXTURES = sorted(DATA.glob("*.pdf"))
-ROW = re.compile(r"^\| (0x4000[0-9A-F]{4}) \|")
-HEADER_LINE = "| " + " | ".join(manual.HEADER) + " |"
 CHAPTER = manual.CHAPTERS[-1][0]
-
-
-def squash(text: str) -> str:
-    """Text without whitespace: XeTeX sets "第一章 概述" as "第一章概述", and
-    producers break lines in different places."""
-    return "".join(text.split())
-
-
-def parse(path: Path) -> ParsedDocument:
-    return PdfParser().parse(path.read_bytes(), str(path))
 
 
 def test_fixtures_cover_every_producer() -> None:
@@ -54,39 +40,34 @@ def test_fixtures_cover_every_producer() -> None:
 
 @pytest.fixture(scope="module", params=FIXTURES, ids=lambda p: p.stem)
 def doc(request: pytest.FixtureRequest) -> ParsedDocument:
-    return parse(request.param)
+    return manual.parse(request.param)
 
 
 def test_continued_table_repeats_the_real_header(doc: ParsedDocument) -> None:
-    tables = [s for s in doc.slices if s.kind == "table"]
-    assert len({s.page for s in tables}) >= 2, "the register table should span pages"
-    seen: list[str] = []
-    for table in tables:
-        lines = table.text.split("\n")
-        assert lines[0] == HEADER_LINE, f"page {table.page}: header is {lines[0]!r}"
-        assert lines[1].startswith("| ---")
-        seen += [m.group(1) for line in lines[2:] if (m := ROW.match(line))]
+    seen = manual.table_rows(doc, pages=2)
     assert seen == [row[0] for row in manual.ROWS]  # every row once, in order
 
 
 def test_table_heading_path_is_the_chapter(doc: ParsedDocument) -> None:
     for s in doc.slices:
         if s.kind == "table":
-            assert squash(s.heading_path[-1]) == squash(CHAPTER), s.heading_path
-        assert squash(manual.CAPTION) not in map(squash, s.heading_path)  # opens no section
+            assert manual.squash(s.heading_path[-1]) == manual.squash(CHAPTER), s.heading_path
+        assert manual.squash(manual.CAPTION) not in map(
+            manual.squash, s.heading_path
+        )  # opens no section
 
 
 def test_title_chapters_and_prose_survive(doc: ParsedDocument) -> None:
     if doc.metadata.get("producer", "").startswith("Skia"):  # Chromium: the HTML <title>
         assert doc.title == manual.HTML_TITLE
     else:  # the PDF's Title, or else the large type on the first page
-        assert squash(doc.title) == squash(manual.TITLE)
-    headings = {squash(s.heading_path[-1]) for s in doc.slices if s.heading_path}
-    assert {squash(title) for title, _ in manual.CHAPTERS} <= headings
-    text = "".join(squash(s.text) for s in doc.slices if s.kind != "table")
+        assert manual.squash(doc.title) == manual.squash(manual.TITLE)
+    headings = {manual.squash(s.heading_path[-1]) for s in doc.slices if s.heading_path}
+    assert {manual.squash(title) for title, _ in manual.CHAPTERS} <= headings
+    text = "".join(manual.squash(s.text) for s in doc.slices if s.kind != "table")
     for _title, paragraphs in manual.CHAPTERS:
         for paragraph in paragraphs:
-            assert squash(paragraph) in text  # line breaks differ per producer, not the text
+            assert manual.squash(paragraph) in text  # line breaks differ per producer, not the text
     assert "差分线阻抗：90欧姆" in text  # full-width colon kept as printed
 
 
@@ -97,7 +78,7 @@ def test_wrapped_cjk_cells_are_rejoined_without_a_space(doc: ParsedDocument) -> 
 
 
 def test_page_furniture_is_dropped() -> None:
-    chromium = parse(DATA / "chromium.pdf")
+    chromium = manual.parse(DATA / "chromium.pdf")
     assert chromium.metadata["pages"] == 2
     text = "\n".join(s.text for s in chromium.slices)
     assert "file://" not in text  # Chromium's footer: URL and "1/2"
@@ -108,7 +89,7 @@ def test_library_log_lines_do_not_reach_the_terminal(
     caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
 ) -> None:
     with caplog.at_level(logging.DEBUG, logger="clawkb.parsers.pdf"):
-        parse(DATA / "chromium.pdf")
+        manual.parse(DATA / "chromium.pdf")
     out, err = capfd.readouterr()
     assert "FontBBox" not in out + err
     kept = [r.getMessage() for r in caplog.records if r.name == "clawkb.parsers.pdf"]
@@ -138,7 +119,7 @@ def test_index_stderr_has_no_pdfplumber_warnings(tmp_path: Path) -> None:
 @pytest.mark.skipif(not manual.available("chromium"), reason="chromium is not installed")
 def test_freshly_printed_chromium_pdf(tmp_path: Path) -> None:
     """The same checks on a PDF Chromium prints now (the committed one could go stale)."""
-    doc = parse(manual.produce("chromium", tmp_path))
+    doc = manual.parse(manual.produce("chromium", tmp_path))
     test_continued_table_repeats_the_real_header(doc)
     test_table_heading_path_is_the_chapter(doc)
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clawkb.answer.llm import LLMSettings, OpenAIChatClient, make_client
 from clawkb.embed.base import get_embedder
 from clawkb.errors import ConfigError
+from clawkb.llm import LLMSettings, OpenAIChatClient, make_client
 from clawkb.plugins import GROUPS, list_plugins
 from clawkb.retrieve.rerank import DenseRescorer, make_reranker
 from plugin_helpers import clawkb, install_slow_embedder

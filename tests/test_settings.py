@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from clawkb.cli.main import cli
 from clawkb.config import Config
-from clawkb.config_load import env_names
+from clawkb.config.load import env_names
 from clawkb.errors import ConfigError
 from clawkb.ingest.chunker import ChunkConfig
 from clawkb.kb import KnowledgeBase
@@ -170,7 +170,7 @@ def test_config_command_reports_a_bad_file(tmp_path: Path) -> None:
 
 
 def test_docs_name_every_key() -> None:
-    from clawkb.config_load import effective
+    from clawkb.config.load import effective
 
     docs = (Path(__file__).parents[1] / "docs" / "config.md").read_text(encoding="utf-8")
     for key, _value, _source in effective(Config()):

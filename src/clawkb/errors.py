@@ -19,9 +19,9 @@
     │   └── FormatMismatchError                          content is not what the extension claims
     ├── NotFoundError            404 not_found           an anchor, document or dataset does not exist
     ├── MissingDependencyError   501 missing_dependency  an optional extra is needed (names the extra)
-    ├── EndpointError            502 endpoint_error      a remote model endpoint failed or answered nonsense
-    ├── LLMError                 502 llm_error           the language model failed or answered nonsense
-    └── BackendError             502 backend_error       the Milvus backend is unreachable or incompatible
+    └── EndpointError            502 endpoint_error      a remote model endpoint failed or answered nonsense
+        ├── LLMError                 llm_error           the language model failed or answered nonsense
+        └── BackendError             backend_error       the Milvus backend is unreachable or incompatible
 
 Each class carries what the front ends need as class attributes: ``http_status``
 and ``code`` (the HTTP layer's status and machine-readable code) and
@@ -138,17 +138,15 @@ class EndpointError(ClawkbError):
     code = "endpoint_error"
 
 
-class LLMError(ClawkbError):
+class LLMError(EndpointError):
     """The language model endpoint failed or answered something unusable."""
 
-    http_status = 502
     code = "llm_error"
 
 
-class BackendError(ClawkbError):
+class BackendError(EndpointError):
     """The Milvus backend is unreachable, misconfigured or incompatible."""
 
-    http_status = 502
     code = "backend_error"
 
 

@@ -23,15 +23,22 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawkb.ingest.discover import ALWAYS_SKIP_DIRS
 
 if TYPE_CHECKING:
+    import watchfiles
+
     from clawkb.kb import IndexReport, KnowledgeBase
+    from clawkb.server.app import ServerState
+    from clawkb.server.metrics import Metrics
     from clawkb.server.runtime import Runtime
+
+    #: what watchfiles reports, or ``(None, path)`` for a root to rescan
+    Changes = Iterable[tuple[watchfiles.Change | None, str]]
 
 log = logging.getLogger("clawkb.watch")
 
@@ -59,7 +66,7 @@ class Watcher:
         home: Path,
         debounce_ms: int = 300,
         on_run: Callable[[dict[str, Any]], None] | None = None,
-        metrics: Any = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.runtime = runtime
         self.roots = [Path(r).resolve() for r in roots]
@@ -104,7 +111,7 @@ class Watcher:
         }
 
     # -- events -------------------------------------------------------------
-    def keep(self, change: Any, path: str) -> bool:
+    def keep(self, change: object, path: str) -> bool:
         p = Path(path)
         if p == self.home or self.home in p.parents:
             return False
@@ -143,7 +150,7 @@ class Watcher:
                 log.warning("watch: %s", exc)
                 self._stop.wait(0.5)
 
-    def add(self, changes: Any) -> None:
+    def add(self, changes: Changes) -> None:
         now = time.time()
         with self._lock:
             for change, path in changes:
@@ -253,7 +260,7 @@ class Watcher:
         self.runtime.submit(embed, "embed")  # exclusive: readers renew afterwards
 
 
-def server_watcher(state: Any) -> Watcher:
+def server_watcher(state: ServerState) -> Watcher:
     """``serve --watch``: watch the server's roots through its runtime and metrics."""
     return Watcher(
         state.runtime,

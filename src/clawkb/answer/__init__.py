@@ -7,12 +7,12 @@ Public API::
     flag_injection(passage_text)                     # -> ["instruction-override", ...]
 """
 
-from clawkb.answer.abstain import NOT_FOUND
 from clawkb.answer.context import Passage
 from clawkb.answer.core import Answer, answer
-from clawkb.answer.injection import FLAG_DESCRIPTIONS, flag_injection
-from clawkb.answer.llm import ChatClient, ChatReply, LLMError, LLMSettings
 from clawkb.answer.roles import Role, list_roles
+from clawkb.llm import ChatClient, ChatReply, LLMError, LLMSettings
+from clawkb.retrieve.abstain import NOT_FOUND
+from clawkb.text.injection import FLAG_DESCRIPTIONS, flag_injection
 
 __all__ = [
     "FLAG_DESCRIPTIONS",

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from clawkb.answer.injection import flag_injection
 from clawkb.ingest.chunker import estimate_tokens
 from clawkb.retrieve.merge import join_rows
 from clawkb.store.repo import ChunkRow, Repository
+from clawkb.text.injection import flag_injection
 from clawkb.types import Anchor, Hit
 
 __all__ = ["Passage", "build_context"]

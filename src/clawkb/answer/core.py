@@ -17,7 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from clawkb.answer.abstain import (
+from clawkb.answer.citations import CitationStream, check_citations, reading_order, renumber
+from clawkb.answer.context import Passage, build_context
+from clawkb.answer.extractive import extract_answer, render_extractive
+from clawkb.answer.roles import DEFAULT_ROLE, Role, load_role, render_messages
+from clawkb.errors import ConfigError
+from clawkb.llm import ChatClient, load_llm_settings, make_client
+from clawkb.retrieve.abstain import (
     DEFAULT_MIN_CONFIDENCE,
     DENSE_MIN_CONFIDENCE,
     NOT_FOUND,
@@ -27,13 +33,7 @@ from clawkb.answer.abstain import (
     question_terms,
     retrieval_confidence,
 )
-from clawkb.answer.abstain_model import model_confidence
-from clawkb.answer.citations import CitationStream, check_citations, reading_order, renumber
-from clawkb.answer.context import Passage, build_context
-from clawkb.answer.extractive import extract_answer, render_extractive
-from clawkb.answer.llm import ChatClient, load_llm_settings, make_client
-from clawkb.answer.roles import DEFAULT_ROLE, load_role, render_messages
-from clawkb.errors import ConfigError
+from clawkb.retrieve.abstain_model import model_confidence
 from clawkb.retrieve.hits import hit_dict
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ def answer(
     role_obj = load_role(role or opts.role or DEFAULT_ROLE, kb.home)
     client = _client(kb, llm)
     t0 = time.perf_counter()
-    vectors = has_vectors(kb)  # crossling: the dense cosine joins the confidence
+    vectors = has_vectors(kb.conn)  # crossling: the dense cosine joins the confidence
     res = kb.search(question, limit=limit, path_glob=path_glob, explain=explain or vectors)
     t1 = time.perf_counter()
     terms = question_terms(kb.lexical, question)
@@ -186,7 +186,9 @@ def answer(
     return out
 
 
-def _ask_model(out: Answer, client: ChatClient, role: Any, on_token: Any) -> None:
+def _ask_model(
+    out: Answer, client: ChatClient, role: Role, on_token: Callable[[str], None] | None
+) -> None:
     messages = render_messages(role, out.question, out.passages)
     valid = range(1, len(out.passages) + 1)
     stream = CitationStream(valid, on_token) if on_token is not None else None

@@ -13,7 +13,7 @@ non-empty context. Sentence units:
 * inside code, a comment line is joined with the code line it describes.
 
 Each unit is scored by the share of the question's term weight it covers
-(:func:`clawkb.answer.abstain.coverage`); a term missing from the sentence
+(:func:`clawkb.retrieve.abstain.coverage`); a term missing from the sentence
 but present in its section heading earns part of its weight (the heading says
 what "it" refers to), and lower-ranked passages pay a small penalty.
 
@@ -31,10 +31,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from clawkb.answer.abstain import Term
 from clawkb.answer.context import Passage
-from clawkb.answer.injection import sanitize
+from clawkb.retrieve.abstain import Term
 from clawkb.text import tokenize
+from clawkb.text.injection import sanitize
 
 __all__ = ["Sentence", "extract_answer", "render_extractive", "split_sentences"]
 

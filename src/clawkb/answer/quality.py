@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawkb.answer.core import answer
-from clawkb.answer.llm import ChatClient
 from clawkb.errors import ConfigError
+from clawkb.llm import ChatClient
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase

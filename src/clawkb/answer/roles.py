@@ -2,7 +2,7 @@
 
 A role file has ``name``, ``description``, ``system`` and ``user`` keys; the
 templates see ``question``, ``context`` (all passages already wrapped as data,
-see :mod:`clawkb.answer.injection`), ``passages`` (list of dicts with ``n``,
+see :mod:`clawkb.text.injection`), ``passages`` (list of dicts with ``n``,
 ``source``, ``section``, ``text``, ``flags``, ``wrapped``) and ``role``.
 Built-in roles (``engineer``, ``student``, ``agent``) ship in this package;
 a user's ``<kb home>/roles/*.yaml`` adds roles or overrides a built-in one by
@@ -16,11 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawkb.answer.context import Passage
-from clawkb.answer.injection import wrap_passage
 from clawkb.errors import ConfigError, NotFoundError
+from clawkb.text.injection import wrap_passage
+
+if TYPE_CHECKING:
+    from jinja2 import Template
 
 __all__ = ["DEFAULT_ROLE", "Role", "list_roles", "load_role", "render_messages"]
 
@@ -102,7 +105,7 @@ def load_role(name: str, home: Path | None = None) -> Role:
 
 
 @lru_cache(maxsize=64)
-def _compile(source: str, origin: str) -> Any:
+def _compile(source: str, origin: str) -> Template:
     from jinja2 import StrictUndefined, TemplateSyntaxError
     from jinja2.sandbox import SandboxedEnvironment
 

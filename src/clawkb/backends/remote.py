@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -203,14 +203,20 @@ class RemoteKnowledgeBase(KnowledgeBase):
             "collection": props,
         }
 
+    def hardware_context(self, query: str, boards: Sequence[str], limit: int) -> dict[str, Any]:
+        """``clawkb context`` here (:func:`clawkb.hardware.hardware_context` asks the KB)."""
+        return remote_context(self, query, boards, limit)
+
     @property
-    def memory(self) -> Any:
+    def memory(self) -> NoReturn:
         raise ConfigError(
             f"{self.home}: agent memory needs a local store; this knowledge base is remote-only"
         )
 
 
-def remote_context(kb: RemoteKnowledgeBase, query: str, boards: Any, limit: int) -> dict[str, Any]:
+def remote_context(
+    kb: RemoteKnowledgeBase, query: str, boards: Sequence[str], limit: int
+) -> dict[str, Any]:
     """``clawkb context`` on a remote KB: datasheet passages from Milvus (no pin aliases,
     which live in the ingesting machine's store)."""
     t0 = time.perf_counter()

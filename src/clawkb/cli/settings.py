@@ -20,7 +20,7 @@ def config(ctx: click.Context, as_json: bool) -> None:
     """Show every effective setting and where it came from (default, config.yaml, env)."""
     from clawkb.cli.table import echo_table
     from clawkb.config import Config, resolve_home
-    from clawkb.config_load import effective
+    from clawkb.config.load import effective
 
     home = resolve_home(ctx.obj.get("kb") if ctx.obj else None)
     rows = [

@@ -16,7 +16,7 @@ import functools
 import os
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -135,7 +135,7 @@ def get_embedder(name: str, options: Mapping[str, Any] | None = None) -> Embedde
     """Instantiate embedder ``name`` (a ``clawkb.embedders`` plugin) with ``options``."""
     opts = dict(options or {})
     if name in BUILTINS and not other_distributions_register_embedders():
-        factory: Any = BUILTINS[name]
+        factory: Callable[[dict[str, Any]], Embedder] = BUILTINS[name]
     else:
         from clawkb.plugins import load_plugin
 

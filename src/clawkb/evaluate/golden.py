@@ -150,19 +150,19 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"line {mark.line + 1}: {problem}" if mark is not None else str(problem)
 
 
-def _positive_int(file: Path, value: Any) -> int:
+def _positive_int(file: Path, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{file}: 'k' must be a positive integer, got {value!r}")
     return value
 
 
-def _fraction(file: Path, value: Any) -> float:
+def _fraction(file: Path, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise ConfigError(f"{file}: 'threshold' must be a number within 0..1, got {value!r}")
     return float(value)
 
 
-def _entry(file: Path, number: int, entry: Any) -> GoldenQuery:
+def _entry(file: Path, number: int, entry: object) -> GoldenQuery:
     where = f"{file}: queries entry {number}"
     if not isinstance(entry, dict):
         raise ConfigError(f"{where}: expected a mapping with 'query' and 'expect_path'")

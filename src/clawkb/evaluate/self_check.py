@@ -29,9 +29,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from clawkb.store.repo import ChunkRow
 from clawkb.text.identifiers import identifiers
+from clawkb.types import Hit
+
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
 
 __all__ = ["SelfQuery", "SelfReport", "generate", "self_eval"]
 
@@ -102,7 +107,7 @@ def _page_key(path: str) -> tuple[str, str] | None:
     return None
 
 
-def generate(rows: Sequence[Any], per_kind: int = 50) -> dict[str, list[SelfQuery]]:
+def generate(rows: Sequence[ChunkRow], per_kind: int = 50) -> dict[str, list[SelfQuery]]:
     """The golden queries of each kind from the KB's chunk rows (see the module docstring)."""
     sections: dict[str, set[tuple[str, tuple[str, ...]]]] = defaultdict(set)
     idents: dict[str, set[str]] = defaultdict(set)
@@ -152,7 +157,7 @@ def generate(rows: Sequence[Any], per_kind: int = 50) -> dict[str, list[SelfQuer
     return {k: v for k, v in out.items() if v}
 
 
-def _hit(q: SelfQuery, hit: Any) -> bool:
+def _hit(q: SelfQuery, hit: Hit) -> bool:
     a = hit.anchor
     if a.path != q.path:
         return False
@@ -163,7 +168,7 @@ def _hit(q: SelfQuery, hit: Any) -> bool:
     return True
 
 
-def self_eval(kb: Any, *, k: int = 3, per_kind: int = 50) -> SelfReport:
+def self_eval(kb: KnowledgeBase, *, k: int = 3, per_kind: int = 50) -> SelfReport:
     """Generate the golden queries from ``kb`` and score hit@k per kind and mode."""
     from clawkb.embed import vectors
 

@@ -38,10 +38,10 @@ def hardware_context(
     data (JSON-ready). Passages come from datasheets only (of ``boards`` plus
     generic ones when boards are given), ranked by board-boosted BM25F.
     """
-    if getattr(kb, "remote", False):  # a remote-only KB: passages from Milvus
-        from clawkb.backends.remote import remote_context
-
-        return remote_context(kb, query, boards, limit)  # type: ignore[arg-type]
+    remote = getattr(kb, "hardware_context", None)
+    if remote is not None:  # a remote-only KB answers from Milvus (clawkb.backends.remote)
+        found: dict[str, Any] = remote(query, boards, limit)
+        return found
     t0 = time.perf_counter()
     names = check_boards(kb.conn, boards)
     aliases = load_aliases(kb.conn, names or None)

@@ -20,27 +20,33 @@ import sqlite3
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from clawkb.embed.vectors import data_version, model_key
 from clawkb.errors import DenseDamaged, MissingDependencyError
 from clawkb.index import npyfile
 from clawkb.store import vectors_repo
 from clawkb.store.repo import Repository
+from clawkb.store.vectors_repo import data_version, model_key
+
+if TYPE_CHECKING:
+    import types
+
+    import hnswlib
+    from threadpoolctl import ThreadpoolController
 
 #: Above this many vectors an ANN graph answers unfiltered queries.
 ANN_THRESHOLD = 50_000
 #: Queries sampled from the KB's own vectors to measure ANN recall@10.
 RECALL_SAMPLE = 200
 
-_CONTROLLER: Any = None
+_CONTROLLER: ThreadpoolController | None = None
 #: Up to this many matrix entries (~2,700 vectors of 384) exact search skips BLAS.
 SMALL_EXACT = 1 << 20
 
 
-def _blas_one_thread() -> Any:
+def _blas_one_thread() -> contextlib.AbstractContextManager[object]:
     """A context pinning BLAS to one thread (the controller is built once per process)."""
     global _CONTROLLER
     if _CONTROLLER is None:
@@ -111,7 +117,7 @@ class DenseIndex:
         self.ids = np.zeros(0, np.int64)
         self.mat = np.zeros((0, int(signature["dim"])), np.float32)
         self.meta: dict[str, Any] = {}
-        self._ann: Any = None
+        self._ann: hnswlib.Index | None = None
         self._stamp: list[int] | None = None
 
     def stamp(self) -> list[int]:
@@ -209,7 +215,7 @@ class DenseIndex:
     def uses_ann(self) -> bool:
         return bool(self.meta.get("ann"))
 
-    def _ann_index(self) -> Any:
+    def _ann_index(self) -> hnswlib.Index:
         if self._ann is None:
             hnswlib = _hnswlib()
             index = hnswlib.Index(space="ip", dim=self.mat.shape[1])
@@ -311,7 +317,7 @@ def cache_folder(home: Path, signature: dict[str, Any]) -> Path:
     return home / "index" / "dense" / tag
 
 
-def _hnswlib() -> Any:
+def _hnswlib() -> types.ModuleType:
     try:
         import hnswlib
     except ImportError:
@@ -319,7 +325,7 @@ def _hnswlib() -> Any:
     return hnswlib
 
 
-def _recall_at_10(index: Any, mat: np.ndarray) -> float:
+def _recall_at_10(index: hnswlib.Index, mat: np.ndarray) -> float:
     """Mean overlap of ANN and exact top-10 for a fixed sample of the KB's own vectors."""
     rng = np.random.default_rng(0)
     sample = rng.choice(len(mat), size=min(RECALL_SAMPLE, len(mat)), replace=False)

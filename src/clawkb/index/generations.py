@@ -89,7 +89,7 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     return data
 
 
-def _well_formed(data: Any) -> bool:
+def _well_formed(data: object) -> bool:
     if not isinstance(data, dict) or not isinstance(data.get("segments"), list):
         return False
     if not all(isinstance(s, str) and "/" not in s and ".." not in s for s in data["segments"]):

@@ -45,7 +45,7 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _write_frame(fh: BinaryIO, obj: Any) -> None:
+def _write_frame(fh: BinaryIO, obj: object) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     fh.write(_LEN.pack(len(data)))
     fh.write(data)

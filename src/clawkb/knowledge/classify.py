@@ -113,7 +113,13 @@ class Classifier:
         return len(rows)
 
     def _update(
-        self, conn: sqlite3.Connection, doc_id: int, path: str, root: str, meta: str, board: Any
+        self,
+        conn: sqlite3.Connection,
+        doc_id: int,
+        path: str,
+        root: str,
+        meta: str,
+        board: str | None,
     ) -> None:
         try:
             metadata = json.loads(meta or "{}")

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawkb.knowledge import links
-from clawkb.knowledge.records import table_records
 from clawkb.knowledge.similar import duplicate_pairs
 from clawkb.store import hardware_repo, knowledge_repo
+from clawkb.text.records import table_records
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase

@@ -28,6 +28,7 @@ from clawkb.store import hardware_repo
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
+    from clawkb.llm import ChatClient
 
 MAX_VARIANTS = 3
 _WORDS = re.compile(r"[\w.\-/]+")
@@ -95,9 +96,9 @@ def parse_reply(text: str, query: str) -> tuple[list[str], str]:
 
 
 class LLMRewriter:
-    """Variants + HyDE from a chat client (``clawkb.answer.llm.ChatClient``), bounded and cached."""
+    """Variants + HyDE from a chat client (``clawkb.llm.ChatClient``), bounded and cached."""
 
-    def __init__(self, client: Any, budget_s: float, cache_file: Path | None = None) -> None:
+    def __init__(self, client: ChatClient, budget_s: float, cache_file: Path | None = None) -> None:
         self.client = client
         self.budget_s = budget_s
         self.cache_file = cache_file
@@ -160,7 +161,7 @@ def rewriter_for(kb: KnowledgeBase) -> LLMRewriter | None:
     """The KB's rewriter when ``knowledge.rewrite`` is on and a model is configured."""
     if not kb.config.knowledge.rewrite:
         return None
-    from clawkb.answer.llm import load_llm_settings, make_client
+    from clawkb.llm import load_llm_settings, make_client
 
     client = make_client(load_llm_settings(kb.config))
     if client is None:

@@ -24,6 +24,7 @@ from clawkb.store import links_repo
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
+    from clawkb.knowledge.rewrite import LLMRewriter
     from clawkb.retrieve.query import Query
     from clawkb.retrieve.result import SearchResult
     from clawkb.types import Hit
@@ -39,7 +40,7 @@ class KnowledgeOptions:
     strict: bool | None = None  # None: knowledge.strict_priority
     graph: bool | None = None  # None: on when knowledge.graph_weight > 0
     aliases: bool = False  # add pins/aliases from the datasheet tables as a query variant
-    rewriter: Any = None  # an LLMRewriter; None: the KB's (knowledge.rewrite + llm:)
+    rewriter: LLMRewriter | None = None  # None: the KB's (knowledge.rewrite + llm:)
     off: bool = False  # the inner search of knowledge_search itself
 
     def __post_init__(self) -> None:
@@ -79,7 +80,7 @@ def run_query(
     for the passages the graph reaches; ``chunk_ids`` stays aligned with the hits."""
     ids: dict[str, int] = {}
 
-    def inner(text: str, depth: int, channel: str | None, fusion: dict[str, float]) -> Any:
+    def inner(text: str, depth: int, channel: str | None, fusion: dict[str, float]) -> SearchResult:
         sub = dataclasses.replace(
             q, text=text, limit=depth, mode=channel or q.mode, knowledge=OFF,
             options=MappingProxyType({**fusion, **q.options}),
@@ -109,10 +110,10 @@ def knowledge_search(
     query: str,
     limit: int,
     opts: KnowledgeOptions | None,
-    run: Callable[[str, int, str | None, dict[str, float]], Any],
+    run: Callable[[str, int, str | None, dict[str, float]], SearchResult],
     explain: bool = False,
-    keep: Callable[[Any], bool] | None = None,
-) -> Any:
+    keep: Callable[[Hit], bool] | None = None,
+) -> SearchResult:
     """``run(query, depth, mode)`` returns a search result; its hits (fused with those of
     the query's rewrites, if any) are refined and cut to ``limit``."""
     opts = opts or KnowledgeOptions()

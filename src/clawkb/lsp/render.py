@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from clawkb.store.repo import ChunkRow
+    from clawkb.types import Hit
 
 #: characters of a snippet shown per passage
 SNIPPET_CHARS = 320
@@ -41,7 +45,7 @@ def _escape(text: str) -> str:
     return " ".join(out.split())
 
 
-def passage(hit: Any, n: int, root: Path | None) -> str:
+def passage(hit: Hit, n: int, root: Path | None) -> str:
     """One hit: ``**n.** [file:line](uri#Lline) · § section · #anchor`` and its snippet."""
     a = hit.anchor
     where = f"{shown_path(a.path, root)}:{a.line_start}"
@@ -66,7 +70,7 @@ def hover_markdown(query: str, kind: str, hits: list[Any], root: Path | None) ->
     return title + "\n\n" + "\n\n---\n\n".join(parts)
 
 
-def chunk_markdown(row: Any, root: Path | None) -> str:
+def chunk_markdown(row: ChunkRow, root: Path | None) -> str:
     """A chunk named by a ``clawkb:ANCHOR`` reference."""
     where = f"{shown_path(row.path, root)}:{row.line_start}-{row.line_end}"
     link = f"[{_escape(where)}]({file_uri(row.path)}#L{row.line_start})"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
@@ -23,6 +23,11 @@ from clawkb import __version__
 from clawkb.errors import ClawkbError
 from clawkb.lsp.context import Target, anchor_at, language_of, target_at
 from clawkb.lsp.render import chunk_markdown, file_uri, hover_markdown, results_document
+
+if TYPE_CHECKING:
+    from pygls.workspace import TextDocument
+
+    from clawkb.kb import KnowledgeBase
 
 #: passages in a hover card / a workspace-symbol list / the results document
 HOVER_HITS = 3
@@ -49,7 +54,7 @@ class Session:
         self.explicit = home
         self.root: Path | None = None
         self.option_kb: str | None = None
-        self.kb: Any = None
+        self.kb: KnowledgeBase | None = None
         self.error: str | None = None
 
     def home(self) -> Path | None:
@@ -61,7 +66,7 @@ class Session:
             return Path(self.option_kb).expanduser().resolve()
         return (find_home(self.root) if self.root else None) or find_home()
 
-    def open(self) -> Any:
+    def open(self) -> KnowledgeBase | None:
         if self.kb is not None or self.error is not None:
             return self.kb
         from clawkb.kb import KnowledgeBase
@@ -111,14 +116,16 @@ def build_server(home: Path | None) -> LanguageServer:
     server = LanguageServer("clawkb", __version__)
     session = Session(home)
 
-    def target(params: Any) -> tuple[Any, Target | None]:
+    def target(
+        params: types.TextDocumentPositionParams | types.HoverParams | types.DefinitionParams,
+    ) -> tuple[TextDocument, Target | None]:
         """The document and what the cursor at ``params.position`` points at."""
         doc = server.workspace.get_text_document(params.text_document.uri)
         pos = doc.position_from_client_units(params.position)
         lang = language_of(doc.language_id, doc.uri)
         return doc, target_at(list(doc.lines), pos.line, pos.character, lang)
 
-    def to_client(doc: Any, t: Target) -> types.Range:
+    def to_client(doc: TextDocument, t: Target) -> types.Range:
         from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 
         rng = ServerTextRange(ServerTextPosition(*t.start), ServerTextPosition(*t.end))
@@ -263,7 +270,7 @@ def build_server(home: Path | None) -> LanguageServer:
         return _location(row.path, row.line_start, row.line_end)
 
     @server.feature(types.SHUTDOWN)
-    def shutdown(ls: LanguageServer, params: Any) -> None:
+    def shutdown(ls: LanguageServer, params: object) -> None:
         if session.kb is not None:
             session.kb.close()
             session.kb = None

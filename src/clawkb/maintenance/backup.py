@@ -223,7 +223,7 @@ def _restore_items(src: Path, home: Path, items: list[Any]) -> None:
             shutil.copy2(source, target)
 
 
-def _restorable(rel: Any) -> bool:
+def _restorable(rel: object) -> bool:
     """A KB item, or a relative file path that cannot touch the store, index or locks."""
     if rel in KB_ITEMS:
         return True

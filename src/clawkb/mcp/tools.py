@@ -16,9 +16,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from clawkb.answer.injection import FLAG_DESCRIPTIONS, flag_injection
 from clawkb.errors import ConfigError
 from clawkb.retrieve.hits import anchor_dict
+from clawkb.text.injection import FLAG_DESCRIPTIONS, flag_injection
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase

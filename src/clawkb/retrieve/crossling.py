@@ -247,7 +247,7 @@ def add_translation(rw: Rewritten, text: str, weight: float) -> Rewritten:
 
 def llm_translation(config: Any, rw: Rewritten, budget_ms: float) -> tuple[Rewritten, str]:
     """The pipeline's translation step (``config``: the KB's): (rewrite, note for the trace)."""
-    from clawkb.answer.llm import load_llm_settings, make_client
+    from clawkb.llm import load_llm_settings, make_client
 
     client = make_client(load_llm_settings(config))
     if client is None:

@@ -15,6 +15,8 @@ from clawkb.ingest.chunker import started_sections
 from clawkb.retrieve.snippet import Prepared, prepare, window
 from clawkb.store.repo import ChunkRow
 from clawkb.text import normalize
+from clawkb.text.injection import flag_injection
+from clawkb.text.records import table_records
 from clawkb.types import Anchor, Hit
 
 
@@ -184,8 +186,6 @@ def anchor_dict(a: Anchor) -> dict[str, Any]:
 
 def hit_dict(hit: Hit, *, text: bool = True) -> dict[str, Any]:
     """The one JSON hit (docs/json.md). ``text=False`` leaves the full chunk text out."""
-    from clawkb.answer.injection import flag_injection
-
     out: dict[str, Any] = {
         "rank": hit.rank,
         "score": round(hit.score, 6),
@@ -210,6 +210,4 @@ def hit_dict(hit: Hit, *, text: bool = True) -> dict[str, Any]:
 def _records(text: str) -> list[dict[str, str]]:
     if "|" not in text:
         return []
-    from clawkb.knowledge.records import table_records
-
     return table_records(text)

@@ -3,7 +3,7 @@
 With the dense channel on, nearest neighbours always exist, so "the top
 hits" is never empty even when nothing in the knowledge base is about the
 query. The pipeline asks the fitted abstain model
-(:func:`clawkb.answer.abstain_model.decide`, the same one ``ask`` uses) whether
+(:func:`clawkb.retrieve.abstain_model.decide`, the same one ``ask`` uses) whether
 the best :data:`DEPTH` passages answer the query; when it says no, the search
 returns no hits, ``abstained`` is set and the nearest passages are kept aside
 (``SearchResult.nearest``) for callers that show them (``ask``).
@@ -51,7 +51,7 @@ def judge(
     min_confidence: float | None,
     dense_scores: Sequence[float] | None = None,
 ) -> Any | None:
-    """The :class:`~clawkb.answer.abstain.Confidence` for ``hits`` (None without hits).
+    """The :class:`~clawkb.retrieve.abstain.Confidence` for ``hits`` (None without hits).
 
     ``traces``: each hit's per-channel fusion trace (ranks, dense cosine, the exact
     stage's anchor coverage). ``min_confidence``: a threshold on P(answerable)
@@ -60,7 +60,7 @@ def judge(
     """
     if not hits:
         return None
-    from clawkb.answer.abstain_model import decide
+    from clawkb.retrieve.abstain_model import decide
 
     views = [
         _Judged(h.title, h.anchor, h.text, {"channels": dict(t or {})})

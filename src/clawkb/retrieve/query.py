@@ -12,13 +12,16 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from clawkb.errors import ConfigError
 from clawkb.retrieve.filters import Filters
 from clawkb.retrieve.settings import MODES, RetrievalSettings
+
+if TYPE_CHECKING:  # the knowledge stages wrap the pipeline; types only
+    from clawkb.knowledge.search import KnowledgeOptions
 
 #: Retrieval options a query may override (the ``retrieval:`` settings), plus
 #: the options rerankers read from ``extra``.
@@ -81,7 +84,7 @@ class Query:
     snippets: bool = True
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     #: knowledge stages (a clawkb.knowledge.search.KnowledgeOptions; None: the KB's rules)
-    knowledge: Any = None
+    knowledge: KnowledgeOptions | None = None
     #: what the query stages around the pipeline read (``clawkb.query_stages``), e.g.
     #: ``boards`` and ``board_only`` for board search; the pipeline never reads them
     features: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))

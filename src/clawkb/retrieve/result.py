@@ -13,10 +13,13 @@ import json
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawkb.retrieve.hits import hit_dict
 from clawkb.types import Hit
+
+if TYPE_CHECKING:
+    from clawkb.retrieve.abstain import Confidence
 
 #: Bumped when a field is removed or changes meaning (adding one keeps it).
 SCHEMA_VERSION = 1
@@ -49,7 +52,7 @@ class SearchResult:
     #: when abstained: the passages nearest the query, which ``hits`` leaves out (not in JSON)
     nearest: list[Hit] = field(default_factory=list, repr=False)
     #: the abstain decision (:func:`clawkb.retrieve.notfound.judge`), when one was made
-    decision: Any = field(default=None, repr=False, compare=False)
+    decision: Confidence | None = field(default=None, repr=False, compare=False)
 
     @property
     def message(self) -> str:

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from clawkb.index.segment import hash_terms
+
+if TYPE_CHECKING:
+    from clawkb.retrieve.source import TermCounts
 
 #: Terms kept per index; past this the memo starts again (a bound, not an LRU).
 MAX_TERMS = 200_000
@@ -28,7 +31,7 @@ _MEMO: weakref.WeakKeyDictionary[Any, tuple[tuple[str, ...], dict[str, int]]] = 
 )
 
 
-def _known(lexical: Any) -> dict[str, int] | None:
+def _known(lexical: TermCounts) -> dict[str, int] | None:
     """The memo of ``lexical``'s current segments (None: an index without segments)."""
     segments = getattr(lexical, "segments", None)
     if segments is None:
@@ -41,7 +44,7 @@ def _known(lexical: Any) -> dict[str, int] | None:
     return entry[1]
 
 
-def doc_freqs(lexical: Any, terms: Sequence[str]) -> np.ndarray:
+def doc_freqs(lexical: TermCounts, terms: Sequence[str]) -> np.ndarray:
     """``lexical.doc_freqs`` of ``terms`` (int64, in order), looking up only unseen terms."""
     known = _known(lexical)
     if known is None:  # another engine (Milvus statistics): ask it each time

@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clawkb.errors import MissingDependencyError
+
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import ASGIApp
+
+    from clawkb.server.settings import ServerSettings
 
 __all__ = ["bind", "run", "uvicorn_config"]
 
 
-def run(settings: Any, *, watch: bool = False, announce: Callable[[str], None] = print) -> None:
+def run(
+    settings: ServerSettings, *, watch: bool = False, announce: Callable[[str], None] = print
+) -> None:
     """Serve ``settings.home`` on ``settings.host:settings.port`` with uvicorn."""
     try:
         import uvicorn
@@ -40,14 +48,14 @@ def run(settings: Any, *, watch: bool = False, announce: Callable[[str], None] =
     server.run(sockets=[sock])
 
 
-def _served(settings: Any) -> str:
+def _served(settings: ServerSettings) -> str:
     line = f"Serving on {settings.url}  (knowledge base: {settings.home})"
     for spec in settings.kbs:  # more KBs: each at /api/v1/kb/NAME/
         line += f"\n  also {spec.name}: {spec.home}  ({settings.url}/api/v1/kb/{spec.name}/)"
     return line
 
 
-def uvicorn_config(app: Any, settings: Any, **kw: Any) -> Any:
+def uvicorn_config(app: ASGIApp, settings: ServerSettings, **kw: Any) -> uvicorn.Config:
     """uvicorn's settings for ``app``: quiet, no Server header, the header deadline."""
     import uvicorn
 

@@ -19,7 +19,10 @@ from clawkb.server.api_read import state_of
 from clawkb.server.security import confine
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from clawkb.kb import KnowledgeBase
+    from clawkb.server.app import ServerState
 
 router = APIRouter(prefix="/api/v1", tags=["write"])
 #: ZeroClaw's gateway calls this unversioned path; same handler as /api/v1/hardware/pins.
@@ -175,7 +178,7 @@ async def upload(request: Request, file: UploadFile) -> dict[str, Any]:
     return {"path": dest.as_posix(), "bytes": size, "report": report.to_dict()}
 
 
-def _embed_later(st: Any) -> None:
+def _embed_later(st: ServerState) -> None:
     """Queue the embedding of what a write added (when the KB has vectors) as a job of its
     own after it: the request returns at once, readers are not held off, and
     ``/status`` counts the chunks still pending (``dense.pending``) until it is done."""
@@ -186,7 +189,7 @@ def _embed_later(st: Any) -> None:
     st.runtime.submit(lambda kb: None, "embed")  # gated: readers then renew their views
 
 
-def _report_embed(fut: Any) -> None:
+def _report_embed(fut: Future[dict[str, Any] | None]) -> None:
     exc = fut.exception()
     got = fut.result() if exc is None else None
     why = exc or (got or {}).get("error")

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from clawkb import __version__
 from clawkb.errors import ClawkbError
@@ -29,6 +30,10 @@ from clawkb.server.metrics import Metrics
 from clawkb.server.runtime import Runtime
 from clawkb.server.security import BodyTimeout, BodyTooLarge, Guard, RateLimiter
 from clawkb.server.settings import ServerSettings
+
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
+    from clawkb.watch import Watcher
 
 STATIC = Path(str(resources.files("clawkb.server") / "static"))
 _HTTP_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
@@ -45,7 +50,7 @@ class ServerState:
         self.roots = list(settings.roots) or self._known_roots()
         self.metrics = Metrics(status=lambda: self.runtime.read_sync(lambda kb: kb.status()))
         self.ask_limiter = RateLimiter(settings.ask_per_minute)
-        self.watcher: Any = None
+        self.watcher: Watcher | None = None
         self.conversations = Conversations()
         self.started = time.time()
         self._types: set[str] | None = None
@@ -54,7 +59,7 @@ class ServerState:
         """Without PATH arguments: the roots of past runs and the datasheet folders."""
         from clawkb.hardware.boards import all_roots
 
-        def run(kb: Any) -> list[str]:
+        def run(kb: KnowledgeBase) -> list[str]:
             seen = [r for run in kb.runs(50) for r in run["roots"]]
             return seen + all_roots(kb.conn, kb.config, kb.home)
 
@@ -90,7 +95,12 @@ class ServerState:
         }
 
 
-def create_app(settings: ServerSettings, *, watch: Any = None, on_ready: Any = None) -> FastAPI:
+def create_app(
+    settings: ServerSettings,
+    *,
+    watch: Callable[[ServerState], Watcher] | None = None,
+    on_ready: Callable[[], None] | None = None,
+) -> FastAPI:
     """The application; ``watch`` is a started-on-lifespan :class:`clawkb.watch.Watcher` factory;
     ``on_ready()`` runs once everything (MCP, watch) has started."""
     settings.check()
@@ -148,17 +158,17 @@ def create_app(settings: ServerSettings, *, watch: Any = None, on_ready: Any = N
 class _Timing:
     """Request counts and latency per route template (``/api/v1/chunks/{anchor}``)."""
 
-    def __init__(self, app: Any, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app, self.metrics = app, metrics
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         t0 = time.perf_counter()
         status = 500
 
-        async def send_wrapper(msg: Any) -> None:
+        async def send_wrapper(msg: Message) -> None:
             nonlocal status
             if msg["type"] == "http.response.start":
                 status = msg["status"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
@@ -23,7 +23,9 @@ from clawkb.server.api_read import state_of
 from clawkb.server.errors import error_for
 
 if TYPE_CHECKING:
+    from clawkb.answer.core import Answer
     from clawkb.kb import KnowledgeBase
+    from clawkb.server.app import ServerState
 
 router = APIRouter(prefix="/api/v1", tags=["ask"])
 
@@ -42,7 +44,7 @@ class RateLimited(Exception):
         self.retry_after = retry_after
 
 
-def _answer(kb: KnowledgeBase, body: AskIn, on_token: Any) -> Any:
+def _answer(kb: KnowledgeBase, body: AskIn, on_token: Callable[[str], None] | None) -> Answer:
     from clawkb.answer import answer
 
     return answer(
@@ -52,7 +54,7 @@ def _answer(kb: KnowledgeBase, body: AskIn, on_token: Any) -> Any:
 
 
 @router.post("/ask", summary="Answer a question with [n] citations (JSON, or SSE with stream)")
-async def ask(request: Request, body: AskIn) -> Any:
+async def ask(request: Request, body: AskIn) -> Any:  # JSON or an SSE stream
     st = state_of(request)
     check_rate(request, st)
     if not body.stream:
@@ -60,7 +62,7 @@ async def ask(request: Request, body: AskIn) -> Any:
     return sse(_stream(st, body))
 
 
-def check_rate(request: Request, st: Any) -> None:
+def check_rate(request: Request, st: ServerState) -> None:
     """Questions (ask and chat) are limited per client address."""
     client = request.client.host if request.client else "?"
     wait = st.ask_limiter.allow(client)
@@ -68,7 +70,7 @@ def check_rate(request: Request, st: Any) -> None:
         raise RateLimited(wait)
 
 
-async def answer_json(st: Any, body: AskIn) -> dict[str, Any]:
+async def answer_json(st: ServerState, body: AskIn) -> dict[str, Any]:
     t0 = time.perf_counter()
     # Reads never hold up writes: a model call may take a minute.
     res = await asyncio.to_thread(st.runtime.read_sync, lambda kb: _answer(kb, body, None))
@@ -86,11 +88,11 @@ def sse(events: AsyncIterator[bytes]) -> StreamingResponse:
     )
 
 
-def _event(name: str, data: Any) -> bytes:
+def _event(name: str, data: object) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-async def _stream(st: Any, body: AskIn) -> AsyncIterator[bytes]:
+async def _stream(st: ServerState, body: AskIn) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     q: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
     tokens = 0

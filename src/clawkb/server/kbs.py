@@ -23,7 +23,6 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from clawkb.errors import ConfigError
 
@@ -53,7 +52,7 @@ def default_name(home: Path) -> str:
     return name[:64]
 
 
-def parse_specs(flags: list[str], raw: Any, *, base: Path) -> list[KBSpec]:
+def parse_specs(flags: list[str], raw: object, *, base: Path) -> list[KBSpec]:
     """``--add-kb NAME=DIR`` flags, then ``server.kbs`` (flags win on a name)."""
     specs: dict[str, KBSpec] = {}
     for flag in flags:

@@ -29,6 +29,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
+    from clawkb.answer.core import Answer
+    from clawkb.ingest.pipeline import IndexReport
     from clawkb.retrieve.result import SearchResult
 
 _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -107,13 +109,13 @@ class Metrics:
             if s.get("stage") == "cache" and s.get("status") == "hit":
                 self.cache_hits.inc()
 
-    def observe_run(self, report: Any, trigger: str) -> None:
+    def observe_run(self, report: IndexReport, trigger: str) -> None:
         self.index_runs.labels(trigger).inc()
         for path, _ in report.errors:
             ext = os.path.splitext(path)[1].lower() or "(none)"
             self.ingest_errors.labels(ext).inc()
 
-    def observe_answer(self, res: Any, seconds: float, tokens: int) -> None:
+    def observe_answer(self, res: Answer, seconds: float, tokens: int) -> None:
         self.llm_calls.labels(res.mode).inc()
         llm_ms = float(res.timings.get("llm", 0.0))
         if res.mode == "llm":

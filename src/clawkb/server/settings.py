@@ -110,7 +110,7 @@ def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
-def _paths(value: Any, key: str) -> list[Path]:
+def _paths(value: object, key: str) -> list[Path]:
     if value is None:
         return []
     if isinstance(value, str):

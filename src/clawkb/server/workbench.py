@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +54,7 @@ class SettingsIn(BaseModel):
     )
 
 
-def _write_yaml(path: Path, data: Any) -> None:
+def _write_yaml(path: Path, data: object) -> None:
     text = yaml.safe_dump(data, allow_unicode=True, sort_keys=False)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name, suffix=".tmp")
     try:
@@ -66,7 +67,7 @@ def _write_yaml(path: Path, data: Any) -> None:
 
 
 def _settings_view(kb: KnowledgeBase) -> dict[str, Any]:
-    from clawkb.config_load import effective
+    from clawkb.config.load import effective
 
     rows = effective(kb.config)
     return {
@@ -84,7 +85,7 @@ async def get_settings(request: Request) -> dict[str, Any]:
 
 @router.put("/settings", summary="Change retrieval/answer settings in the KB's config.yaml")
 async def put_settings(request: Request, body: SettingsIn) -> dict[str, Any]:
-    from clawkb.config_load import build_config, read_yaml
+    from clawkb.config.load import build_config, read_yaml
 
     st = state_of(request)
     bad = sorted(set(body.settings) - set(EDITABLE))
@@ -160,7 +161,9 @@ async def golden_list(request: Request) -> dict[str, Any]:
     return await state_of(request).runtime.read(run)
 
 
-async def _edit_golden(request: Request, change: Any) -> dict[str, Any]:
+async def _edit_golden(
+    request: Request, change: Callable[[list[dict[str, Any]]], None]
+) -> dict[str, Any]:
     from clawkb.evaluate.golden import load_golden
 
     st = state_of(request)

@@ -6,8 +6,37 @@ functions only read and write rows.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Sequence
+from typing import Any
+
+from clawkb.store import db
+
+#: ``meta`` keys: the embedder signature the stored vectors were made with, and a
+#: counter bumped on every committed vector batch.
+SIGNATURE_KEY = "dense_signature"
+VERSION_KEY = "dense_version"
+
+
+def model_key(signature: dict[str, Any]) -> str:
+    """The key vectors are stored under: model, dimension, prefix scheme, normalisation."""
+    norm = "norm" if signature.get("normalized") else "raw"
+    return f"{signature['model']}|{signature['dim']}|{signature['prefix']}|{norm}"
+
+
+def stored_signature(conn: sqlite3.Connection) -> dict[str, Any] | None:
+    """The signature of the embedder the stored vectors came from (None: no vectors)."""
+    raw = db.get_meta(conn, SIGNATURE_KEY)
+    if not raw:
+        return None
+    sig: dict[str, Any] = json.loads(raw)
+    return sig
+
+
+def data_version(conn: sqlite3.Connection) -> int:
+    """Bumped on every committed vector batch: part of the search cache's stamp."""
+    return int(db.get_meta(conn, VERSION_KEY) or 0)
 
 
 def delete_all(conn: sqlite3.Connection, signature_key: str) -> None:

@@ -89,7 +89,7 @@ def load_llm_settings(config: Config, env: Mapping[str, str] | None = None) -> L
     llm_env = {k: v for k, v in env.items() if k.startswith("CLAWKB_LLM_")}
     settings = config.llm
     if llm_env:
-        from clawkb.config_load import build_config
+        from clawkb.config.load import build_config
 
         over = build_config({}, llm_env)
         keys = [f.name for f in fields(LLMSettings) if over.source(f"llm.{f.name}") != "default"]
@@ -128,7 +128,7 @@ def openai_client(settings: LLMSettings) -> ChatClient:
 
 
 def llama_cpp_client(settings: LLMSettings) -> ChatClient:
-    from clawkb.answer.local import LlamaCppClient
+    from clawkb.llm.local import LlamaCppClient
 
     return LlamaCppClient(settings)
 

@@ -18,17 +18,22 @@ threshold maximising balanced accuracy over all sets pooled was taken.
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from clawkb.index.lexical import LexicalIndex
 from clawkb.index.segment import hash_terms
+from clawkb.store.vectors_repo import stored_signature
 from clawkb.text import normalize, tokenize
 from clawkb.text.glossary import bundled_glossary
+from clawkb.types import Anchor
+
+if TYPE_CHECKING:
+    from clawkb.retrieve.source import TermCounts
 
 __all__ = [
     "DEFAULT_MIN_CONFIDENCE",
@@ -55,6 +60,24 @@ DENSE_COS_LOW, DENSE_COS_HIGH = 0.84, 0.90
 NOT_FOUND = "not found in the knowledge base"
 #: How many top passages may supply the evidence.
 TOP_K = 3
+
+
+class Judged(Protocol):
+    """A passage as the abstain decision reads it: a :class:`~clawkb.types.Hit`, or
+    the not-found check's view of one (text fields plus the fusion's channel trace)."""
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def anchor(self) -> Anchor: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def explanation(self) -> dict[str, Any] | None: ...
+
 
 _EN_QUESTION = re.compile(
     r"\b(?:what|which|who|whom|whose|how|why|when|where|does|do|did|is|are|was|were|can|could|"
@@ -95,7 +118,7 @@ class Term:
         )
 
 
-def question_terms(lexical: LexicalIndex, question: str) -> list[Term]:
+def question_terms(lexical: TermCounts, question: str) -> list[Term]:
     """Content terms of ``question`` weighted by IDF; question words removed.
 
     Chinese bigrams that occur nowhere in the index although both their
@@ -133,7 +156,7 @@ def content_tokens(question: str) -> list[str]:
     return tokenize(_ZH_QUESTION.sub(" ", _EN_QUESTION.sub(" ", question)))
 
 
-def term_idf(lexical: LexicalIndex, tokens: Sequence[str]) -> dict[str, float]:
+def term_idf(lexical: TermCounts, tokens: Sequence[str]) -> dict[str, float]:
     """IDF of each distinct token in the lexical index (absent terms get the maximum)."""
     uniq = list(dict.fromkeys(tokens))
     if not uniq:
@@ -157,7 +180,7 @@ class Confidence:
     best_passage: int | None = None  # index into the texts scored
     matched: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-    #: "coverage" (the threshold rule) or "model" (clawkb.answer.abstain_model)
+    #: "coverage" (the threshold rule) or "model" (clawkb.retrieve.abstain_model)
     method: str = "coverage"
     features: dict[str, float] = field(default_factory=dict)
 
@@ -338,14 +361,12 @@ def _seams(text: str, matches: list[Any]) -> set[str]:
     return {p for p in out if len(p) == 2 and all(_CJK_RUN.fullmatch(c) for c in p)}
 
 
-def has_vectors(kb: Any) -> bool:
-    """True when the KB holds dense vectors (so searches run hybrid by default)."""
-    from clawkb.embed import vectors
-
-    return vectors.stored_signature(kb.conn) is not None
+def has_vectors(conn: sqlite3.Connection) -> bool:
+    """True when the store holds dense vectors (so searches run hybrid by default)."""
+    return stored_signature(conn) is not None
 
 
-def dense_top(hits: Sequence[Any]) -> float | None:
+def dense_top(hits: Sequence[Judged]) -> float | None:
     """The best dense cosine among the first :data:`TOP_K` hits' explanations, if any."""
     cos = [
         float(h.explanation["channels"]["dense"]["raw"])

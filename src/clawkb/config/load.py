@@ -22,13 +22,16 @@ import functools
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
 from clawkb.config import ENV_PREFIX as PREFIX
 from clawkb.config import NOT_SETTINGS, Config
 from clawkb.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 __all__ = ["NOT_SETTINGS", "build_config", "effective", "env_layer", "env_names", "load_config"]
 #: Older spellings kept working.
@@ -145,7 +148,7 @@ def _validate(data: dict[str, Any], origin: str) -> Config:
         raise ConfigError("; ".join(_explain(err, origin) for err in exc.errors())) from None
 
 
-def _explain(err: Any, origin: str) -> str:
+def _explain(err: ErrorDetails, origin: str) -> str:
     loc = [str(p) for p in err["loc"]]
     dotted = ".".join(loc)
     if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
@@ -174,21 +177,21 @@ def _fields_at(loc: list[str]) -> list[str]:
     return list(_hints(model)) if model else []
 
 
-def _model_of(annotation: Any) -> type | None:
+def _model_of(annotation: object) -> type | None:
     """The section class when ``annotation`` is one (a dataclass), else None."""
     if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return annotation
     return None
 
 
-def _annotation(key: str) -> Any:
+def _annotation(key: str) -> object:
     section, _, leaf = key.rpartition(".")
     model = _model_of(_hints(Config)[section]) if section else Config
     assert model is not None
     return _hints(model)[leaf]
 
 
-def _env_value(raw: str, annotation: Any) -> Any:
+def _env_value(raw: str, annotation: object) -> object:
     """Scalars stay strings (the model converts them); lists and mappings are parsed."""
     origin = typing.get_origin(annotation)
     if origin not in (tuple, list, dict):
@@ -235,11 +238,11 @@ def _merge(into: dict[str, Any], sources: dict[str, str], data: dict[str, Any], 
                 sources[key] = label
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     return {str: "a string", list: "a list", int: "a number", float: "a number"}.get(
         type(value), type(value).__name__
     )

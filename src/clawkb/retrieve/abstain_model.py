@@ -8,7 +8,7 @@ pipeline already has separate them better together:
 
 * ``coverage`` — IDF-weighted share of the question's content terms found in
   the best of the top passages (word forms and glossary translations count;
-  :func:`clawkb.answer.abstain.retrieval_confidence`);
+  :func:`clawkb.retrieve.abstain.retrieval_confidence`);
 * ``matched`` — the same share unweighted (how many of the terms);
 * ``lex_norm`` — the top BM25 score of the content terms over their IDF mass;
 * ``gap`` — relative lead of lexical hit 1 over hit 5;
@@ -34,7 +34,7 @@ pipeline already has separate them better together:
   stands out of the KB's background; a question about nothing the KB holds
   meets a flat list of neighbours in any language;
 * ``known`` — the share of the question's term weight the KB holds anywhere,
-  itself or as a glossary translation (:func:`clawkb.answer.abstain.kb_coverage`);
+  itself or as a glossary translation (:func:`clawkb.retrieve.abstain.kb_coverage`);
 * ``anchor`` — the share of the question's selective exact anchors
   (:mod:`clawkb.retrieve.exact`) the best of the top three hits holds verbatim;
 * ``cjk`` — the question's CJK share: Chinese bigram coverage behaves unlike
@@ -57,11 +57,24 @@ import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from clawkb.errors import ConfigError
+from clawkb.retrieve.abstain import (
+    Confidence,
+    Judged,
+    Term,
+    dense_confidence,
+    dense_top,
+    passage_coverages,
+    question_terms,
+    retrieval_confidence,
+)
+
+if TYPE_CHECKING:
+    from clawkb.retrieve.source import TermCounts, TermStats
 
 __all__ = [
     "MODEL_PATH",
@@ -147,10 +160,10 @@ def _cjk_share(text: str) -> float:
 
 
 def features(
-    lexical: Any,
+    lexical: TermStats,
     question: str,
-    hits: Sequence[Any],
-    terms: Sequence[Any],
+    hits: Sequence[Judged],
+    terms: Sequence[Term],
     coverage: float,
     n_matched: int,
     cosine: float | None,
@@ -160,7 +173,7 @@ def features(
     """The model's inputs for one question (see the module docstring); ``texts``:
     the hits as scored for coverage (title, headings, text); ``dense_scores``: the
     dense channel's cosines for its whole candidate list (when it ran)."""
-    from clawkb.answer.abstain import kb_coverage
+    from clawkb.retrieve.abstain import kb_coverage
 
     tokens = list(dict.fromkeys(tok for t in terms for tok in t.tokens))
     mass = sum(t.weight for t in terms)
@@ -216,11 +229,9 @@ def anchored(hits: Sequence[Any]) -> float:
 
 
 def spread(
-    lexical: Any, question: str, terms: Sequence[Any], texts: Sequence[str]
+    lexical: TermCounts, question: str, terms: Sequence[Term], texts: Sequence[str]
 ) -> dict[str, float]:
     """``cov2``, ``cov5``, ``rare_hit``, ``rare_idf`` (see the module docstring)."""
-    from clawkb.answer.abstain import passage_coverages
-
     out = {"cov2": 0.0, "cov5": 0.0, "rare_hit": 0.0, "rare_idf": 0.0}
     if not terms or not texts:
         return out
@@ -240,7 +251,7 @@ def spread(
     return out
 
 
-def _both_channels(hit: Any) -> bool:
+def _both_channels(hit: Judged) -> bool:
     """Both channels ranked this hit within their first :data:`AGREE_RANK`."""
     ch = (hit.explanation or {}).get("channels") or {}
     return all(
@@ -252,8 +263,6 @@ def _both_channels(hit: Any) -> bool:
 def derived(feats: Mapping[str, float], question: str) -> dict[str, float]:
     """``feats`` plus ``cjk`` (the question's CJK share), ``dconf`` (mapped cosine) and
     ``unknown`` (1 when no term of the question is anywhere in the KB: ``known`` is 0)."""
-    from clawkb.answer.abstain import dense_confidence
-
     cos = float(feats.get("cos", 0.0))
     return {
         **feats,
@@ -264,16 +273,16 @@ def derived(feats: Mapping[str, float], question: str) -> dict[str, float]:
 
 
 def model_confidence(
-    lexical: Any,
+    lexical: TermStats,
     question: str,
-    hits: Sequence[Any],
-    terms: Sequence[Any],
+    hits: Sequence[Judged],
+    terms: Sequence[Term],
     texts: Sequence[str],
     cosine: float | None,
     vectors: bool,
     dense_scores: Sequence[float] | None = None,
-) -> Any:
-    """`ask`'s :class:`~clawkb.answer.abstain.Confidence` from the fitted model.
+) -> Confidence:
+    """`ask`'s :class:`~clawkb.retrieve.abstain.Confidence` from the fitted model.
 
     ``vectors``: the KB has vectors (searches run hybrid). The hybrid model is
     used when the dense channel ran (``cosine`` known); when the lexical
@@ -281,8 +290,6 @@ def model_confidence(
     model decides, as in the fit (bench/abstain_model.py).
     """
     from dataclasses import replace
-
-    from clawkb.answer.abstain import retrieval_confidence
 
     cov = retrieval_confidence(terms, texts, question=question)
     feats = features(
@@ -293,12 +300,12 @@ def model_confidence(
 
 
 def decide(
-    lexical: Any,
+    lexical: TermStats,
     question: str,
-    hits: Sequence[Any],
+    hits: Sequence[Judged],
     vectors: bool,
     dense_scores: Sequence[float] | None = None,
-) -> Any:
+) -> Confidence:
     """The one "is anything here relevant?" decision, used by ``search`` and ``ask``.
 
     ``hits``: the top passages, best first, each with ``title``, ``anchor``,
@@ -306,11 +313,9 @@ def decide(
     holding the fusion's per-channel trace. ``vectors``: the search ran with
     the dense channel on (the hybrid model decides when its cosine is known).
     ``dense_scores``: the dense channel's cosines over its candidate list.
-    Returns a :class:`~clawkb.answer.abstain.Confidence` whose ``abstain``
+    Returns a :class:`~clawkb.retrieve.abstain.Confidence` whose ``abstain``
     says whether to answer "no match".
     """
-    from clawkb.answer.abstain import dense_top, question_terms
-
     top = list(hits[:SPREAD_DEPTH])
     terms = question_terms(lexical, question)
     texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in top]

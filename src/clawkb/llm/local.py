@@ -1,6 +1,6 @@
 """In-process local model through llama-cpp-python (extra ``clawkb[llm]``).
 
-Same :class:`~clawkb.answer.llm.ChatClient` interface as the HTTP client, so
+Same :class:`~clawkb.llm.ChatClient` interface as the HTTP client, so
 ``answer()`` does not care where the model runs. Configure with
 ``llm.gguf: /path/model.gguf`` or ``CLAWKB_LLM_GGUF``. The model is loaded
 once per client (loading dominates the first call).
@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from clawkb.answer.llm import ChatReply, LLMError, LLMSettings, Message, TokenSink
 from clawkb.errors import ConfigError, MissingDependencyError
+from clawkb.llm import ChatReply, LLMError, LLMSettings, Message, TokenSink
 
 __all__ = ["LlamaCppClient"]
 
@@ -38,7 +37,7 @@ class LlamaCppClient:
         self.settings = settings
         self.name = path.name
         try:
-            self._llm: Any = Llama(model_path=str(path), n_ctx=settings.n_ctx, verbose=False)
+            self._llm: Llama = Llama(model_path=str(path), n_ctx=settings.n_ctx, verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise LLMError(f"{path}: cannot load the GGUF model ({exc})") from exc
 

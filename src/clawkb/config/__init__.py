@@ -7,7 +7,7 @@ folder).
 
 Settings: :class:`Config` is the only schema. Every key of ``<home>/config.yaml``
 and every ``CLAWKB_*`` environment variable is validated against it
-(:mod:`clawkb.config_load`): an unknown key fails with the file and the closest
+(:mod:`clawkb.config.load`): an unknown key fails with the file and the closest
 valid name, a bad value with the key and what was expected. Precedence:
 defaults < ``config.yaml`` < environment. ``clawkb config`` prints the
 effective values and where each came from.
@@ -23,8 +23,8 @@ from typing import Annotated, Any, Literal
 
 from annotated_types import Ge, Gt, Interval
 
+from clawkb.config.retrieval import RetrievalSettings
 from clawkb.errors import ConfigError
-from clawkb.retrieve.settings import RetrievalSettings
 
 LOCAL_DIR = ".clawkb"
 
@@ -53,7 +53,7 @@ NOT_SETTINGS = frozenset(
     {"HOME", "DATASETS", "FUZZ_EXAMPLES", "INDEX_WORKERS", "MODEL_CACHE", "NO_NATIVE", "NO_OCR"}
 )
 
-#: Read by pydantic when :mod:`clawkb.config_load` validates a file or the
+#: Read by pydantic when :mod:`clawkb.config.load` validates a file or the
 #: environment; this module never imports pydantic, so opening a KB with no
 #: ``config.yaml`` costs no validation library at all.
 STRICT = {"extra": "forbid", "allow_inf_nan": False}
@@ -238,14 +238,14 @@ class Config:
         )
         if not settings_env and not (home / "config.yaml").exists():
             return cls()
-        from clawkb.config_load import load_config
+        from clawkb.config.load import load_config
 
         return load_config(home, env)
 
     @classmethod
-    def from_dict(cls, data: Any, origin: str = "config") -> Config:
+    def from_dict(cls, data: object, origin: str = "config") -> Config:
         """Validate ``data`` as if it were the content of the file ``origin``."""
-        from clawkb.config_load import build_config
+        from clawkb.config.load import build_config
 
         return build_config({origin: data})
 
