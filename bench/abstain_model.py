@@ -44,9 +44,9 @@ import numpy as np
 import yaml
 
 from calibrate_abstain import OFF_TOPIC, OTHER
-from notfound_rates import engdocs_queries, nonsense
 from clawkb.evaluate.beir import load_beir
 from clawkb.retrieve.abstain_model import AGREE_RANK, derived, value
+from notfound_rates import engdocs_queries, nonsense
 from shared_data import add_datasets_flag, datasets_dir
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -535,7 +535,9 @@ def markdown(report: dict) -> str:
     ]
     for n, qs in report.get("dropped", {}).items():
         if n.startswith("esp-idf"):
-            lines.append(f"- {n}: {len(qs)} headings of left-out pages (never fitted; see `_dropped`)")
+            lines.append(
+                f"- {n}: {len(qs)} headings of left-out pages (never fitted; see `_dropped`)"
+            )
             continue
         lines.append(f"- {n}: {len(qs)}" + (" — " + "; ".join(qs) if qs else ""))
     reading = ROOT / "bench" / "results" / "abstain-reading.md"

@@ -281,7 +281,7 @@ def passage_coverages(
     return out
 
 
-def kb_coverage(lexical: LexicalIndex, terms: Sequence[Term], question: str) -> float:
+def kb_coverage(lexical: TermCounts, terms: Sequence[Term], question: str) -> float:
     """Share of the terms' weight the knowledge base holds anywhere: a term counts
     when some chunk has one of its tokens, or all tokens of one of its glossary
     translations (a Chinese question over English pages). Nonsense and other

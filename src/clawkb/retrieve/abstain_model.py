@@ -214,7 +214,10 @@ def background(scores: Sequence[float] | None) -> dict[str, float]:
     bg = s[BACKGROUND_FROM:]
     gap = float(s[0] - bg.mean())
     z = gap / (float(bg.std()) + 1e-3)
-    return {"dgap": round(min(1.0, max(0.0, 10 * gap)), 6), "dz": round(min(1.0, max(0.0, z / 20)), 6)}
+    return {
+        "dgap": round(min(1.0, max(0.0, 10 * gap)), 6),
+        "dz": round(min(1.0, max(0.0, z / 20)), 6),
+    }
 
 
 def anchored(hits: Sequence[Any]) -> float:

@@ -326,7 +326,7 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
     judged = "abstain_model" in source.capabilities
     if resolved != "lexical" and judged:  # "is anything relevant?" (notfound.py)
         traces = {f.chunk_id: f.trace for f in fused[:depth]}
-        dense_scores = channels["dense"].scores if "dense" in channels else None
+        dense_scores = channels["dense"].scores.tolist() if "dense" in channels else None
         verdict = notfound.judge(source.kb, q.text, hits, [traces.get(i) for i in chunk_ids],
                                   s.min_confidence, dense_scores)  # fmt: skip
         conf = verdict.value if verdict is not None else conf
