@@ -218,11 +218,14 @@ class Runtime:
         A view is a new :class:`KnowledgeBase` after each write, and each would
         otherwise build its own embedder and load its model (an ONNX session,
         tokenizers) on its first query of every generation."""
+        from clawkb.embed import vectors
         from clawkb.embed.run import kb_embedder, set_kb_embedder
 
         with self._opened_lock:
             shared = self._embedder
             if shared is None or shared[0] != self.config_version:
+                if vectors.stored_signature(kb.conn) is None:
+                    return  # lexical only: no model to build (yet)
                 try:
                     shared = self._embedder = (self.config_version, kb_embedder(kb))
                 except Exception:  # a model that cannot load: each search says why itself
@@ -321,7 +324,7 @@ class Runtime:
                 if kb is None:
                     self._writer_config = self.config_version
                     kb = KnowledgeBase.open(self.home)
-                    self.share_embedder(kb)
+                self.share_embedder(kb)  # once vectors exist, the readers' model too
                 if getattr(fut, "gated", True):
                     with self.exclusive():
                         result = fn(kb)
