@@ -1,30 +1,42 @@
-"""Fit `ask`'s abstain model (clawkb.answer.abstain_model) and report held-out error rates.
+"""Fit the abstain model `search` and `ask` share (clawkb.answer.abstain_model); held-out rates.
 
-    CLAWKB_DATASETS=<shared>/datasets OMP_NUM_THREADS=1 .venv/bin/python bench/abstain_model.py
+    CLAWKB_DATASETS=<shared>/datasets OMP_NUM_THREADS=1 .venv/bin/python bench/abstain_model.py \
+        --kb esp-idf-en=<embedded KB of some en/ pages> --kb esp-idf-zh=<... zh_CN/ pages>
 
-1. Questions per corpus (the four shared sets and the bundled examples):
-   answerable = the set's own judged queries (examples: questions.yaml and the
-   two golden files); unanswerable = the other same-language set's queries,
-   plus generated other-domain questions: written off-topic questions and the
-   examples' questions (embedded engineering) on the shared sets; on the
-   examples, off-topic questions and the shared sets' queries.
-2. For every question, the signals `ask` computes (``features``), once on a
-   KB without vectors in use (``mode=lexical``) and once with e5-small vectors
-   (hybrid; the KBs of bench/dense_build.py). Cached in bench/.cache/abstain.
+1. Questions per corpus (the shared sets whose e5 KB is in bench/.cache/dense —
+   bench/dense_build.py —, the bundled examples, and esp-idf-docs KBs given with
+   ``--kb``): answerable = the set's own judged queries (examples: questions.yaml
+   and the two golden files; esp-idf-docs: the golden queries of the KB's pages,
+   ``ident`` / ``ident_zh`` / ``zh2en`` on an en/ KB, ``en2zh`` on a zh_CN/ one);
+   unanswerable = the other same-language set's queries (esp-idf-docs: headings of
+   the pages left out of the KB), written off-topic questions, other domains'
+   questions, and generated questions about nothing (letter and CJK soup,
+   keyboard runs: bench/notfound_rates.nonsense).
+2. For every question, the decision `clawkb search` takes on the KB with its
+   vectors (``features`` of the hybrid model, or of the lexical one on an early
+   return; whether the exact-anchor / identifier rule answers it regardless), and
+   the features `ask` computes on the same KB without vectors in use
+   (``mode=lexical``); the shipped model's verdicts are kept as "previous". Cached
+   in bench/.cache/abstain.
 3. Cleaning: the other same-language set's queries are not all unanswerable
    (a qbqtc web query can be answered by a cmrc Wikipedia paragraph). Those
    a stronger judge says the corpus answers — dense cosine and term coverage
    both at least the 10th percentile of the corpus's own answerable dev questions
-   (``likely_answered``) — are dropped from the cleaned unanswerable set.
+   (``likely_answered``) — are dropped from the cleaned unanswerable set. The
+   esp-idf-docs left-out headings are all dropped from it (``_dropped``): the pages
+   overlap too much for them to be unanswerable; they are reported, never fitted.
 4. Each question is put in the dev or the held-out half by a hash of its
-   text. A logistic model per KB kind is fitted on the cleaned dev halves of all
-   corpora pooled (each corpus × class weighted equally; L2), and its
-   threshold minimises, on the cleaned dev halves, the worst excess over the targets
-   (false-abstain - 5 %, false-answer - 10 %) over all corpora. Writes src/clawkb/answer/abstain_model.json, then reports
-   false-abstain / false-answer per corpus on the held-out halves (false-answer
-   on the cleaned and on the full unanswerable sets), beside the
-   previous single-threshold rule on the same questions, and the trade-off
-   curve (bench/results/abstain-model.json).
+   text. The models in ``--refit`` (default: hybrid) are fitted on the cleaned dev
+   halves of all corpora pooled (per corpus: answerable 1, questions about nothing
+   1/2, other unanswerable 1/2; L2), without the questions the anchor rule answers
+   anyway; the threshold minimises, on the cleaned dev halves, the worst excess
+   over the targets (false-abstain - 5 %, false-answer - 10 %) over all corpora.
+   Writes src/clawkb/answer/abstain_model.json, then reports false-abstain /
+   false-answer per corpus on the held-out halves (false-answer on the cleaned and
+   on the full unanswerable sets) beside the previously shipped model on the same
+   questions, and the trade-off curve (bench/results/abstain-model.json).
+   ``--cv`` compares the feature sets by 2-fold cross-validation inside the dev
+   halves only.
 """
 
 from __future__ import annotations
@@ -44,9 +56,9 @@ import numpy as np
 import yaml
 
 from calibrate_abstain import OFF_TOPIC, OTHER
-from notfound_rates import engdocs_queries, nonsense
 from clawkb.answer.abstain_model import AGREE_RANK, derived, value
 from clawkb.evaluate.beir import load_beir
+from notfound_rates import engdocs_queries, nonsense
 from shared_data import add_datasets_flag, datasets_dir
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -552,7 +564,9 @@ def markdown(report: dict) -> str:
     ]
     for n, qs in report.get("dropped", {}).items():
         if n.startswith("esp-idf"):
-            lines.append(f"- {n}: {len(qs)} headings of left-out pages (never fitted; see `_dropped`)")
+            lines.append(
+                f"- {n}: {len(qs)} headings of left-out pages (never fitted; see `_dropped`)"
+            )
             continue
         lines.append(f"- {n}: {len(qs)}" + (" — " + "; ".join(qs) if qs else ""))
     reading = ROOT / "bench" / "results" / "abstain-reading.md"

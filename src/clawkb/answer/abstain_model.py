@@ -155,7 +155,7 @@ def features(
     n_matched: int,
     cosine: float | None,
     texts: Sequence[str] = (),
-    dense_scores: Sequence[float] | None = None,
+    dense_scores: Sequence[float] | np.ndarray | None = None,
 ) -> dict[str, float]:
     """The model's inputs for one question (see the module docstring); ``texts``:
     the hits as scored for coverage (title, headings, text); ``dense_scores``: the
@@ -193,7 +193,7 @@ def features(
     return derived(base, question)
 
 
-def background(scores: Sequence[float] | None) -> dict[str, float]:
+def background(scores: Sequence[float] | np.ndarray | None) -> dict[str, float]:
     """``dgap`` and ``dz``: the top dense cosine against the rest of the channel's list."""
     s = np.sort(np.asarray(scores if scores is not None else [], dtype=np.float64))[::-1]
     if len(s) < BACKGROUND_FROM + MIN_BACKGROUND:
@@ -201,7 +201,10 @@ def background(scores: Sequence[float] | None) -> dict[str, float]:
     bg = s[BACKGROUND_FROM:]
     gap = float(s[0] - bg.mean())
     z = gap / (float(bg.std()) + 1e-3)
-    return {"dgap": round(min(1.0, max(0.0, 10 * gap)), 6), "dz": round(min(1.0, max(0.0, z / 20)), 6)}
+    return {
+        "dgap": round(min(1.0, max(0.0, 10 * gap)), 6),
+        "dz": round(min(1.0, max(0.0, z / 20)), 6),
+    }
 
 
 def anchored(hits: Sequence[Any]) -> float:
@@ -271,7 +274,7 @@ def model_confidence(
     texts: Sequence[str],
     cosine: float | None,
     vectors: bool,
-    dense_scores: Sequence[float] | None = None,
+    dense_scores: Sequence[float] | np.ndarray | None = None,
 ) -> Any:
     """`ask`'s :class:`~clawkb.answer.abstain.Confidence` from the fitted model.
 
@@ -297,7 +300,7 @@ def decide(
     question: str,
     hits: Sequence[Any],
     vectors: bool,
-    dense_scores: Sequence[float] | None = None,
+    dense_scores: Sequence[float] | np.ndarray | None = None,
 ) -> Any:
     """The one "is anything here relevant?" decision, used by ``search`` and ``ask``.
 
