@@ -518,8 +518,8 @@ def markdown(report: dict) -> str:
         "questions. Rates on the held-out half of each corpus (never seen by the fit or the",
         "threshold choice). `full` = every unanswerable question; `cleaned` = without the",
         "other-set questions a stronger judge says the corpus answers (see below);",
-        "`previous` = the single-threshold rule shipped before (coverage, threshold 0.57;",
-        "with vectors max(coverage, mapped cosine), threshold 0.64) on the same questions.",
+        "`previous` = the model shipped when the features were collected (its own",
+        "threshold; with vectors, with the identifier rule) on the same questions.",
     ]
     for kind, v in report.items():
         if kind == "dropped":
