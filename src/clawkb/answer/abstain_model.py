@@ -88,8 +88,9 @@ SPREAD_DEPTH = 8
 RARE_TERMS = 2
 #: Dense cosines from this rank down are the query's background (``dgap``, ``dz``).
 BACKGROUND_FROM = 10
-#: Fewer background cosines than this: no background features (0).
-MIN_BACKGROUND = 5
+#: Fewer background cosines than this: no background features (0). A KB with fewer
+#: than 2 x BACKGROUND_FROM candidates uses the lower half of its list.
+MIN_BACKGROUND = 2
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _WORDISH = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[A-Za-z0-9]+")
 
@@ -196,9 +197,11 @@ def features(
 def background(scores: Sequence[float] | np.ndarray | None) -> dict[str, float]:
     """``dgap`` and ``dz``: the top dense cosine against the rest of the channel's list."""
     s = np.sort(np.asarray(scores if scores is not None else [], dtype=np.float64))[::-1]
-    if len(s) < BACKGROUND_FROM + MIN_BACKGROUND:
+    # a KB too small for that many candidates: its lower half is the background
+    start = min(BACKGROUND_FROM, len(s) // 2)
+    if len(s) - start < MIN_BACKGROUND:
         return {"dgap": 0.0, "dz": 0.0}
-    bg = s[BACKGROUND_FROM:]
+    bg = s[start:]
     gap = float(s[0] - bg.mean())
     z = gap / (float(bg.std()) + 1e-3)
     return {
