@@ -103,12 +103,6 @@ def test_auto_mode_keeps_lexical_weight_on_an_exact_match(esp):
     assert "exact" in fusion["note"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (issue 19): the not-found decision declines 2 of these 10 valid"
-    " cross-language heading queries (confidence < 0.01); with min_confidence=0 9/10 are"
-    " found. Needs the abstain model refitted with cross-language queries.",
-)
 def test_chinese_heading_finds_its_english_page(esp):
     """zh2en on the slice: a Chinese section heading over the English pages (default mode)."""
     rows = _golden("zh2en")

@@ -222,5 +222,6 @@ def test_dense_background_features() -> None:
     stands_out = [0.86, 0.84, *flat[2:]]
     assert background(flat)["dz"] < background(stands_out)["dz"]
     assert background(flat)["dgap"] < background(stands_out)["dgap"]
-    assert background(stands_out[:BACKGROUND_FROM]) == {"dgap": 0.0, "dz": 0.0}
+    assert background(stands_out[:2]) == {"dgap": 0.0, "dz": 0.0}  # nothing to compare
+    assert background(stands_out[:BACKGROUND_FROM])["dgap"] > 0  # tiny KB: its lower half
     assert background(None) == {"dgap": 0.0, "dz": 0.0}

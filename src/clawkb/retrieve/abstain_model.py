@@ -101,8 +101,9 @@ SPREAD_DEPTH = 8
 RARE_TERMS = 2
 #: Dense cosines from this rank down are the query's background (``dgap``, ``dz``).
 BACKGROUND_FROM = 10
-#: Fewer background cosines than this: no background features (0).
-MIN_BACKGROUND = 5
+#: Fewer background cosines than this: no background features (0). A KB with fewer
+#: than 2 x BACKGROUND_FROM candidates uses the lower half of its list.
+MIN_BACKGROUND = 2
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _WORDISH = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[A-Za-z0-9]+")
 
@@ -168,7 +169,7 @@ def features(
     n_matched: int,
     cosine: float | None,
     texts: Sequence[str] = (),
-    dense_scores: Sequence[float] | None = None,
+    dense_scores: Sequence[float] | np.ndarray | None = None,
 ) -> dict[str, float]:
     """The model's inputs for one question (see the module docstring); ``texts``:
     the hits as scored for coverage (title, headings, text); ``dense_scores``: the
@@ -206,12 +207,14 @@ def features(
     return derived(base, question)
 
 
-def background(scores: Sequence[float] | None) -> dict[str, float]:
+def background(scores: Sequence[float] | np.ndarray | None) -> dict[str, float]:
     """``dgap`` and ``dz``: the top dense cosine against the rest of the channel's list."""
     s = np.sort(np.asarray(scores if scores is not None else [], dtype=np.float64))[::-1]
-    if len(s) < BACKGROUND_FROM + MIN_BACKGROUND:
+    # a KB too small for that many candidates: its lower half is the background
+    start = min(BACKGROUND_FROM, len(s) // 2)
+    if len(s) - start < MIN_BACKGROUND:
         return {"dgap": 0.0, "dz": 0.0}
-    bg = s[BACKGROUND_FROM:]
+    bg = s[start:]
     gap = float(s[0] - bg.mean())
     z = gap / (float(bg.std()) + 1e-3)
     return {
@@ -283,7 +286,7 @@ def model_confidence(
     texts: Sequence[str],
     cosine: float | None,
     vectors: bool,
-    dense_scores: Sequence[float] | None = None,
+    dense_scores: Sequence[float] | np.ndarray | None = None,
 ) -> Confidence:
     """`ask`'s :class:`~clawkb.retrieve.abstain.Confidence` from the fitted model.
 
@@ -307,7 +310,7 @@ def decide(
     question: str,
     hits: Sequence[Judged],
     vectors: bool,
-    dense_scores: Sequence[float] | None = None,
+    dense_scores: Sequence[float] | np.ndarray | None = None,
 ) -> Confidence:
     """The one "is anything here relevant?" decision, used by ``search`` and ``ask``.
 

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from clawkb.text.identifiers import identifiers
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from clawkb.kb import KnowledgeBase
     from clawkb.types import Hit
 
@@ -49,7 +51,7 @@ def judge(
     hits: Sequence[Hit],
     traces: Sequence[Mapping[str, Any] | None],
     min_confidence: float | None,
-    dense_scores: Sequence[float] | None = None,
+    dense_scores: Sequence[float] | np.ndarray | None = None,
 ) -> Any | None:
     """The :class:`~clawkb.retrieve.abstain.Confidence` for ``hits`` (None without hits).
 
