@@ -216,7 +216,13 @@ def runners(emb: Any, names: list[str], work: Path) -> dict[str, tuple[Runner, i
             fp32 = onnx.load(str(fp32_path))
             plain = ort_run(ort_session(quantised(mha_graph(fp32, False), work / "mha.onnx")))
             masked = ort_run(ort_session(quantised(mha_graph(fp32, True), work / "mha-m.onnx")))
-            out[name] = ((lambda x, m: plain(x, m) if len(x) == 1 else masked(x, m)), wmax)
+
+            def mha_run(
+                x: np.ndarray, m: np.ndarray, one: Runner = plain, many: Runner = masked
+            ) -> np.ndarray:
+                return one(x, m) if len(x) == 1 else many(x, m)
+
+            out[name] = (mha_run, wmax)
         elif name.startswith("ov-"):
             try:
                 import openvino as ov
@@ -246,36 +252,40 @@ def runners(emb: Any, names: list[str], work: Path) -> dict[str, tuple[Runner, i
 
 def embed(emb: Any, texts: list[str], run: Runner, wmax: int) -> np.ndarray:
     """``E5Small.embed_documents`` with the model call and the window length swapped in:
-    texts longer than ``wmax`` are cut into equal windows, pooled vectors averaged by length."""
+    pooled vectors of a text's windows averaged by length, as the product does."""
     from clawkb.embed.base import l2_normalize
 
     windows: list[tuple[int, list[int]]] = []
     for i, ids in enumerate(emb.tok.encode_batch(["passage: " + t for t in texts])):
+        # the product's rule at full length (510-token windows, remainder last); equal
+        # windows for the shorter-window variants
         k = max(1, -(-len(ids) // wmax))
-        size = max(1, -(-len(ids) // k))
+        size = wmax if wmax >= emb.img.MAXP - 2 else max(1, -(-len(ids) // k))
         for a in range(0, max(len(ids), 1), size):
             windows.append((i, ids[a : a + size]))
     acc = np.zeros((len(texts), emb.dim), np.float64)
     weight = np.zeros(len(texts), np.float64)
-    for batch in emb._batches(windows):
-        seqs = [ids for _, ids in batch]
-        pooled = run(*inputs(emb, seqs))
+    shipped, emb._session = emb._session, _Session(run)
+    try:
+        done = [(b, emb._forward([ids for _, ids in b])) for b in emb._batches(windows)]
+    finally:
+        emb._session = shipped
+    for batch, pooled in done:
         for (i, ids), vec in zip(batch, pooled, strict=True):
             acc[i] += max(len(ids), 1) * vec
             weight[i] += max(len(ids), 1)
     return l2_normalize((acc / np.maximum(weight, 1)[:, None]).astype(np.float32))
 
 
-def inputs(emb: Any, seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    img = emb.img
-    T = max(len(s) for s in seqs) + 2
-    ids = np.full((len(seqs), T), img.pad, np.int64)
-    mask = np.zeros((len(seqs), T), np.float32)
-    for r, s in enumerate(seqs):
-        ids[r, : len(s) + 2] = [img.bos, *s, img.eos]
-        mask[r, : len(s) + 2] = 1.0
-    x = img.word_rows(ids) + emb._pos[:T][None, :, :] + emb._type
-    return x.astype(np.float32), mask
+class _Session:
+    """Looks like an onnxruntime session to ``E5Small._forward``: its inputs are built
+    exactly as the product builds them, then handed to the variant's runner."""
+
+    def __init__(self, run: Runner) -> None:
+        self._run = run
+
+    def run(self, _names: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return [self._run(feeds["x"], feeds["mask"])]
 
 
 def render(doc: dict[str, Any]) -> str:
