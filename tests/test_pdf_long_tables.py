@@ -78,6 +78,21 @@ def test_chromium_table_over_three_pages(tmp_path: Path, thead: bool) -> None:
     assert "file://" not in text and manual.HTML_TITLE not in text  # furniture on every page
 
 
+@pytest.mark.skipif(not manual.available("chromium"), reason="chromium is not installed")
+@pytest.mark.parametrize("thead", [False, True], ids=["first-row", "thead"])
+def test_chromium_table_under_a_bare_chapter(tmp_path: Path, thead: bool) -> None:
+    """Only the title, the chapter heading and one short sentence above the table:
+    the title's type carried the most prose characters and was taken for the
+    body size, so no heading was found at all (every chunk without a section);
+    with wrapped cells outside the table box, the sentence became a heading."""
+    doc = parse(manual.produce_long("chromium", tmp_path, thead, prose=False))
+    check_long_table(doc)
+    heads = [s.heading_path for s in doc.slices if s.heading_path and s.text == s.heading_path[-1]]
+    assert ["".join(h[-1].split()) for h in heads] == ["".join(manual.TITLE.split()), CHAPTER]
+    sentence = next(s for s in doc.slices if "".join(s.text.split()) == manual.SHORT_LEAD)
+    assert sentence.kind == "text" and "".join(sentence.heading_path[-1].split()) == CHAPTER
+
+
 def test_libreoffice_table_over_three_pages() -> None:
     check_long_table(parse(DATA / "libreoffice-long.pdf"))
 
