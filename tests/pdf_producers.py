@@ -84,12 +84,17 @@ PRODUCERS = ("chromium", "libreoffice", "reportlab", "xetex")
 
 
 def manual_html(
-    rows: list[tuple[str, str, str, str]] | None = None, thead: bool = False, prose: bool = True
+    rows: list[tuple[str, str, str, str]] | None = None,
+    thead: bool = False,
+    prose: bool = True,
+    narrow: bool = False,
 ) -> str:
     """The manual as one HTML page; the header row is a plain first row unless
     ``thead`` (then Chromium repeats it at the top of every page). Without
     ``prose`` only the last chapter's heading and sentence precede the table:
-    the title's large type then carries more characters than the running text."""
+    the title's large type then carries more characters than the running text.
+    ``narrow``: the description column is 4em wide, so its cells wrap over
+    several lines ("控制寄" / "存器") and Chromium cuts rows at page breaks."""
     rows = ROWS if rows is None else rows
     esc = html.escape
     parts = [
@@ -100,6 +105,7 @@ def manual_html(
         "table{border-collapse:collapse;font-size:9pt;line-height:1.25}",
         "td,th{border:1px solid #333;padding:1px 6px}",
         "th{font-weight:normal;background:#ddd} caption{padding:4px}",
+        "td:nth-child(4),th:nth-child(4){width:4em}" if narrow else "",
         "</style></head><body>",
         f"<h1>{esc(TITLE)}</h1>",
     ]
@@ -204,13 +210,17 @@ def manual_reportlab(rows: list[tuple[str, str, str, str]] | None = None) -> byt
     return buf.getvalue()
 
 
-def produce_long(producer: str, out_dir: Path, thead: bool = False, prose: bool = True) -> Path:
+def produce_long(
+    producer: str, out_dir: Path, thead: bool = False, prose: bool = True, narrow: bool = False
+) -> Path:
     """The manual with :data:`LONG_ROWS`, a register table over three or more pages.
 
     ``thead``: Chromium only, the header row in ``<thead>`` (repeated on every
     printed page) instead of a plain first row (printed once). ``prose=False``:
-    Chromium only, just the chapter heading and one sentence above the table."""
+    Chromium only, just the chapter heading and one sentence above the table;
+    ``narrow``: Chromium only, wrapped description cells (see :func:`manual_html`)."""
     name = f"{producer}-long{'-thead' if thead else ''}{'' if prose else '-short'}"
+    name += "-narrow" if narrow else ""
     out = out_dir / f"{name}.pdf"
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

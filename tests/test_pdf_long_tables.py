@@ -93,6 +93,27 @@ def test_chromium_table_under_a_bare_chapter(tmp_path: Path, thead: bool) -> Non
     assert sentence.kind == "text" and "".join(sentence.heading_path[-1].split()) == CHAPTER
 
 
+@pytest.mark.skipif(not manual.available("chromium"), reason="chromium is not installed")
+@pytest.mark.parametrize("thead", [False, True], ids=["first-row", "thead"])
+def test_chromium_wrapped_cells_cut_at_page_breaks_never_head_a_section(
+    tmp_path: Path, thead: bool
+) -> None:
+    """Description cells wrapped over several lines ("控制寄" / "存器"), rows cut
+    by page breaks: the pieces of a cut row lie outside pdfplumber's table box.
+    None of them, nor the sentence above the table, may open a section."""
+    doc = parse(manual.produce_long("chromium", tmp_path, thead, prose=False, narrow=True))
+    title, chapter = "".join(manual.TITLE.split()), CHAPTER
+    tables = [s for s in doc.slices if s.kind == "table"]
+    assert len({s.page for s in tables}) >= 3
+    for s in doc.slices:
+        assert ["".join(h.split()) for h in s.heading_path] in ([title], [title, chapter]), (
+            s.page,
+            s.heading_path,
+        )
+    # the header row on every page's table, printed once or repeated from <thead>
+    assert all(s.text.split("\n")[0] == HEADER_LINE for s in tables)
+
+
 def test_libreoffice_table_over_three_pages() -> None:
     check_long_table(parse(DATA / "libreoffice-long.pdf"))
 
