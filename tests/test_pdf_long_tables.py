@@ -114,6 +114,46 @@ def test_chromium_wrapped_cells_cut_at_page_breaks_never_head_a_section(
     assert all(s.text.split("\n")[0] == HEADER_LINE for s in tables)
 
 
+def _cut_rows_html() -> str:
+    """A bare register page whose rows Chromium cuts at page breaks, so a row's
+    upper lines end one page and its lower lines ("据寄存器" / "（第 9" / "项）")
+    open the next, above that page's part of the table (header printed once)."""
+    css = (
+        f"body{{font-family:'{manual.CJK_FONT_NAME}',sans-serif;font-size:11pt;line-height:1.5}}"
+        "table{border-collapse:collapse;font-size:9pt}"
+        "td,th{border:1px solid #333;padding:1px 6px} th{font-weight:normal}"
+        "td:nth-child(4),th:nth-child(4){width:4em}"
+    )
+    cells = "".join(
+        "<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in manual.LONG_ROWS
+    )
+    head = "".join(f"<th>{c}</th>" for c in manual.HEADER)
+    return (
+        f"<!DOCTYPE html><html lang='zh'><head><meta charset='utf-8'><title>{manual.HTML_TITLE}"
+        f"</title><style>{css}</style></head><body><h1>{manual.TITLE}</h1>"
+        f"<h2>{manual.CHAPTERS[-1][0]}</h2><p>{manual.SHORT_LEAD}</p>"
+        f"<table><tr>{head}</tr>{cells}</table></body></html>"
+    )
+
+
+@pytest.mark.skipif(not manual.available("chromium"), reason="chromium is not installed")
+def test_chromium_row_pieces_above_a_page_s_table_do_not_stop_the_continuation(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "print"
+    work.mkdir()
+    (work / "manual.html").write_text(_cut_rows_html(), encoding="utf-8")
+    out = tmp_path / "cut-rows.pdf"
+    manual._print_chromium(work, out)
+    doc = parse(out)
+    tables = [s for s in doc.slices if s.kind == "table"]
+    assert len({s.page for s in tables}) >= 3
+    assert [s.text.split("\n")[0] for s in tables] == [HEADER_LINE] * len(tables)
+    title = "".join(manual.TITLE.split())
+    for s in doc.slices:
+        assert ["".join(h.split()) for h in s.heading_path] in ([title], [title, CHAPTER])
+
+
 def test_libreoffice_table_over_three_pages() -> None:
     check_long_table(parse(DATA / "libreoffice-long.pdf"))
 
