@@ -10,7 +10,10 @@
   searched lexically; a title counts when the top hit's heading path ends in
   that title and the hit is in a file that has a section with that title
   (titles such as "Overview" live in many files; no query can name the file).
-  Also reported: the strict own-file rate and hit@5.
+  Also reported: the strict own-file rate and hit@5. Every measure is taken
+  twice on the same index: in the default mode and with the opt-in
+  heading-match stage (``headings=True``); ``--misses FILE`` writes every
+  default-mode miss (title, file, top hit's path and first words).
 * ``--debian DIR`` (a Debian doc tree, ``/usr/share/doc``): files skipped for
   want of a parser, by kind (``.gz``, ``README.*``, other), and failures.
 
@@ -121,7 +124,73 @@ def _index(folder: Path, home: Path) -> tuple[Any, dict[str, Any]]:
     return kb, {"report": report, **timing}
 
 
-def bench_rst(folder: Path, limit: int | None) -> dict[str, Any]:
+def _score_titles(
+    kb: Any,
+    sample: list[tuple[str, str]],
+    files_with: dict[str, set[str]],
+    by_title: Counter[str],
+    headings: bool,
+    misses_out: list[dict[str, Any]] | None,
+) -> dict[str, float]:
+    """The title measures for one setting of the heading-match stage."""
+    ok = own = at5 = at10 = starts = 0
+    uniq_n = uniq_ok = 0
+    for path, title in sample:
+        key = title.casefold()
+        hits = kb.search(title, mode="lexical", limit=10, snippets=False, headings=headings).hits
+        good = [
+            h
+            for h in hits
+            if h.anchor.heading_path
+            and _same(h.anchor.heading_path[-1], title)
+            and h.anchor.path in files_with[key]
+        ]
+        top = bool(hits) and bool(good) and good[0] is hits[0]
+        # a chunk that starts with the title's line and holds it in its path
+        # (how heading-only sections glued to a subsection used to be reported)
+        first = hits[0] if hits else None
+        starts += bool(first) and (
+            top
+            or (
+                first.anchor.path in files_with[key]
+                and any(_same(h, title) for h in first.anchor.heading_path)
+                and _same(first.text.split("\n", 1)[0], title)
+            )
+        )
+        ok += top
+        own += top and hits[0].anchor.path == path
+        at5 += any(h.anchor.path == path for h in good[:5] if h in hits[:5])
+        at10 += any(h.anchor.path == path for h in good)
+        if len(files_with[key]) == 1 and by_title[key] == 1:
+            uniq_n += 1
+            uniq_ok += top
+        if not top and misses_out is not None:
+            misses_out.append(
+                {
+                    "title": title,
+                    "file": shown(path),
+                    "top": None
+                    if first is None
+                    else [
+                        shown(first.anchor.path),
+                        list(first.anchor.heading_path),
+                        first.text[:80],
+                    ],
+                }
+            )
+    n = len(sample)
+    return {
+        "top1": round(ok / n, 4) if n else 0.0,
+        "section_start": round(starts / n, 4) if n else 0.0,
+        "own_file": round(own / n, 4) if n else 0.0,
+        "own_at5": round(at5 / n, 4) if n else 0.0,
+        "own_at10": round(at10 / n, 4) if n else 0.0,
+        "unique_n": uniq_n,
+        "unique_top1": round(uniq_ok / uniq_n, 4) if uniq_n else 0.0,
+    }
+
+
+def bench_rst(folder: Path, limit: int | None, misses_file: Path | None) -> dict[str, Any]:
     titles = source_titles(folder)
     with tempfile.TemporaryDirectory() as tmp:
         kb, info = _index(folder, Path(tmp) / "kb")
@@ -131,66 +200,29 @@ def bench_rst(folder: Path, limit: int | None) -> dict[str, Any]:
         for path, title in titles:
             files_with.setdefault(title.casefold(), set()).add(path)
             by_title[title.casefold()] += 1
-        ok = own = at5 = at10 = starts = 0
-        uniq_n = uniq_ok = 0
         coverage = parser_coverage(titles)
-        misses: list[dict[str, Any]] = []
         sample = titles if limit is None else titles[:limit]
-        for path, title in sample:
-            hits = kb.search(title, mode="lexical", limit=10, snippets=False).hits
-            good = [
-                h
-                for h in hits
-                if h.anchor.heading_path
-                and _same(h.anchor.heading_path[-1], title)
-                and h.anchor.path in files_with[title.casefold()]
-            ]
-            top = bool(hits) and bool(good) and good[0] is hits[0]
-            # the chunker glues a heading-only section to the subsection it introduces:
-            # that chunk starts with the section's title line and its path holds the title
-            first = hits[0] if hits else None
-            starts += bool(first) and (
-                top
-                or (
-                    first.anchor.path in files_with[title.casefold()]
-                    and any(_same(h, title) for h in first.anchor.heading_path)
-                    and _same(first.text.split("\n", 1)[0], title)
-                )
-            )
-            ok += top
-            own += top and hits[0].anchor.path == path
-            at5 += any(h.anchor.path == path for h in good[:5] if h in hits[:5])
-            at10 += any(h.anchor.path == path for h in good)
-            if len(files_with[title.casefold()]) == 1 and by_title[title.casefold()] == 1:
-                uniq_n += 1
-                uniq_ok += top
-            if not top and len(misses) < 25:
-                got = hits[0] if hits else None
-                misses.append(
-                    {
-                        "title": title,
-                        "file": shown(path),
-                        "top": None
-                        if got is None
-                        else [shown(got.anchor.path), list(got.anchor.heading_path)],
-                    }
-                )
+        misses: list[dict[str, Any]] = []
+        off = _score_titles(kb, sample, files_with, by_title, False, misses)
+        on = _score_titles(kb, sample, files_with, by_title, True, None)
         kb.close()
-    n = len(sample)
+    if misses_file is not None:
+        misses_file.write_text(json.dumps(misses, indent=1, ensure_ascii=False) + "\n")
     return {
         "folder": folder.name,
         "rst_files": len(list(folder.rglob("*.rst"))),
-        "titles": n,
-        "title_top1": round(ok / n, 4) if n else 0.0,
-        "title_top1_section_start": round(starts / n, 4) if n else 0.0,
-        "title_top1_own_file": round(own / n, 4) if n else 0.0,
-        "title_own_file_at5": round(at5 / n, 4) if n else 0.0,
-        "title_own_file_at10": round(at10 / n, 4) if n else 0.0,
+        "titles": len(sample),
+        "title_top1": off["top1"],
+        "title_top1_section_start": off["section_start"],
+        "title_top1_own_file": off["own_file"],
+        "title_own_file_at5": off["own_at5"],
+        "title_own_file_at10": off["own_at10"],
+        "unique_titles": off["unique_n"],
+        "unique_title_top1": off["unique_top1"],
+        "headings_stage": on,
         "parser_title_coverage": coverage,
-        "unique_titles": uniq_n,
-        "unique_title_top1": round(uniq_ok / uniq_n, 4) if uniq_n else 0.0,
         "failed_files": [list(e) for e in report.errors[:20]],
-        "misses": misses,
+        "misses": misses[:25],
         **info,
     }
 
@@ -218,6 +250,11 @@ def bench_debian(folder: Path) -> dict[str, Any]:
     }
 
 
+def _row(label: str, r: dict[str, Any], on_key: str, off_key: str) -> str:
+    on = r.get("headings_stage", {}).get(on_key)
+    return f"| {label} | {r[off_key]:.1%} | " + (f"{on:.1%} |" if on is not None else "– |")
+
+
 def _markdown(results: dict[str, Any]) -> list[str]:
     lines = [SECTION_MARK, ""]
     if "rst" in results:
@@ -226,19 +263,33 @@ def _markdown(results: dict[str, Any]) -> list[str]:
             f"Sphinx tree `{r['folder']}` ({r['rst_files']} `.rst` files, {r['titles']} section "
             "titles from a source scan), each title searched lexically:",
             "",
-            "| measure | value |",
-            "|---|---:|",
-            f"| top hit is a section with that title (in a file that has it) | {r['title_top1']:.1%} |",
-            f"| … and in the title's own file | {r['title_top1_own_file']:.1%} |",
-            f"| top hit starts at a section with that title (heading-only sections glued to their first subsection count) | {r.get('title_top1_section_start', 0):.1%} |",
-            f"| titles that occur once in the tree ({r['unique_titles']}): top hit is that section | "
-            f"{r['unique_title_top1']:.1%} |",
-            f"| own file's section in the top 5 | {r['title_own_file_at5']:.1%} |",
-            f"| own file's section in the top 10 | {r['title_own_file_at10']:.1%} |",
-            f"| parser: titles that end a heading path in their file | {r['parser_title_coverage']:.1%} |",
-            f"| index wall / CPU seconds | {r['index_wall_s']} / {r['index_cpu_s']} |",
+            "| measure | default | heading stage on |",
+            "|---|---:|---:|",
+            _row(
+                "top hit is a section with that title (in a file that has it)",
+                r,
+                "top1",
+                "title_top1",
+            ),
+            _row("… and in the title's own file", r, "own_file", "title_top1_own_file"),
+            _row(
+                "top hit starts with the title's line and holds it in its path",
+                r,
+                "section_start",
+                "title_top1_section_start",
+            ),
+            _row(
+                f"titles that occur once in the tree ({r['unique_titles']}): top hit is that section",
+                r,
+                "unique_top1",
+                "unique_title_top1",
+            ),
+            _row("own file's section in the top 5", r, "own_at5", "title_own_file_at5"),
+            _row("own file's section in the top 10", r, "own_at10", "title_own_file_at10"),
+            f"| parser: titles that end a heading path in their file | {r['parser_title_coverage']:.1%} | |",
+            f"| index wall / CPU seconds | {r['index_wall_s']} / {r['index_cpu_s']} | |",
             f"| files indexed / failed / skipped, chunks | {r['files_added']} / {r['failed']} / "
-            f"{r['skipped']}, {r['chunks']} |",
+            f"{r['skipped']}, {r['chunks']} | |",
             "",
         ]
     if "debian" in results:
@@ -281,6 +332,7 @@ def main() -> int:
     ap.add_argument("--rst", type=Path, help="a Sphinx .rst tree (esp-idf-docs/en)")
     ap.add_argument("--debian", type=Path, help="a Debian doc tree (/usr/share/doc)")
     ap.add_argument("--limit", type=int, help="search only the first N titles")
+    ap.add_argument("--misses", type=Path, help="write every default-mode miss to this JSON file")
     ap.add_argument("--out-dir", type=Path, default=HERE / "results")
     args = ap.parse_args()
     if not args.rst and not args.debian:
@@ -292,7 +344,7 @@ def main() -> int:
     if args.rst:
         if not args.rst.is_dir():
             raise SystemExit(f"{args.rst}: not a folder")
-        results["rst"] = bench_rst(args.rst, args.limit)
+        results["rst"] = bench_rst(args.rst, args.limit, args.misses)
         print(json.dumps({k: v for k, v in results["rst"].items() if k != "misses"}, indent=1))
     if args.debian:
         if not args.debian.is_dir():

@@ -61,6 +61,8 @@ CHAPTERS: list[tuple[str, list[str]]] = [
     ),
 ]
 CAPTION = "表 3-1 寄存器列表"
+#: The one sentence above the table when the manual has no other prose.
+SHORT_LEAD = "下表列出全部寄存器。"
 HEADER = ("地址", "名称", "复位值", "说明")
 _UNITS = ["UART", "SPI", "CAN", "GPIO", "TIMER", "DMA"]
 _ROLES = [("CTRL", "控制寄存器"), ("STAT", "状态寄存器"), ("DATA", "数据寄存器")]
@@ -119,9 +121,18 @@ CJK_FONT_NAME = "WenQuanYi Micro Hei"
 PRODUCERS = ("chromium", "libreoffice", "reportlab", "xetex")
 
 
-def manual_html(rows: list[tuple[str, str, str, str]] | None = None, thead: bool = False) -> str:
+def manual_html(
+    rows: list[tuple[str, str, str, str]] | None = None,
+    thead: bool = False,
+    prose: bool = True,
+    narrow: bool = False,
+) -> str:
     """The manual as one HTML page; the header row is a plain first row unless
-    ``thead`` (then Chromium repeats it at the top of every page)."""
+    ``thead`` (then Chromium repeats it at the top of every page). Without
+    ``prose`` only the last chapter's heading and sentence precede the table:
+    the title's large type then carries more characters than the running text.
+    ``narrow``: the description column is 4em wide, so its cells wrap over
+    several lines ("控制寄" / "存器") and Chromium cuts rows at page breaks."""
     rows = ROWS if rows is None else rows
     esc = html.escape
     parts = [
@@ -132,10 +143,12 @@ def manual_html(rows: list[tuple[str, str, str, str]] | None = None, thead: bool
         "table{border-collapse:collapse;font-size:9pt;line-height:1.25}",
         "td,th{border:1px solid #333;padding:1px 6px}",
         "th{font-weight:normal;background:#ddd} caption{padding:4px}",
+        "td:nth-child(4),th:nth-child(4){width:4em}" if narrow else "",
         "</style></head><body>",
         f"<h1>{esc(TITLE)}</h1>",
     ]
-    for heading, paragraphs in CHAPTERS:
+    chapters = CHAPTERS if prose else [(CHAPTERS[-1][0], [SHORT_LEAD])]
+    for heading, paragraphs in chapters:
         parts.append(f"<h2>{esc(heading)}</h2>")
         parts.extend(f"<p>{esc(p)}</p>" for p in paragraphs)
     parts.append(f"<table><caption>{esc(CAPTION)}</caption>")
@@ -235,19 +248,24 @@ def manual_reportlab(rows: list[tuple[str, str, str, str]] | None = None) -> byt
     return buf.getvalue()
 
 
-def produce_long(producer: str, out_dir: Path, thead: bool = False) -> Path:
+def produce_long(
+    producer: str, out_dir: Path, thead: bool = False, prose: bool = True, narrow: bool = False
+) -> Path:
     """The manual with :data:`LONG_ROWS`, a register table over three or more pages.
 
     ``thead``: Chromium only, the header row in ``<thead>`` (repeated on every
-    printed page) instead of a plain first row (printed once)."""
-    name = f"{producer}-long{'-thead' if thead else ''}"
+    printed page) instead of a plain first row (printed once). ``prose=False``:
+    Chromium only, just the chapter heading and one sentence above the table;
+    ``narrow``: Chromium only, wrapped description cells (see :func:`manual_html`)."""
+    name = f"{producer}-long{'-thead' if thead else ''}{'' if prose else '-short'}"
+    name += "-narrow" if narrow else ""
     out = out_dir / f"{name}.pdf"
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         if producer == "reportlab":
             out.write_bytes(manual_reportlab(LONG_ROWS))
         elif producer == "chromium":
-            (tmp / "manual.html").write_text(manual_html(LONG_ROWS, thead), encoding="utf-8")
+            (tmp / "manual.html").write_text(manual_html(LONG_ROWS, thead, prose), encoding="utf-8")
             _print_chromium(tmp, out)
         elif producer == "libreoffice":
             manual_docx(tmp / "manual.docx", LONG_ROWS)

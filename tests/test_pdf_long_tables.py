@@ -67,6 +67,82 @@ def test_chromium_table_over_three_pages(tmp_path: Path, thead: bool) -> None:
     assert "file://" not in text and manual.HTML_TITLE not in text  # furniture on every page
 
 
+@pytest.mark.skipif(not manual.available("chromium"), reason="chromium is not installed")
+@pytest.mark.parametrize("thead", [False, True], ids=["first-row", "thead"])
+def test_chromium_table_under_a_bare_chapter(tmp_path: Path, thead: bool) -> None:
+    """Only the title, the chapter heading and one short sentence above the table:
+    the title's type carried the most prose characters and was taken for the
+    body size, so no heading was found at all (every chunk without a section);
+    with wrapped cells outside the table box, the sentence became a heading."""
+    doc = parse(manual.produce_long("chromium", tmp_path, thead, prose=False))
+    check_long_table(doc)
+    heads = [s.heading_path for s in doc.slices if s.heading_path and s.text == s.heading_path[-1]]
+    assert ["".join(h[-1].split()) for h in heads] == ["".join(manual.TITLE.split()), CHAPTER]
+    sentence = next(s for s in doc.slices if "".join(s.text.split()) == manual.SHORT_LEAD)
+    assert sentence.kind == "text" and "".join(sentence.heading_path[-1].split()) == CHAPTER
+
+
+@pytest.mark.skipif(not manual.available("chromium"), reason="chromium is not installed")
+@pytest.mark.parametrize("thead", [False, True], ids=["first-row", "thead"])
+def test_chromium_wrapped_cells_cut_at_page_breaks_never_head_a_section(
+    tmp_path: Path, thead: bool
+) -> None:
+    """Description cells wrapped over several lines ("控制寄" / "存器"), rows cut
+    by page breaks: the pieces of a cut row lie outside pdfplumber's table box.
+    None of them, nor the sentence above the table, may open a section."""
+    doc = parse(manual.produce_long("chromium", tmp_path, thead, prose=False, narrow=True))
+    title, chapter = "".join(manual.TITLE.split()), CHAPTER
+    tables = [s for s in doc.slices if s.kind == "table"]
+    assert len({s.page for s in tables}) >= 3
+    for s in doc.slices:
+        assert ["".join(h.split()) for h in s.heading_path] in ([title], [title, chapter]), (
+            s.page,
+            s.heading_path,
+        )
+    # the header row on every page's table, printed once or repeated from <thead>
+    assert all(s.text.split("\n")[0] == HEADER_LINE for s in tables)
+
+
+def _cut_rows_html() -> str:
+    """A bare register page whose rows Chromium cuts at page breaks, so a row's
+    upper lines end one page and its lower lines ("据寄存器" / "（第 9" / "项）")
+    open the next, above that page's part of the table (header printed once)."""
+    css = (
+        f"body{{font-family:'{manual.CJK_FONT_NAME}',sans-serif;font-size:11pt;line-height:1.5}}"
+        "table{border-collapse:collapse;font-size:9pt}"
+        "td,th{border:1px solid #333;padding:1px 6px} th{font-weight:normal}"
+        "td:nth-child(4),th:nth-child(4){width:4em}"
+    )
+    cells = "".join(
+        "<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in manual.LONG_ROWS
+    )
+    head = "".join(f"<th>{c}</th>" for c in manual.HEADER)
+    return (
+        f"<!DOCTYPE html><html lang='zh'><head><meta charset='utf-8'><title>{manual.HTML_TITLE}"
+        f"</title><style>{css}</style></head><body><h1>{manual.TITLE}</h1>"
+        f"<h2>{manual.CHAPTERS[-1][0]}</h2><p>{manual.SHORT_LEAD}</p>"
+        f"<table><tr>{head}</tr>{cells}</table></body></html>"
+    )
+
+
+@pytest.mark.skipif(not manual.available("chromium"), reason="chromium is not installed")
+def test_chromium_row_pieces_above_a_page_s_table_do_not_stop_the_continuation(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "print"
+    work.mkdir()
+    (work / "manual.html").write_text(_cut_rows_html(), encoding="utf-8")
+    out = tmp_path / "cut-rows.pdf"
+    manual._print_chromium(work, out)
+    doc = parse(out)
+    tables = [s for s in doc.slices if s.kind == "table"]
+    assert len({s.page for s in tables}) >= 3
+    assert [s.text.split("\n")[0] for s in tables] == [HEADER_LINE] * len(tables)
+    title = "".join(manual.TITLE.split())
+    for s in doc.slices:
+        assert ["".join(h.split()) for h in s.heading_path] in ([title], [title, CHAPTER])
+
+
 def test_libreoffice_table_over_three_pages() -> None:
     check_long_table(manual.parse(DATA / "libreoffice-long.pdf"))
 

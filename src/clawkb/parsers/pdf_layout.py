@@ -188,12 +188,23 @@ def _is_bold(textpage: Any, index: int) -> bool:
 
 
 def body_size(pages: list[list[Line]]) -> float:
-    """The font size carrying most characters: the document's body text size."""
+    """The font size carrying most characters of running text: the body text size.
+
+    Lines that read like titles (short, no closing punctuation) are left out
+    when there is running text besides them: on a page that holds a title, a
+    chapter heading, one sentence and a table (whose cells are not counted),
+    the title's large type must not become the body size — then no heading
+    would be found at all, or the sentence would be taken for one.
+    """
     weights: Counter[float] = Counter()
+    running: Counter[float] = Counter()
     for lines in pages:
         for line in lines:
             weights[line.size] += len(line.text)
-    return weights.most_common(1)[0][0] if weights else 10.0
+            if not _looks_like_title(line.text):
+                running[line.size] += len(line.text)
+    best = running or weights
+    return best.most_common(1)[0][0] if best else 10.0
 
 
 def running_lines(pages: list[list[Line]], heights: list[float]) -> set[tuple[int, int]]:

@@ -120,9 +120,12 @@ class PageWriter:
             spot = table_at.get(i)
             if spot is None:
                 ended_with_table = False
+                # a piece of a table row cut by the page break (above this page's
+                # table) is no content that could stop the table continuing
                 if (
                     MARGIN * self.page.height < line.bottom
                     and line.top < (1 - MARGIN) * self.page.height
+                    and i not in self.beside
                 ):
                     self.content_lines += 1
                 self._line(line, i in self.beside)
@@ -214,7 +217,8 @@ class PageWriter:
         That table must have ended its page (or reached its bottom), this one
         must come first on this page (before any slice, or with nothing above
         it but lines in the page's outer 5 % strips, so page furniture
-        the running-line rule missed does not matter) and start near the top,
+        the running-line rule missed does not matter, and pieces of a row the
+        page break cut, :func:`beside_tables`) and start near the top,
         with as many columns, in the same column of the page.
         """
         prev = self.state.open_table
