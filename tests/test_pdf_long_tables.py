@@ -74,7 +74,7 @@ def test_chromium_table_under_a_bare_chapter(tmp_path: Path, thead: bool) -> Non
     the title's type carried the most prose characters and was taken for the
     body size, so no heading was found at all (every chunk without a section);
     with wrapped cells outside the table box, the sentence became a heading."""
-    doc = parse(manual.produce_long("chromium", tmp_path, thead, prose=False))
+    doc = manual.parse(manual.produce_long("chromium", tmp_path, thead, prose=False))
     check_long_table(doc)
     heads = [s.heading_path for s in doc.slices if s.heading_path and s.text == s.heading_path[-1]]
     assert ["".join(h[-1].split()) for h in heads] == ["".join(manual.TITLE.split()), CHAPTER]
@@ -90,7 +90,7 @@ def test_chromium_wrapped_cells_cut_at_page_breaks_never_head_a_section(
     """Description cells wrapped over several lines ("控制寄" / "存器"), rows cut
     by page breaks: the pieces of a cut row lie outside pdfplumber's table box.
     None of them, nor the sentence above the table, may open a section."""
-    doc = parse(manual.produce_long("chromium", tmp_path, thead, prose=False, narrow=True))
+    doc = manual.parse(manual.produce_long("chromium", tmp_path, thead, prose=False, narrow=True))
     title, chapter = "".join(manual.TITLE.split()), CHAPTER
     tables = [s for s in doc.slices if s.kind == "table"]
     assert len({s.page for s in tables}) >= 3
@@ -103,15 +103,17 @@ def test_chromium_wrapped_cells_cut_at_page_breaks_never_head_a_section(
     assert all(s.text.split("\n")[0] == HEADER_LINE for s in tables)
 
 
-def _cut_rows_html() -> str:
+def _cut_rows_html(width: str = "4em") -> str:
     """A bare register page whose rows Chromium cuts at page breaks, so a row's
     upper lines end one page and its lower lines ("据寄存器" / "（第 9" / "项）")
-    open the next, above that page's part of the table (header printed once)."""
+    open the next, above that page's part of the table (header printed once).
+    ``width``: the description column's; at 2em a cell wraps over many lines and
+    several of them open the next page."""
     css = (
         f"body{{font-family:'{manual.CJK_FONT_NAME}',sans-serif;font-size:11pt;line-height:1.5}}"
         "table{border-collapse:collapse;font-size:9pt}"
         "td,th{border:1px solid #333;padding:1px 6px} th{font-weight:normal}"
-        "td:nth-child(4),th:nth-child(4){width:4em}"
+        f"td:nth-child(4),th:nth-child(4){{width:{width}}}"
     )
     cells = "".join(
         "<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in manual.LONG_ROWS
@@ -125,22 +127,45 @@ def _cut_rows_html() -> str:
     )
 
 
-@pytest.mark.skipif(not manual.available("chromium"), reason="chromium is not installed")
-def test_chromium_row_pieces_above_a_page_s_table_do_not_stop_the_continuation(
-    tmp_path: Path,
-) -> None:
+def _print_cut_rows(tmp_path: Path, width: str) -> ParsedDocument:
     work = tmp_path / "print"
     work.mkdir()
-    (work / "manual.html").write_text(_cut_rows_html(), encoding="utf-8")
+    (work / "manual.html").write_text(_cut_rows_html(width), encoding="utf-8")
     out = tmp_path / "cut-rows.pdf"
     manual._print_chromium(work, out)
-    doc = parse(out)
+    return manual.parse(out)
+
+
+def _outside_the_chapter(doc: ParsedDocument) -> list[list[str]]:
+    title = "".join(manual.TITLE.split())
+    paths = [["".join(h.split()) for h in s.heading_path] for s in doc.slices]
+    return [p for p in paths if p not in ([title], [title, CHAPTER])]
+
+
+@pytest.mark.skipif(not manual.available("chromium"), reason="chromium is not installed")
+@pytest.mark.parametrize("width", ["4em", "2em"])
+def test_chromium_row_pieces_above_a_page_s_table_do_not_stop_the_continuation(
+    tmp_path: Path, width: str
+) -> None:
+    """At 2em a description cell wraps over many lines, and several pieces of a cut
+    row open the next page: they chain to the table one by one (beside_tables)."""
+    doc = _print_cut_rows(tmp_path, width)
     tables = [s for s in doc.slices if s.kind == "table"]
     assert len({s.page for s in tables}) >= 3
     assert [s.text.split("\n")[0] for s in tables] == [HEADER_LINE] * len(tables)
-    title = "".join(manual.TITLE.split())
-    for s in doc.slices:
-        assert ["".join(h.split()) for h in s.heading_path] in ([title], [title, CHAPTER])
+    if width == "4em":
+        assert _outside_the_chapter(doc) == []
+
+
+@pytest.mark.skipif(not manual.available("chromium"), reason="chromium is not installed")
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap (issue 22): with cells wrapped over many lines, their pieces outside "
+    "the table box count as running text, so the body size comes out as the cells' 9pt "
+    "and the one 11pt sentence above the table is taken for a heading",
+)
+def test_chromium_narrow_cells_leave_the_lead_sentence_a_sentence(tmp_path: Path) -> None:
+    assert _outside_the_chapter(_print_cut_rows(tmp_path, "2em")) == []
 
 
 def test_libreoffice_table_over_three_pages() -> None:

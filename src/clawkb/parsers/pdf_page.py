@@ -279,22 +279,32 @@ def beside_tables(
     page break, the wrapped end of a cell ("控制寄存" / "器"). Such a line
     starts inside a table's column range but right of its left edge (a
     heading above a table starts at the edge), or is a glyph or two, and lies
-    within two of its lines above or below the box. It is never a heading.
+    within two of its lines above or below the box or of another such piece
+    (a cell wrapped over many lines chains to the box). It is never a heading.
     """
     tables = {k: t for k, t in where.values()}.values()
     out: set[int] = set()
-    for i, line in enumerate(lines):
-        if i in where:
-            continue
-        top, bottom = height - line.top, height - line.bottom  # top-down, like pdfplumber
-        reach = 2 * max(line.size, 1.0)
-        for t in tables:
-            inside = t.x0 + 0.5 * line.size < line.x0 < t.x1 or (
-                len(line.text.strip()) <= 2 and t.x0 - 1 <= line.x0 < t.x1
-            )
-            if inside and bottom >= t.top - reach and top <= t.bottom + reach:
-                out.add(i)
-                break
+    # a span (top, bottom, top-down) per table that grows by each piece found, so
+    # the lines of a cell wrapped over many lines chain to the box one by one
+    spans = {id(t): (t.top, t.bottom) for t in tables}
+    grown = True
+    while grown:
+        grown = False
+        for i, line in enumerate(lines):
+            if i in where or i in out:
+                continue
+            top, bottom = height - line.top, height - line.bottom  # top-down, like pdfplumber
+            reach = 2 * max(line.size, 1.0)
+            for t in tables:
+                inside = t.x0 + 0.5 * line.size < line.x0 < t.x1 or (
+                    len(line.text.strip()) <= 2 and t.x0 - 1 <= line.x0 < t.x1
+                )
+                lo, hi = spans[id(t)]
+                if inside and bottom >= lo - reach and top <= hi + reach:
+                    out.add(i)
+                    spans[id(t)] = (min(lo, top), max(hi, bottom))
+                    grown = True
+                    break
     return out
 
 
