@@ -30,7 +30,7 @@ import numpy as np
 from clawkb.embed import vectors
 from clawkb.embed.base import Embedder
 from clawkb.embed.run import kb_embedder, set_kb_embedder
-from clawkb.retrieve import adaptive, exact, fusion, headings, notfound, unembedded
+from clawkb.retrieve import adaptive, exact, fusion, headings, notfound, titles, unembedded
 from clawkb.retrieve.cache import TTLCache
 from clawkb.retrieve.crossling import balance, dense_translation, llm_translation, pick_dense
 from clawkb.retrieve.hits import query_terms
@@ -264,6 +264,7 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         channels["dense"] = unembedded.place(channels["lexical"], channels["dense"],
                                              r.dense_index().has)  # fmt: skip
     st = time.perf_counter()
+    on_titles = titles.add_channel(source, texts, channels, scope) if s.titles and resolved == "hybrid" and "dense" in channels else None  # fmt: skip
     fs, note = s, s.fusion if len(channels) > 1 else "single channel"
     if s.adaptive and len(channels) > 1:  # crossling hook: per-query weights (adaptive.py)
         fs, trace = adaptive.tune(stats, rw, channels, s, dense_translated=bool(dense_tr))
@@ -273,6 +274,7 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
     if s.exact:  # exact.py
         fused, on_top = exact.keep_on_top(stats, q.text, fused, scope.allowed, scope.hidden)
     note = note if on_top is None else f"{note} exact {on_top}"
+    note = note if on_titles is None else f"{note} titles {on_titles}"
     if s.headings and resolved != "dense" and exact.restricted(stats):  # headings.py
         glossed = rw.tokens[len(rw.tokens) - rw.n_glossary :] if rw.n_glossary else []
         fused, lifted = headings.lift(stats, q.text, glossed, fused,
