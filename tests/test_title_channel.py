@@ -29,12 +29,11 @@ def test_sections_group_runs_of_one_heading_path():
         (2, 10, "Doc", json.dumps(["Doc", "Intro"])),  # same section, same start
         (3, 10, "Doc", json.dumps(["Doc", "Usage"])),
         (4, 11, "Other", json.dumps(["Other", "Usage"])),  # one title, two sections
-        (5, 12, "Plain", "[]"),  # no heading: the document title
-        (6, 13, "", "[]"),  # neither: left out
+        (5, 12, "Plain", "[]"),  # no heading path: heads no section, even with a title
     ]
     sec = sections(rows)
     got = {t: s.tolist() for t, s in zip(sec.titles, sec.starts, strict=True)}
-    assert got == {"Intro": [1], "Usage": [3, 4], "Plain": [5]}
+    assert got == {"Intro": [1], "Usage": [3, 4]}
 
 
 def test_channel_gate_and_order():

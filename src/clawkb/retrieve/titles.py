@@ -9,7 +9,7 @@ Chinese title with the English *passage* poorly; it pairs it with the English
 what such models are trained to pair.
 
 So every distinct section title of the KB (the last entry of a passage's
-heading path, or its document's title when it has none) is embedded once with
+heading path) is embedded once with
 the KB's own model, as a passage, and kept beside the index
 (``index/titles-<model>.npz``; only titles not seen before are embedded when
 the KB changes). At search time the query vectors the dense channel already
@@ -26,8 +26,8 @@ when its cosine with the query is at least the dense channel's top cosine
 answers it than to any title, and then the channel is empty; a query that is
 a title (in either language) is closer to that title than to any passage.
 Titles and passages are embedded the same way (passage prefix), so the two
-cosines are on one scale for any model. Why it generalises: every format the
-project parses yields headings or a title, the comparison uses only the KB's
+cosines are on one scale for any model. Why it generalises: every structured format
+the project parses yields heading paths, the comparison uses only the KB's
 own model and vectors, and the gate reads nothing of the documents.
 """
 
@@ -68,8 +68,12 @@ def sections(rows: Sequence[tuple[int, int, str, str]]) -> Sections:
     """Group ``(chunk id, doc id, title, heading path JSON)`` rows (reading order) into sections.
 
     A section is a run of passages of one document with the same heading
-    path; its title is the path's last entry, or the document title when the
-    path is empty. Passages with neither are left out.
+    path; its title is the path's last entry. Passages without a heading path
+    (plain text, a record indexed with only a document title) head no section
+    and are left out: a document title alone summarises a whole text, and a
+    question matches it as often as a title query does (on cranfield, whose
+    passages are abstracts under their paper's title, listing those titles
+    cost held-out nDCG@10).
     """
     by_title: dict[str, list[int]] = {}
     last: tuple[int, str] | None = None
@@ -81,8 +85,8 @@ def sections(rows: Sequence[tuple[int, int, str, str]]) -> Sections:
             path = json.loads(raw)
         except ValueError:
             path = []
-        name = str(path[-1]) if path else title
-        name = " ".join(name.split())
+        name = " ".join(str(path[-1]).split()) if path else ""
+
         if name:
             by_title.setdefault(name, []).append(cid)
     titles = list(by_title)
