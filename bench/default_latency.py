@@ -14,7 +14,9 @@ emptied before every timed search, so every timed search embeds its query.
 Reported per mode (lexical, hybrid = plain RRF, default = what ``kb.search``
 does with no options): wall p50 / p95 and CPU p50 (process CPU time: the
 machine is shared, CPU time is what the code costs), and the default mode's
-CPU p50 as a ratio of the lexical and hybrid CPU p50 measured in the same run.
+CPU p50 as a ratio of the lexical and hybrid CPU p50 measured in the same run,
+and the query embedding alone (the model call), which bounds what the
+ranking stages can save.
 The result cache is off (``cache_size: 0`` in a private copy of the KB's
 config) so nothing is served from memory. Writes
 ``bench/results/default-latency.json``.
@@ -82,6 +84,25 @@ def timed(kb, qs: list[str], opts: dict) -> dict[str, float]:
     }
 
 
+def embedding(kb, qs: list[str]) -> dict[str, float]:
+    """The query embedding alone (the model call every dense search makes), same statistics."""
+    from clawkb.retrieve.pipeline import retriever_for
+
+    emb = retriever_for(kb).embedder
+    wall, cpu = [], []
+    for q in qs:
+        t, c = time.perf_counter(), time.process_time()
+        emb.embed_queries([q])
+        wall.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
+    return {
+        "p50_ms": round(median(wall), 2),
+        "p95_ms": round(float(np.percentile(wall, 95)), 2),
+        "cpu_p50_ms": round(median(cpu), 2),
+        "cpu_p95_ms": round(float(np.percentile(cpu, 95)), 2),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kb", required=True, help="an embedded KB (e.g. agentset-msmarco's)")
@@ -106,10 +127,11 @@ def main() -> None:
         chunks = kb.status()["chunks"]
         for opts in MODES.values():  # model, vectors and index loaded outside the timing
             kb.search("warm up the model", limit=10, **opts)
-        runs: dict[str, list[dict[str, float]]] = {m: [] for m in MODES}
+        runs: dict[str, list[dict[str, float]]] = {m: [] for m in [*MODES, "query_embedding"]}
         for _ in range(args.rounds):  # modes interleaved, so load changes hit all alike
             for m, opts in MODES.items():
                 runs[m].append(timed(kb, qs, opts))
+            runs["query_embedding"].append(embedding(kb, qs))
     finally:
         kb.close()
     out: dict[str, object] = {

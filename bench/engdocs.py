@@ -319,8 +319,7 @@ def score_beir(
                     per[h].append(score_query(ranking, q.qrels, (10,)))
                     abst[h] += bool(res.abstained)
             out[mode] = {
-                h: {"ndcg@10": round(aggregate(v)["ndcg@10"], 4), "n": len(v),
-                    "abstained": abst[h]}  # fmt: skip
+                h: {"ndcg@10": round(aggregate(v)["ndcg@10"], 4), "n": len(v), "abstained": abst[h]}
                 for h, v in per.items()
             }
         log(f"{name}: " + "  ".join(
@@ -369,6 +368,12 @@ def render(runs: dict[str, Any]) -> str:
             md += ["", "Queries (dev / held-out): " + ", ".join(
                 f"{k} {eng[any_mode][k]['dev']['n']} / {eng[any_mode][k]['held']['n']}"
                 for k in KINDS if k in eng[any_mode])]  # fmt: skip
+            if any(eng.get("auto", {}).get(k, {}).get("dev", {}).get("abstained") is not None
+                   for k in KINDS):  # fmt: skip
+                md += ["", "Abstained in auto (dev / held-out; ranked on the withheld passages): "
+                       + ", ".join(f"{k} {eng['auto'][k]['dev']['abstained']} / "
+                                   f"{eng['auto'][k]['held']['abstained']}"
+                                   for k in KINDS if k in eng.get("auto", {}))]  # fmt: skip
             md += ["", "CPU ms per query: " + ", ".join(
                 f"{m} {eng[m]['cpu_ms_per_query']}" for m in MODES if m in eng), ""]  # fmt: skip
         beir = run.get("beir", {})

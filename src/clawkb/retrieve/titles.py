@@ -77,7 +77,7 @@ def sections(rows: Sequence[tuple[int, int, str, str]]) -> Sections:
     """
     by_title: dict[str, list[int]] = {}
     last: tuple[int, str] | None = None
-    for cid, doc, title, raw in rows:
+    for cid, doc, _title, raw in rows:
         if (doc, raw) == last:
             continue
         last = (doc, raw)
@@ -202,7 +202,9 @@ def channel(
     return Channel(np.asarray(ids, np.int64), np.asarray(scores)), trace
 
 
-def add_channel(source: Any, texts: Sequence[str], channels: dict[str, Channel], scope: Any) -> str | None:
+def add_channel(
+    source: Any, texts: Sequence[str], channels: dict[str, Channel], scope: Any
+) -> str | None:
     """The pipeline's hook: add ``channels["titles"]`` for a local KB with vectors; a trace note."""
     dense = channels.get("dense")
     if getattr(source, "name", "") != "local" or dense is None or not len(dense.ids):
