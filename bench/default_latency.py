@@ -65,6 +65,15 @@ def queries(data: Path, name: str, n: int) -> list[str]:
     return own[: n - len(eng)] + eng
 
 
+def stats(wall: list[float], cpu: list[float]) -> dict[str, float]:
+    return {
+        "p50_ms": round(median(wall), 2),
+        "p95_ms": round(float(np.percentile(wall, 95)), 2),
+        "cpu_p50_ms": round(median(cpu), 2),
+        "cpu_p95_ms": round(float(np.percentile(cpu, 95)), 2),
+    }
+
+
 def timed(kb, qs: list[str], opts: dict) -> dict[str, float]:
     from clawkb.retrieve.pipeline import retriever_for
 
@@ -76,12 +85,7 @@ def timed(kb, qs: list[str], opts: dict) -> dict[str, float]:
         kb.search(q, limit=10, snippets=False, **opts)
         wall.append((time.perf_counter() - t) * 1000)
         cpu.append((time.process_time() - c) * 1000)
-    return {
-        "p50_ms": round(median(wall), 2),
-        "p95_ms": round(float(np.percentile(wall, 95)), 2),
-        "cpu_p50_ms": round(median(cpu), 2),
-        "cpu_p95_ms": round(float(np.percentile(cpu, 95)), 2),
-    }
+    return stats(wall, cpu)
 
 
 def embedding(kb, qs: list[str]) -> dict[str, float]:
@@ -95,12 +99,7 @@ def embedding(kb, qs: list[str]) -> dict[str, float]:
         emb.embed_queries([q])
         wall.append((time.perf_counter() - t) * 1000)
         cpu.append((time.process_time() - c) * 1000)
-    return {
-        "p50_ms": round(median(wall), 2),
-        "p95_ms": round(float(np.percentile(wall, 95)), 2),
-        "cpu_p50_ms": round(median(cpu), 2),
-        "cpu_p95_ms": round(float(np.percentile(cpu, 95)), 2),
-    }
+    return stats(wall, cpu)
 
 
 def main() -> None:
