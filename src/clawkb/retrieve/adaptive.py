@@ -10,8 +10,11 @@ and sets both channels' RRF weights from it:
 * ``translated`` — how much better the best passage fits the query's glossary
   translations than its own words (0 without translations): high for a
   Chinese question over English passages, and back; such a query's dense
-  channel searches with its translation instead
-  (:func:`clawkb.retrieve.crossling.translated_dense`) and keeps full weight;
+  channel also searches its translation, fused with the query as asked
+  (:func:`clawkb.retrieve.crossling.pick_dense`); any query with a translation
+  keeps the full lexical weight;
+* ``dense_other`` and ``kb_other`` — share of the dense top 10, and of the
+  whole KB, in the other language than the query;
 * ``cjk`` — the query's language (share of CJK tokens);
 * ``agreement`` — overlap of the two channels' top 10: where both lists agree
   fusion only sharpens; where they disagree the weaker channel must not
