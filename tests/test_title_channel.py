@@ -83,6 +83,7 @@ def esp(tmp_path_factory):
     kb.index([en / "api-reference/peripherals/clk_tree.rst", en / "api-reference/system/mm_sync.rst",
               en / "api-guides/tracing/custom-trace-library.rst"])  # fmt: skip
     embed_kb(kb)
+    assert list((kb.home / "index").glob("titles-*.npz"))  # built by embed, not by a search
     yield kb
     kb.close()
 
@@ -105,7 +106,6 @@ def test_chinese_title_finds_the_english_section(esp):
     top = res.hits[0] if res.hits else res.nearest[0]
     assert top.anchor.heading_path[-1] == "Locking and Reentrancy"
     assert top.explanation["channels"]["titles"]["rank"] == 1
-    assert list((esp.home / "index").glob("titles-*.npz"))  # kept for the next search
     off = esp.search(q, limit=5, mode="hybrid", explain=True, early_return=0, titles=False)
     assert " titles " not in _fusion(off)
     first = off.hits[0] if off.hits else off.nearest[0]
