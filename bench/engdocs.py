@@ -197,14 +197,14 @@ def attach_vectors(kb: Any, cache: QueryVectors) -> None:
 
 
 #: What each column runs: ``hybrid`` is plain weighted RRF of the two channels
-#: (the adaptive weights off), ``auto`` the shipped default.
+#: (the adaptive weights and the title channel off), ``auto`` the shipped default.
 #: Stage budgets are lifted: on a busy machine a query embedding can overrun the
 #: shipped 2 s and silently drop the dense channel, which would measure the load.
 NO_BUDGETS = {"budget_lexical_ms": 600_000.0, "budget_dense_ms": 600_000.0}
 MODE_OPTIONS: dict[str, dict[str, Any]] = {
     "lexical": {"mode": "lexical", **NO_BUDGETS},
     "dense": {"mode": "dense", **NO_BUDGETS},
-    "hybrid": {"mode": "hybrid", "adaptive": False, **NO_BUDGETS},
+    "hybrid": {"mode": "hybrid", "adaptive": False, "titles": False, **NO_BUDGETS},
     "auto": {**NO_BUDGETS},
 }
 
@@ -242,14 +242,20 @@ def score_engdocs(
     try:
         for mode in modes:
             acc: dict[str, dict[str, list[int | None]]] = {}
+            abst: dict[str, dict[str, list[bool]]] = {}
             ranks[mode] = {}
             t = time.process_time()
             for r in rows:
                 kb = kbs[KIND_TREE[r["kind"]]]
                 res = kb.search(r["query"], limit=20, snippets=False, **MODE_OPTIONS[mode])
-                # one rank per page: the first chunk of the expected file
+                # one rank per page: the first chunk of the expected file; an abstained
+                # search is ranked on the passages it withheld (``nearest``): this table
+                # measures the ranking, the abstain rate is counted beside it
                 seen: list[str] = []
-                for h in res.hits:
+                abst.setdefault(r["kind"], {}).setdefault(half(r["query"]), []).append(
+                    bool(res.abstained)
+                )
+                for h in res.hits or res.nearest:
                     if h.anchor.path not in seen:
                         seen.append(h.anchor.path)
                 rk = rank_of(seen, r["expect"])
@@ -262,6 +268,7 @@ def score_engdocs(
                         "hit@3": round(sum(1 for x in v if x and x <= K) / len(v), 4),
                         "mrr": round(sum(1 / x for x in v if x) / len(v), 4),
                         "n": len(v),
+                        "abstained": sum(abst.get(kind, {}).get(h, [])) if h != "all" else None,
                     }
                     for h, v in halves.items()
                 }
@@ -288,8 +295,8 @@ def score_beir(
     fresh: bool,
 ) -> dict[str, Any]:
     from clawkb.evaluate.beir import load_beir
-    from clawkb.evaluate.metrics import aggregate
-    from clawkb.evaluate.runner import _run_query
+    from clawkb.evaluate.metrics import aggregate, score_query
+    from clawkb.evaluate.runner import CHUNKS_PER_DOC
     from clawkb.kb import KnowledgeBase
 
     ds = load_beir(data / name)
@@ -301,12 +308,18 @@ def score_beir(
     try:
         for mode in modes:
             per: dict[str, list[dict[str, float]]] = {"dev": [], "held": [], "all": []}
+            abst = {"dev": 0, "held": 0, "all": 0}
             for q in queries:
-                r = _run_query(kb, q, (10,), MODE_OPTIONS[mode])
+                # ranked on the passages an abstained search withheld too (as for esp-idf)
+                res = kb.search(q.text, limit=10 * CHUNKS_PER_DOC, snippets=False,
+                                **MODE_OPTIONS[mode])  # fmt: skip
+                hits = sorted(res.hits or res.nearest, key=lambda hit: hit.rank)
+                ranking = list(dict.fromkeys(hit.anchor.path for hit in hits))[:10]
                 for h in (half(q.text), "all"):
-                    per[h].append(r.metrics)
+                    per[h].append(score_query(ranking, q.qrels, (10,)))
+                    abst[h] += bool(res.abstained)
             out[mode] = {
-                h: {"ndcg@10": round(aggregate(v)["ndcg@10"], 4), "n": len(v)}
+                h: {"ndcg@10": round(aggregate(v)["ndcg@10"], 4), "n": len(v), "abstained": abst[h]}
                 for h, v in per.items()
             }
         log(f"{name}: " + "  ".join(
@@ -355,6 +368,12 @@ def render(runs: dict[str, Any]) -> str:
             md += ["", "Queries (dev / held-out): " + ", ".join(
                 f"{k} {eng[any_mode][k]['dev']['n']} / {eng[any_mode][k]['held']['n']}"
                 for k in KINDS if k in eng[any_mode])]  # fmt: skip
+            if any(eng.get("auto", {}).get(k, {}).get("dev", {}).get("abstained") is not None
+                   for k in KINDS):  # fmt: skip
+                md += ["", "Abstained in auto (dev / held-out; ranked on the withheld passages): "
+                       + ", ".join(f"{k} {eng['auto'][k]['dev']['abstained']} / "
+                                   f"{eng['auto'][k]['held']['abstained']}"
+                                   for k in KINDS if k in eng.get("auto", {}))]  # fmt: skip
             md += ["", "CPU ms per query: " + ", ".join(
                 f"{m} {eng[m]['cpu_ms_per_query']}" for m in MODES if m in eng), ""]  # fmt: skip
         beir = run.get("beir", {})

@@ -113,7 +113,8 @@ def test_pick_dense_gate():
     worse = Channel(np.array([1, 2], np.int64), np.array([0.9 - DENSE_GATE - 0.01, 0.5]))
     better = Channel(np.array([1, 2], np.int64), np.array([0.88, 0.5]))
     empty = Channel(np.zeros(0, np.int64), np.zeros(0))
-    assert pick_dense(orig, better, "wind tunnel") == (better, "wind tunnel")
+    got, text = pick_dense(orig, better, "wind tunnel")  # passes the gate: both searches fused
+    assert text == "wind tunnel" and set(got.ids.tolist()) == {7, 1}
     assert pick_dense(orig, worse, "wind tunnel") == (orig, None)
     assert pick_dense(orig, None, "wind tunnel") == (orig, None)
     assert pick_dense(orig, orig, None) == (orig, None)

@@ -137,12 +137,20 @@ def test_milvus_and_remote_rank_like_the_local_store(
     """Same chunks on top on every source (near-ties may swap: BM25F fields locally,
     one BM25 field in Milvus; uniform term statistics on the remote-only KB)."""
     query, options, _ = TABLE[row]
-    tops = {s: {h.anchor.id for h in search(kb, remote, s, query, **dict(options)).hits[:3]}
-            for s in SOURCES}  # fmt: skip
+    # the title channel (retrieve/titles.py) needs the KB's own headings and model: local only
+    got = {s: search(kb, remote, s, query, **dict(options),
+                     **({"titles": False} if s == "local" else {})).hits[:3]
+           for s in SOURCES}  # fmt: skip
+    tops = {s: {h.anchor.id for h in hits} for s, hits in got.items()}
     if not tops["local"]:
         assert not tops["milvus"] and not tops["remote"]
-    else:
-        assert tops["milvus"] & tops["local"] and tops["remote"] & tops["local"]
+        return
+    for s in ("milvus", "remote"):
+        # the notes are near-duplicates, and the two stores cut some of them into
+        # different chunks: a near-tie may put another chunk of the same first note on top
+        same_chunk = bool(tops[s] & tops["local"])
+        same_first = got[s][0].anchor.path == got["local"][0].anchor.path
+        assert same_chunk or same_first, (s, query)
 
 
 def local(kb: KnowledgeBase, query: str, **kw: Any) -> Any:
@@ -209,7 +217,7 @@ def test_glossary_expansion_matches_the_local_lexical_ranking(kb: KnowledgeBase)
 @pytest.mark.parametrize("query", ["flywheel rotor balancing", "USART2 baud", "时钟 PLL"])
 def test_client_side_hybrid_fuses_like_the_local_pipeline(kb: KnowledgeBase, query: str) -> None:
     got = milvus(kb, query, mode="hybrid", early_return=0)
-    want = local(kb, query, mode="hybrid", early_return=0)
+    want = local(kb, query, mode="hybrid", early_return=0, titles=False)  # a local-only channel
     assert spans(got) == spans(want)
     fusion = [s for s in got.stages if s["stage"] == "fusion"]
     assert fusion and "adaptive" in fusion[0]["note"] and "client side" in fusion[0]["note"]

@@ -66,6 +66,7 @@ class RetrievalSettings:
     headings: bool = (
         False  # opt-in: a query that is a section title lifts that section (headings.py)
     )
+    titles: bool = True  # the query against section titles in the model's space (titles.py)
     exact: bool = True  # passages with the query's rare identifiers stay on top (exact.py)
     translate: bool = False  # translate the query with the configured LLM (crossling)
     budget_translate_ms: float = 1500.0

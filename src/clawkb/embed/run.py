@@ -45,9 +45,21 @@ def embed_kb(
     # One embed run at a time; the KB write lock only around each batch commit,
     # so `index`, `memory store` and other writers interleave with a long run.
     with kb.job_lock("embed"):
-        return vectors.embed_pending(
+        report = vectors.embed_pending(
             kb.conn, kb_embedder(kb), batch=batch, progress=progress, commit_lock=kb.write_lock
         )
+        embed_titles(kb)
+        return report
+
+
+def embed_titles(kb: KnowledgeBase) -> None:
+    """Embed the section titles the title channel compares queries with, now rather
+    than at the next search (:mod:`clawkb.retrieve.titles`; only new titles cost)."""
+    from clawkb.embed.titles import title_index
+
+    embedder = kb_embedder(kb)
+    kb.memo.check()  # the vectors just written moved the store's stamp
+    title_index(kb, embedder, vectors.model_key(embedder.signature()))
 
 
 def embed_new(
@@ -78,6 +90,7 @@ def embed_new(
             report = vectors.embed_pending(
                 kb.conn, embedder, progress=progress, commit_lock=kb.write_lock
             )
+            embed_titles(kb)
     except (ClawkbError, ImportError, OSError) as exc:
         return {"embedded": 0, "pending": pending_count(kb), "error": str(exc)}
     return {"embedded": report.embedded + report.reused, "pending": 0, "error": None}

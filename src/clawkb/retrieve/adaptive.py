@@ -10,8 +10,11 @@ and sets both channels' RRF weights from it:
 * ``translated`` — how much better the best passage fits the query's glossary
   translations than its own words (0 without translations): high for a
   Chinese question over English passages, and back; such a query's dense
-  channel searches with its translation instead
-  (:func:`clawkb.retrieve.crossling.translated_dense`) and keeps full weight;
+  channel also searches its translation, fused with the query as asked
+  (:func:`clawkb.retrieve.crossling.pick_dense`); any query with a translation
+  keeps the full lexical weight;
+* ``dense_other`` and ``kb_other`` — share of the dense top 10, and of the
+  whole KB, in the other language than the query;
 * ``cjk`` — the query's language (share of CJK tokens);
 * ``agreement`` — overlap of the two channels' top 10: where both lists agree
   fusion only sharpens; where they disagree the weaker channel must not
@@ -72,6 +75,7 @@ def features(
         out["margin"] = (top - tenth) / top if top > 0 else 0.0
     if dense is not None and len(dense.ids):
         out["dense_other"] = other_language(lexical, dense.ids[:AGREE_K], out["cjk"] >= 0.5)
+    out["kb_other"] = kb_other_language(lexical, out["cjk"] >= 0.5)
     if lex is not None and dense is not None and len(lex.ids) and len(dense.ids):
         a = set(lex.ids[:AGREE_K].tolist())
         b = set(dense.ids[:AGREE_K].tolist())
@@ -121,26 +125,26 @@ def _query_signals(
 def channel_weights(f: Mapping[str, float]) -> tuple[float, float]:
     """(lexical, dense) RRF weight multipliers in [0, 1] for these features.
 
-    * A cross-lingual query (the best passage fits the query's glossary
-      translations better than its own words: ``translated`` above
-      :data:`XL_FROM`) is answered by the translations, so the dense channel
-      steps back (fully 0.2 above): the small multilingual model scored 0.32
-      hit@3 on the cross-lingual set where lexical + glossary scored 0.77.
-    * A Chinese query, or one whose translations found anything, keeps the
-      full lexical weight (on both Chinese sets the character/bigram channel
-      is as strong as dense, and fusion gains).
+    * The dense channel keeps its full weight. (It used to step back for a
+      cross-lingual query; since that query's dense channel also searches the
+      glossary translation, stepping back only cost: on esp-idf-docs the plain
+      RRF column beat the default on both cross-lingual kinds.)
+    * A Chinese query, one whose translations found anything, one whose
+      lexical top-1 holds a rare identifier (``exact``), or a Latin-script
+      query over passages mostly in the other language (``dense_other`` or
+      ``kb_other`` at least :data:`OTHER_FROM`) keeps the full lexical weight.
     * Otherwise (a Latin-script query in the corpus's language) lexical gets
       half the channels' top-10 agreement, at least :data:`MIN_WEIGHT`: on
       natural-language English questions e5 is the stronger channel, and the
       lexical list should only outvote it where the two agree.
     """
-    x = float(np.clip((f["translated"] - XL_FROM) / 0.2, 0.0, 1.0))
-    trusted = f.get("exact", 0.0) > 0 or f.get("dense_other", 0.0) >= OTHER_FROM
+    other = max(f.get("dense_other", 0.0), f.get("kb_other", 0.0))
+    trusted = f.get("exact", 0.0) > 0 or other >= OTHER_FROM
     if trusted or f["cjk"] >= 0.5 or f["translated"] > 0:
         w_lex = 1.0
     else:
         w_lex = float(np.clip(0.5 * f["agreement"], MIN_WEIGHT, 1.0))
-    return w_lex, 1.0 - x
+    return w_lex, 1.0
 
 
 def cross_lingual(lexical: Any, rw: Any) -> float:
@@ -207,6 +211,22 @@ def other_language(lexical: Any, ids: np.ndarray, query_chinese: bool) -> float:
     got, scores, _ = lexical.search(list(CHINESE_MARKERS), k=len(ids), allowed=np.unique(ids))
     chinese = int((np.asarray(scores) > 0).sum()) if len(got) else 0
     share = chinese / len(ids)
+    return round(1.0 - share if query_chinese else share, 4)
+
+
+def kb_other_language(lexical: Any, query_chinese: bool) -> float:
+    """Share of the KB's passages in the other language than the query.
+
+    A passage with Chinese prose contains one of :data:`CHINESE_MARKERS`; the
+    largest document frequency among them, over the passage count, is the
+    Chinese share of the index (two dictionary look-ups, no search).
+    """
+    from clawkb.retrieve.term_stats import doc_freqs
+
+    n = int(getattr(lexical, "n_docs", 0) or 0)
+    if n <= 0:
+        return 0.0
+    share = min(1.0, float(doc_freqs(lexical, list(CHINESE_MARKERS)).max()) / n)
     return round(1.0 - share if query_chinese else share, 4)
 
 

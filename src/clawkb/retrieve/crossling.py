@@ -159,10 +159,14 @@ def pick_dense(dense: Any, other: Any, text: str | None) -> tuple[Any, str | Non
     """(dense channel, translation it searched with or None): the gate.
 
     ``dense`` searched the query as asked, ``other`` its translation ``text``
-    (None: no translation, or its search timed out). The translated channel is
-    kept unless its top cosine is :data:`DENSE_GATE` below the original's; the
-    e5-small channel on the translation scored hit@3 0.84 on the cross-lingual
-    set against 0.32 on the question as asked (bench/results/crossling-latest.md).
+    (None: no translation, or its search timed out). Unless the translation's
+    top cosine is :data:`DENSE_GATE` below the original's, the channel is both
+    searches fused (:func:`merge_dense`): the e5-small channel on the
+    translation scored hit@3 0.84 on the cross-lingual question set against
+    0.32 on the question as asked (bench/results/crossling-latest.md), but on
+    section titles (esp-idf-docs) the question as asked is the better of the
+    two, and a glossary rendering is a guess: keeping both never loses the one
+    that was right (bench/results/engdocs.md).
     """
     if text is None or other is None or dense is None:
         return dense, None
@@ -170,7 +174,7 @@ def pick_dense(dense: Any, other: Any, text: str | None) -> tuple[Any, str | Non
         return dense, None
     if float(other.scores[0]) < float(dense.scores[0]) - DENSE_GATE:
         return dense, None
-    return other, text
+    return merge_dense(dense, other), text
 
 
 def translated_dense(
@@ -258,3 +262,21 @@ def llm_translation(config: Any, rw: Rewritten, budget_ms: float) -> tuple[Rewri
     from clawkb.retrieve.rewrite import GLOSSARY_WEIGHT
 
     return add_translation(rw, text, GLOSSARY_WEIGHT), "translated"
+
+
+def merge_dense(a: Any, b: Any, k: int = 20) -> Any:
+    """One dense channel from two searches of one query (as asked, and translated).
+
+    Passages in reciprocal-rank order (``k`` as the fusion default), each with
+    its better cosine, as long as the longer of the two lists.
+    """
+    from clawkb.retrieve.fusion import Channel
+
+    score: dict[int, float] = {}
+    cos: dict[int, float] = {}
+    for ch in (a, b):
+        for r, (cid, c) in enumerate(zip(ch.ids.tolist(), ch.scores.tolist(), strict=True), 1):
+            score[cid] = score.get(cid, 0.0) + 1.0 / (k + r)
+            cos[cid] = max(cos.get(cid, -1.0), float(c))
+    order = sorted(score, key=lambda c: (-score[c], c))[: max(len(a.ids), len(b.ids))]
+    return Channel(np.asarray(order, np.int64), np.asarray([cos[c] for c in order]))

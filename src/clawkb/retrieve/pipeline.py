@@ -31,7 +31,7 @@ from clawkb.embed import vectors
 from clawkb.embed.base import Embedder
 from clawkb.embed.run import kb_embedder, set_kb_embedder
 from clawkb.plugins import load_group
-from clawkb.retrieve import adaptive, fusion, notfound, unembedded
+from clawkb.retrieve import adaptive, fusion, notfound, titles, unembedded
 from clawkb.retrieve.cache import TTLCache
 from clawkb.retrieve.crossling import balance, dense_translation, llm_translation, pick_dense
 from clawkb.retrieve.hits import query_terms
@@ -279,11 +279,13 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         channels["dense"] = unembedded.place(channels["lexical"], channels["dense"],
                                              source.embedded())  # fmt: skip
     st = time.perf_counter()
+    on_titles = titles.add_channel(source, texts, channels, scope) if s.titles and resolved == "hybrid" and "dense" in channels else None  # fmt: skip
     fs, note = s, s.fusion if len(channels) > 1 else "single channel"
     if s.adaptive and len(channels) > 1:  # crossling hook: per-query weights (adaptive.py)
         fs, trace = adaptive.tune(stats, rw, channels, s, dense_translated=bool(dense_tr))
         note += " adaptive " + " ".join(f"{k}={v}" for k, v in trace.items())
     fused = fuse(channels, fs, partial(source.recency, scope=scope))
+    note = note if on_titles is None else f"{note} titles {on_titles}"
     for name, rs in rank_stages:
         fused, trace = rs.apply(ctx, fused)
         note = note if trace is None else f"{note} {name} {trace}"

@@ -1,0 +1,154 @@
+"""Default-mode search latency on a 5,000-chunk KB, in process (issue 19's latency target).
+
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/default_latency.py \
+        --kb DIR [--datasets DIR] [--queries 300] [--rounds 2]
+
+``--kb`` is an embedded KB (e5-small vectors), e.g. the agentset-msmarco KB
+that ``bench/dense_build.py`` builds (5,000 passages). Queries mix what users
+type: the set's own English questions, and the esp-idf-docs golden queries of
+every kind (Chinese headings, English headings, identifiers, identifiers in a
+Chinese question), so the glossary, the translated dense search, the
+exact-match stage and the adaptive weights all run. The query-vector cache is
+emptied before every timed search, so every timed search embeds its query.
+
+Reported per mode (lexical, hybrid = plain RRF, default = what ``kb.search``
+does with no options): wall p50 / p95 and CPU p50 (process CPU time: the
+machine is shared, CPU time is what the code costs), and the default mode's
+CPU p50 as a ratio of the lexical and hybrid CPU p50 measured in the same run,
+and the query embedding alone (the model call), which bounds what the
+ranking stages can save.
+The result cache is off (``cache_size: 0`` in a private copy of the KB's
+config) so nothing is served from memory. Writes
+``bench/results/default-latency.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from statistics import median
+
+import numpy as np
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+from shared_data import add_datasets_flag, datasets_dir, shown  # noqa: E402
+
+MODES = {"lexical": {"mode": "lexical"}, "hybrid": {"mode": "hybrid", "adaptive": False},
+         "default": {}}  # fmt: skip
+
+
+def queries(data: Path, name: str, n: int) -> list[str]:
+    """``n`` queries: half the set's own, half esp-idf-docs golden queries (every kind)."""
+    from clawkb.evaluate.beir import load_beir
+
+    own = [q.text for q in load_beir(data / name).queries]
+    golden = data / "esp-idf-docs" / "golden.tsv"
+    eng: list[str] = []
+    if golden.exists():
+        with open(golden, encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+        by_kind: dict[str, list[str]] = {}
+        for r in rows:
+            by_kind.setdefault(r["kind"], []).append(r["query"])
+        per = max(1, n // 2 // max(1, len(by_kind)))
+        for kind in sorted(by_kind):
+            eng += by_kind[kind][::7][:per]
+    return own[: n - len(eng)] + eng
+
+
+def stats(wall: list[float], cpu: list[float]) -> dict[str, float]:
+    return {
+        "p50_ms": round(median(wall), 2),
+        "p95_ms": round(float(np.percentile(wall, 95)), 2),
+        "cpu_p50_ms": round(median(cpu), 2),
+        "cpu_p95_ms": round(float(np.percentile(cpu, 95)), 2),
+    }
+
+
+def timed(kb, qs: list[str], opts: dict) -> dict[str, float]:
+    from clawkb.retrieve.pipeline import retriever_for
+
+    r = retriever_for(kb)
+    wall, cpu = [], []
+    for q in qs:
+        r.qvec_cache.clear()  # every timed search embeds its query
+        t, c = time.perf_counter(), time.process_time()
+        kb.search(q, limit=10, snippets=False, **opts)
+        wall.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
+    return stats(wall, cpu)
+
+
+def embedding(kb, qs: list[str]) -> dict[str, float]:
+    """The query embedding alone (the model call every dense search makes), same statistics."""
+    from clawkb.retrieve.pipeline import retriever_for
+
+    emb = retriever_for(kb).embedder
+    wall, cpu = [], []
+    for q in qs:
+        t, c = time.perf_counter(), time.process_time()
+        emb.embed_queries([q])
+        wall.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
+    return stats(wall, cpu)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kb", required=True, help="an embedded KB (e.g. agentset-msmarco's)")
+    ap.add_argument("--set", default="agentset-msmarco", help="the shared set the KB holds")
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=2, help="passes over the queries per mode")
+    ap.add_argument("--work", default=str(ROOT / ".cache" / "default-latency"))
+    ap.add_argument("--out", default=str(ROOT / "results" / "default-latency.json"))
+    add_datasets_flag(ap)
+    args = ap.parse_args()
+    from clawkb.kb import KnowledgeBase
+
+    src, work = Path(args.kb).resolve(), Path(args.work).resolve()
+    if not (work / "COPIED").exists():  # a private copy: the config below must not touch the source
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(src, work, ignore=shutil.ignore_patterns("*.lock"))
+        (work / "COPIED").write_text(time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
+    (work / "config.yaml").write_text("retrieval:\n  cache_size: 0\n")
+    qs = queries(datasets_dir(args.datasets), args.set, args.queries)
+    kb = KnowledgeBase.open(work)
+    try:
+        chunks = kb.status()["chunks"]
+        for opts in MODES.values():  # model, vectors and index loaded outside the timing
+            kb.search("warm up the model", limit=10, **opts)
+        runs: dict[str, list[dict[str, float]]] = {m: [] for m in [*MODES, "query_embedding"]}
+        for _ in range(args.rounds):  # modes interleaved, so load changes hit all alike
+            for m, opts in MODES.items():
+                runs[m].append(timed(kb, qs, opts))
+            runs["query_embedding"].append(embedding(kb, qs))
+    finally:
+        kb.close()
+    out: dict[str, object] = {
+        "kb": shown(src),
+        "chunks": chunks,
+        "queries": len(qs),
+        "rounds": args.rounds,
+        "loadavg_1m": round(os.getloadavg()[0], 1),
+    }
+    for m, rs in runs.items():  # median over rounds of each statistic
+        out[m] = {k: round(median(r[k] for r in rs), 2) for k in rs[0]}
+    d = out["default"]
+    assert isinstance(d, dict)
+    out["default_cpu_vs_lexical"] = round(d["cpu_p50_ms"] / out["lexical"]["cpu_p50_ms"], 2)  # type: ignore[index]
+    out["default_cpu_vs_hybrid"] = round(d["cpu_p50_ms"] / out["hybrid"]["cpu_p50_ms"], 2)  # type: ignore[index]
+    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Section titles matched in the model's space (retrieve/titles.py) and the fusion rules around it.
+
+A real KB of the committed ESP-IDF slice (English pages), real e5-small
+vectors: a Chinese section title must bring back the English section with
+that title through the title channel, and a question must not get the channel.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clawkb.kb import KnowledgeBase
+from clawkb.retrieve.adaptive import channel_weights, kb_other_language
+from clawkb.retrieve.crossling import merge_dense
+from clawkb.retrieve.fusion import Channel
+from clawkb.retrieve.titles import channel, sections
+
+ROOT = Path(__file__).resolve().parents[1]
+SLICE = ROOT / "tests" / "data" / "esp-idf-slice"
+
+
+def test_sections_group_runs_of_one_heading_path():
+    rows = [
+        (1, 10, "Doc", json.dumps(["Doc", "Intro"])),
+        (2, 10, "Doc", json.dumps(["Doc", "Intro"])),  # same section, same start
+        (3, 10, "Doc", json.dumps(["Doc", "Usage"])),
+        (4, 11, "Other", json.dumps(["Other", "Usage"])),  # one title, two sections
+        (5, 12, "Plain", "[]"),  # no heading path: heads no section, even with a title
+    ]
+    sec = sections(rows)
+    got = {t: s.tolist() for t, s in zip(sec.titles, sec.starts, strict=True)}
+    assert got == {"Intro": [1], "Usage": [3, 4]}
+
+
+def test_channel_gate_and_order():
+    from clawkb.retrieve.titles import Sections
+
+    sec = Sections(["A", "B", "C"], [np.array([1]), np.array([2, 3]), np.array([4])])
+    mat = np.eye(3, dtype=np.float32)
+    dense = Channel(np.array([3, 9], np.int64), np.array([0.5, 0.4]))
+    # the query is title B: B's sections come first, the one dense ranks higher first
+    got = channel(sec, mat, np.array([0.1, 0.9, 0.6], np.float32), dense)
+    assert got is not None
+    ch, trace = got
+    assert ch.ids.tolist() == [3, 2, 4] and trace["titles"] == 2
+    # no title closer to the query than the best passage: no channel
+    assert channel(sec, mat, np.array([0.1, 0.2, 0.3], np.float32), dense) is None
+    # hidden passages are never listed
+    ch2, _ = channel(sec, mat, np.array([0.1, 0.9, 0.6], np.float32), dense,
+                     hidden=np.array([3]))  # fmt: skip
+    assert 3 not in ch2.ids.tolist()
+
+
+def test_dense_keeps_full_weight_and_lexical_keeps_it_over_other_language_passages():
+    base = {"cjk": 0.0, "coverage": 1.0, "translated": 0.0, "agreement": 0.0, "margin": 0.0}
+    assert channel_weights({**base, "translated": 0.9}) == (1.0, 1.0)  # no step back
+    w_lex, _ = channel_weights(base)  # English question, channels disagree: lexical demoted
+    assert w_lex < 0.5
+    assert channel_weights({**base, "kb_other": 0.8})[0] == 1.0  # English over Chinese docs
+
+
+def test_merge_dense_keeps_both_searches():
+    a = Channel(np.array([1, 2, 3], np.int64), np.array([0.9, 0.8, 0.7]))
+    b = Channel(np.array([4, 1, 5], np.int64), np.array([0.95, 0.85, 0.6]))
+    m = merge_dense(a, b)
+    assert m.ids.tolist()[0] == 1  # in both lists
+    assert set(m.ids.tolist()) <= {1, 2, 3, 4, 5} and len(m.ids) == 3
+    assert dict(zip(m.ids.tolist(), m.scores.tolist(), strict=True))[1] == pytest.approx(0.9)
+
+
+@pytest.fixture(scope="module")
+def esp(tmp_path_factory):
+    pytest.importorskip("docutils")
+    pytest.importorskip("onnxruntime")
+    from clawkb.embed.run import embed_kb
+
+    kb = KnowledgeBase.open(tmp_path_factory.mktemp("titles") / "kb", create=True)
+    en = SLICE / "en"  # three pages keep the embedding short
+    kb.index([en / "api-reference/peripherals/clk_tree.rst", en / "api-reference/system/mm_sync.rst",
+              en / "api-guides/tracing/custom-trace-library.rst"])  # fmt: skip
+    embed_kb(kb)
+    assert list((kb.home / "index").glob("titles-*.npz"))  # built by embed, not by a search
+    yield kb
+    kb.close()
+
+
+def _fusion(res) -> str:
+    return str(next(s for s in res.stages if s["stage"] == "fusion")["note"])
+
+
+def test_language_share_of_the_kb(esp):
+    assert kb_other_language(esp.lexical, query_chinese=False) < 0.5  # English pages
+    assert kb_other_language(esp.lexical, query_chinese=True) > 0.5
+
+
+def test_chinese_title_finds_the_english_section(esp):
+    # 加锁与重入 is "Locking and Reentrancy": no word of it is in the English pages,
+    # and the dense channel ranks another page first; the title channel finds the section
+    q = "加锁与重入"
+    res = esp.search(q, limit=5, mode="hybrid", explain=True, early_return=0)
+    assert " titles " in _fusion(res)
+    top = res.hits[0] if res.hits else res.nearest[0]
+    assert top.anchor.heading_path[-1] == "Locking and Reentrancy"
+    assert top.explanation["channels"]["titles"]["rank"] == 1
+    off = esp.search(q, limit=5, mode="hybrid", explain=True, early_return=0, titles=False)
+    assert " titles " not in _fusion(off)
+    first = off.hits[0] if off.hits else off.nearest[0]
+    assert first.anchor.heading_path[-1] != "Locking and Reentrancy"
+
+
+def test_a_question_gets_no_title_channel(esp):
+    q = "how many bytes of padding does the trace header add before each packet"
+    res = esp.search(q, limit=5, mode="hybrid", explain=True, early_return=0)
+    assert " titles " not in _fusion(res)
