@@ -160,8 +160,9 @@ def manual_html(
     return "\n".join(parts)
 
 
-def manual_tex() -> str:
+def manual_tex(rows: list[tuple[str, str, str, str]] | None = None) -> str:
     """The manual for XeTeX: xeCJK, a ruled longtable whose header is not repeated."""
+    rows = ROWS if rows is None else rows
     tex = str.maketrans({"_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#"})
     out = [
         r"\documentclass[11pt,a4paper]{article}",
@@ -183,7 +184,7 @@ def manual_tex() -> str:
     out.append(r"\multicolumn{4}{l}{\textbf{" + CAPTION + r"}}\\")
     out.append(r"\hline " + " & ".join(rf"\textbf{{{c}}}" for c in HEADER) + r" \\ \hline")
     out.append(r"\endfirsthead \hline \endhead \hline \endfoot \hline \endlastfoot")
-    for row in ROWS:
+    for row in rows:
         out.append(" & ".join(c.translate(tex) for c in row) + r" \\ \hline")
     out.append(r"\end{longtable}")
     out.append(r"\end{document}")
@@ -270,6 +271,8 @@ def produce_long(
         elif producer == "libreoffice":
             manual_docx(tmp / "manual.docx", LONG_ROWS)
             _print_libreoffice(tmp, out)
+        elif producer == "xetex":
+            _print_xetex(tmp, manual_tex(LONG_ROWS), out)
         else:
             raise ValueError(f"no long variant for {producer!r}")
     return out
@@ -305,6 +308,13 @@ def _print_libreoffice(tmp: Path, out: Path) -> None:
     shutil.copyfile(tmp / "manual.pdf", out)
 
 
+def _print_xetex(tmp: Path, source: str, out: Path) -> None:
+    (tmp / "manual.tex").write_text(source, encoding="utf-8")
+    for _ in range(2):  # longtable settles its column widths on the second run
+        _run(["xelatex", "-interaction=nonstopmode", "manual.tex"], tmp)
+    shutil.copyfile(tmp / "manual.pdf", out)
+
+
 def _run(cmd: list[str], cwd: Path) -> None:
     subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, timeout=300)
 
@@ -323,10 +333,7 @@ def produce(producer: str, out_dir: Path) -> Path:
             manual_docx(tmp / "manual.docx")
             _print_libreoffice(tmp, out)
         elif producer == "xetex":
-            (tmp / "manual.tex").write_text(manual_tex(), encoding="utf-8")
-            for _ in range(2):  # longtable settles its column widths on the second run
-                _run(["xelatex", "-interaction=nonstopmode", "manual.tex"], tmp)
-            shutil.copyfile(tmp / "manual.pdf", out)
+            _print_xetex(tmp, manual_tex(), out)
         else:
             raise ValueError(f"unknown producer {producer!r}; known: {', '.join(PRODUCERS)}")
     return out

