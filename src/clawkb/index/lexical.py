@@ -100,11 +100,13 @@ class _Manifest:
 _SEG_NAME = re.compile(r"seg-\d+")
 
 
-#: Cache each block's exact bound (its best doc's BM25F pseudo-frequency), computed
-#: by the kernel the first time it bounds the block. Off: measured in one
-#: `bench/run_all.py` pass of 1,020 distinct queries at 100k docs, filling the
-#: cache cost more than it saved (p50 0.478 ms on vs 0.353 ms off, same run);
-#: warm (queries repeated on an unchanged index) it saves ~6 %. Writes drop it.
+#: What the kernel caches per block the first time it bounds it (valid until the
+#: next write, which changes the average lengths). True: the block's exact bound
+#: (its best doc's BM25F pseudo-frequency, which decodes the block). Off: measured
+#: in one `bench/run_all.py` pass of 1,020 distinct queries at 100k docs, filling
+#: that cache cost more than it saved (p50 0.478 ms on vs 0.353 ms off, same run).
+#: False: the cheap bound from the block's max tf and min lengths, which the
+#: kernel otherwise recomputed for every block of every query term (issue 24).
 EXACT_BLOCK_BOUNDS = False
 
 
@@ -582,6 +584,7 @@ class LexicalIndex:
                 self.params.k1,
                 self.n_docs,
                 k,
+                exact_bounds=EXACT_BLOCK_BOUNDS,
             )
             if found is not None:
                 return found[0], found[1], -1
@@ -677,11 +680,11 @@ class LexicalIndex:
                         seg,
                         (seg.terms, *seg.term_dict, p["packed"], p["blk_pos"]),
                         (p["blk_last"], b["blk_maxtf"], b["blk_minlen"], self._factor(seg)),
-                        # exact block bounds, filled by the kernel as blocks are
-                        # first bounded; valid as long as the factor (dropped
-                        # together on the next write). Zeroed pages cost no
-                        # memory until a query touches them.
-                        np.zeros(len(p["blk_last"]), np.float32) if EXACT_BLOCK_BOUNDS else None,
+                        # block bounds, filled by the kernel as blocks are first
+                        # bounded; valid as long as the factor (dropped together
+                        # on the next write). Zeroed pages cost no memory until
+                        # a query touches them.
+                        np.zeros(len(p["blk_last"]), np.float32),
                         None,  # the live array last seen ...
                         None,  # ... and what to pass for it (None: every doc live)
                     ]
