@@ -143,6 +143,29 @@ def test_allowed_filter_and_tiered_merge(tmp_path: Path) -> None:
     assert len(ids) and all(i % 2 == 0 for i in ids.tolist())
 
 
+def test_merge_policy_floor_tier_cap_and_full_segments(tmp_path: Path) -> None:
+    """Small segments share the floor tier and merge MERGE_FACTOR at a time (the
+    smallest first, within the size cap, kept in index order); a segment over
+    half the cap is never merged again; results stay those of the exhaustive scan."""
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.MAX_MERGED_DOCS = 100
+    docs = _docs(60 + 5 * 30, seed=4)
+    idx.apply(docs[:60], [], 1)  # over half the cap: stays as it is
+    for i in range(3):
+        idx.apply(docs[60 + 30 * i : 90 + 30 * i], [], 2 + i)
+    assert [s.n_docs for s in idx.segments] == [60, 30, 30, 30]
+    idx.apply(docs[150:180], [], 5)  # a fourth small one: three fit under the cap
+    assert [s.n_docs for s in idx.segments] == [60, 90, 30]
+    merged = idx.segments[1]
+    assert merged.chunk_ids.tolist() == [d.chunk_id for d in docs[60:150]]
+    idx.apply(docs[180:], [], 6)
+    assert sorted(s.n_docs for s in idx.segments) == [30, 30, 60, 90]
+    for q in (["w1", "w5"], ["w2", "ddr", "阻抗"], ["stm32"]):
+        a = idx.search(q, k=20)
+        b = idx.search(q, k=20, prune=False)
+        assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist(), q
+
+
 def test_orphan_segments_of_a_crashed_writer_are_removed(tmp_path: Path) -> None:
     idx = LexicalIndex(tmp_path / "lex", writable=True)
     idx.apply(_docs(10), [], 1)
