@@ -80,10 +80,8 @@ with KnowledgeBase.open(sys.argv[1]) as kb, kb.writer():
 
 def test_sigkill_during_merge_leaves_a_correct_index(tmp_path: Path) -> None:
     home, ids = indexed_kb(tmp_path, 30)
-    # several segments to merge: three (a fourth small one would be merged at
-    # once, see LexicalIndex.MERGE_FACTOR and FLOOR_DOCS)
-    with KnowledgeBase.open(home) as kb:
-        for k in range(2):
+    with KnowledgeBase.open(home) as kb:  # several segments to merge
+        for k in range(3):
             (tmp_path / "notes" / f"extra{k}.md").write_text(f"# extra {k}\n\nmore words\n")
             kb.index([tmp_path / "notes"])
         assert len(kb.lexical.segments) > 1

@@ -143,23 +143,25 @@ def test_allowed_filter_and_tiered_merge(tmp_path: Path) -> None:
     assert len(ids) and all(i % 2 == 0 for i in ids.tolist())
 
 
-def test_merge_policy_floor_tier_cap_and_full_segments(tmp_path: Path) -> None:
-    """Small segments share the floor tier and merge MERGE_FACTOR at a time (the
-    smallest first, within the size cap, kept in index order); a segment over
-    half the cap is never merged again; results stay those of the exhaustive scan."""
+def test_merge_policy_big_tiers_cap_and_full_segments(tmp_path: Path) -> None:
+    """Segments of BIG_DOCS docs or more merge BIG_MERGE_FACTOR at a time (the
+    smallest first, within the size cap, kept in index order), smaller ones
+    keep the tiers of MERGE_FACTOR; a segment over half the cap is never merged
+    again; results stay those of the exhaustive scan."""
     idx = LexicalIndex(tmp_path / "lex", writable=True)
-    idx.MAX_MERGED_DOCS = 100
-    docs = _docs(60 + 5 * 30, seed=4)
-    idx.apply(docs[:60], [], 1)  # over half the cap: stays as it is
+    idx.MAX_MERGED_DOCS, idx.BIG_DOCS = 130, 20  # 30-doc segments count as big
+    docs = _docs(70 + 5 * 30 + 3 * 5, seed=4)
+    idx.apply(docs[:70], [], 1)  # over half the cap: stays as it is
     for i in range(3):
-        idx.apply(docs[60 + 30 * i : 90 + 30 * i], [], 2 + i)
-    assert [s.n_docs for s in idx.segments] == [60, 30, 30, 30]
-    idx.apply(docs[150:180], [], 5)  # a fourth small one: three fit under the cap
-    assert [s.n_docs for s in idx.segments] == [60, 90, 30]
-    merged = idx.segments[1]
-    assert merged.chunk_ids.tolist() == [d.chunk_id for d in docs[60:150]]
-    idx.apply(docs[180:], [], 6)
-    assert sorted(s.n_docs for s in idx.segments) == [30, 30, 60, 90]
+        idx.apply(docs[70 + 30 * i : 100 + 30 * i], [], 2 + i)
+    for i in range(3):  # small segments: factor 8, not merged yet
+        idx.apply(docs[220 + 5 * i : 225 + 5 * i], [], 5 + i)
+    assert [s.n_docs for s in idx.segments] == [70, 30, 30, 30, 5, 5, 5]
+    idx.apply(docs[160:190], [], 8)  # a fourth big one: four of 30 fit under the cap
+    assert [s.n_docs for s in idx.segments] == [70, 120, 5, 5, 5]
+    assert idx.segments[1].chunk_ids.tolist() == [d.chunk_id for d in docs[70:190]]
+    idx.apply(docs[190:220], [], 9)
+    assert sorted(s.n_docs for s in idx.segments) == [5, 5, 5, 30, 70, 120]
     for q in (["w1", "w5"], ["w2", "ddr", "阻抗"], ["stm32"]):
         a = idx.search(q, k=20)
         b = idx.search(q, k=20, prune=False)

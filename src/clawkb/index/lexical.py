@@ -121,14 +121,15 @@ class LexicalIndex:
     """
 
     #: Tiered merging: segments whose live doc counts share a power of MERGE_FACTOR
-    #: form a tier; MERGE_FACTOR segments of one tier are merged. 4 (was 8): a query
-    #: pays per segment (term lookups, block bounds, windows), and at 100k docs the
-    #: index now ends in 2 segments instead of 8 (bench/README.md, issue 24).
-    MERGE_FACTOR = 4
-    #: Segments below this many docs all count as the lowest tier (Lucene's "floor
-    #: segment"), so the small tail of an ingest run is merged instead of kept
-    #: as many tiny segments of different tiers.
-    FLOOR_DOCS = 4096
+    #: form a tier; MERGE_FACTOR segments of one tier are merged.
+    MERGE_FACTOR = 8
+    #: Segments of at least BIG_DOCS docs (an ingest batch's worth) use tiers of
+    #: BIG_MERGE_FACTOR instead: a query pays per segment (term lookups, block
+    #: bounds, windows), and at 100k docs four 20k-doc worker segments become one
+    #: (bench/README.md, issue 24). Smaller segments keep factor 8: merging them
+    #: sooner would buy little and rewrite more.
+    BIG_DOCS = 16_384
+    BIG_MERGE_FACTOR = 4
     MAX_MERGED_DOCS = 250_000
     #: Below this many postings a plain scan is faster than pruning's bookkeeping
     #: (measured: at 100k docs pruning cost +50% p50; it pays on long lists).
@@ -457,14 +458,15 @@ class LexicalIndex:
             self._merge(group)
 
     def _merge_candidates(self) -> list[Segment]:
-        tiers: dict[int, list[Segment]] = {}
+        tiers: dict[tuple[int, int], list[Segment]] = {}
         for seg in self.segments:
             if 2 * seg.n_live > self.MAX_MERGED_DOCS:
                 continue  # full enough: merging it again would mostly rewrite it
-            tier = int(math.log(max(seg.n_live, self.FLOOR_DOCS, 1), self.MERGE_FACTOR))
+            factor = self.BIG_MERGE_FACTOR if seg.n_live >= self.BIG_DOCS else self.MERGE_FACTOR
+            tier = (factor, int(math.log(max(seg.n_live, 1), factor)))
             tiers.setdefault(tier, []).append(seg)
-        for group in tiers.values():
-            if len(group) < self.MERGE_FACTOR:
+        for (factor, _), group in tiers.items():
+            if len(group) < factor:
                 continue
             pick: list[Segment] = []
             total = 0
