@@ -145,16 +145,16 @@ def test_allowed_filter_and_tiered_merge(tmp_path: Path) -> None:
 
 def test_merge_policy_big_tiers_cap_and_full_segments(tmp_path: Path) -> None:
     """Segments of BIG_DOCS docs or more merge BIG_MERGE_FACTOR at a time (the
-    smallest first, within the size cap, kept in index order), smaller ones
-    keep the tiers of MERGE_FACTOR; a segment over half the cap is never merged
-    again; results stay those of the exhaustive scan."""
+    smallest first, within the size cap, kept in index order), and so do the
+    smaller ones as one tail tier once a big one exists; a segment over half
+    the cap is never merged again; results stay those of the exhaustive scan."""
     idx = LexicalIndex(tmp_path / "lex", writable=True)
     idx.MAX_MERGED_DOCS, idx.BIG_DOCS = 130, 20  # 30-doc segments count as big
-    docs = _docs(70 + 5 * 30 + 3 * 5, seed=4)
+    docs = _docs(70 + 5 * 30 + 4 * 5, seed=4)
     idx.apply(docs[:70], [], 1)  # over half the cap: stays as it is
     for i in range(3):
         idx.apply(docs[70 + 30 * i : 100 + 30 * i], [], 2 + i)
-    for i in range(3):  # small segments: factor 8, not merged yet
+    for i in range(3):  # small segments of a large index: one tail tier, 3 < 4
         idx.apply(docs[220 + 5 * i : 225 + 5 * i], [], 5 + i)
     assert [s.n_docs for s in idx.segments] == [70, 30, 30, 30, 5, 5, 5]
     idx.apply(docs[160:190], [], 8)  # a fourth big one: four of 30 fit under the cap
@@ -162,6 +162,8 @@ def test_merge_policy_big_tiers_cap_and_full_segments(tmp_path: Path) -> None:
     assert idx.segments[1].chunk_ids.tolist() == [d.chunk_id for d in docs[70:190]]
     idx.apply(docs[190:220], [], 9)
     assert sorted(s.n_docs for s in idx.segments) == [5, 5, 5, 30, 70, 120]
+    idx.apply(docs[235:], [], 10)  # a fourth in the tail tier
+    assert [s.n_docs for s in idx.segments] == [70, 120, 20, 30]
     for q in (["w1", "w5"], ["w2", "ddr", "阻抗"], ["stm32"]):
         a = idx.search(q, k=20)
         b = idx.search(q, k=20, prune=False)

@@ -200,6 +200,7 @@ typedef struct {
     const uint8_t *live;  /* NULL: every doc live */
     const int64_t *ids;   /* heap key of each doc (chunk ids); NULL: doc numbers */
     Py_ssize_t n_docs;
+    int64_t n_blocks;     /* slots of xmax (a damaged dictionary may point past them) */
 } SegCtx;
 
 /* Bound of block blk's pseudo-frequency from its max tf and min length per
@@ -263,7 +264,7 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
         for (int64_t j = 0; j < nb; j++) {
             int64_t blk = tm->b0 + j;
             float x;
-            if (c->xmax) {
+            if (c->xmax && blk >= 0 && blk < c->n_blocks) {
                 x = c->xmax[blk];
                 if (x == 0.0f) { /* not known yet */
                     x = c->exact ? block_xmax(g, tm, blk) : loose_xmax(c, par, blk);
@@ -460,7 +461,7 @@ static PyObject *topk(PyObject *Py_UNUSED(self), PyObject *args) {
     for (; got < n_bufs; got++)
         if (get_buf(objs[got], &b[got], names[got]) < 0) goto done;
     SegCtx c = {{b[0].buf, b[1].buf, b[11].buf, b[5].buf, b[2].buf}, NULL, 0, b[6].buf,
-                o_live == Py_None ? NULL : b[12].buf, NULL, n_docs};
+                o_live == Py_None ? NULL : b[12].buf, NULL, n_docs, 0};
     const int64_t *ranges = b[3].buf, *blk0 = b[4].buf;
     const float *wts = b[7].buf, *par = b[8].buf; /* par: weight[3], b[3], avg[3] */
     Py_ssize_t T = b[7].len / (Py_ssize_t)sizeof(float);
@@ -575,6 +576,7 @@ static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
         ctx[i].n_docs = b[10].len / 8;
         ctx[i].xmax = NULL;
         ctx[i].exact = exact;
+        ctx[i].n_blocks = b[5].len / (Py_ssize_t)sizeof(uint32_t);
         if (has[i * SEG_ITEMS + 11]) {
             if (b[11].len / (Py_ssize_t)sizeof(float) != b[5].len / (Py_ssize_t)sizeof(uint32_t)) {
                 PyErr_SetString(PyExc_ValueError, "block x cache must have one float per block");

@@ -126,8 +126,9 @@ class LexicalIndex:
     #: Segments of at least BIG_DOCS docs (an ingest batch's worth) use tiers of
     #: BIG_MERGE_FACTOR instead: a query pays per segment (term lookups, block
     #: bounds, windows), and at 100k docs four 20k-doc worker segments become one
-    #: (bench/README.md, issue 24). Smaller segments keep factor 8: merging them
-    #: sooner would buy little and rewrite more.
+    #: (bench/README.md, issue 24). Once the index has such a segment, all smaller
+    #: ones form one tail tier, also merged four at a time, so a large index does
+    #: not keep a trail of small segments; an index without one keeps factor 8.
     BIG_DOCS = 16_384
     BIG_MERGE_FACTOR = 4
     MAX_MERGED_DOCS = 250_000
@@ -459,11 +460,19 @@ class LexicalIndex:
 
     def _merge_candidates(self) -> list[Segment]:
         tiers: dict[tuple[int, int], list[Segment]] = {}
+        big = any(seg.n_live >= self.BIG_DOCS for seg in self.segments)
         for seg in self.segments:
             if 2 * seg.n_live > self.MAX_MERGED_DOCS:
                 continue  # full enough: merging it again would mostly rewrite it
-            factor = self.BIG_MERGE_FACTOR if seg.n_live >= self.BIG_DOCS else self.MERGE_FACTOR
-            tier = (factor, int(math.log(max(seg.n_live, 1), factor)))
+            if seg.n_live >= self.BIG_DOCS:
+                factor = self.BIG_MERGE_FACTOR
+                tier = (factor, int(math.log(seg.n_live, factor)))
+            elif big:  # the tail of a large index: one tier
+                factor = self.BIG_MERGE_FACTOR
+                tier = (factor, -1)
+            else:
+                factor = self.MERGE_FACTOR
+                tier = (factor, int(math.log(max(seg.n_live, 1), factor)))
             tiers.setdefault(tier, []).append(seg)
         for (factor, _), group in tiers.items():
             if len(group) < factor:
