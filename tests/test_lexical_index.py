@@ -143,6 +143,33 @@ def test_allowed_filter_and_tiered_merge(tmp_path: Path) -> None:
     assert len(ids) and all(i % 2 == 0 for i in ids.tolist())
 
 
+def test_merge_policy_big_tiers_cap_and_full_segments(tmp_path: Path) -> None:
+    """Segments of BIG_DOCS docs or more merge BIG_MERGE_FACTOR at a time (the
+    smallest first, within the size cap, kept in index order), and so do the
+    smaller ones as one tail tier once a big one exists; a segment over half
+    the cap is never merged again; results stay those of the exhaustive scan."""
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.MAX_MERGED_DOCS, idx.BIG_DOCS = 130, 20  # 30-doc segments count as big
+    docs = _docs(70 + 5 * 30 + 4 * 5, seed=4)
+    idx.apply(docs[:70], [], 1)  # over half the cap: stays as it is
+    for i in range(3):
+        idx.apply(docs[70 + 30 * i : 100 + 30 * i], [], 2 + i)
+    for i in range(3):  # small segments of a large index: one tail tier, 3 < 4
+        idx.apply(docs[220 + 5 * i : 225 + 5 * i], [], 5 + i)
+    assert [s.n_docs for s in idx.segments] == [70, 30, 30, 30, 5, 5, 5]
+    idx.apply(docs[160:190], [], 8)  # a fourth big one: four of 30 fit under the cap
+    assert [s.n_docs for s in idx.segments] == [70, 120, 5, 5, 5]
+    assert idx.segments[1].chunk_ids.tolist() == [d.chunk_id for d in docs[70:190]]
+    idx.apply(docs[190:220], [], 9)
+    assert sorted(s.n_docs for s in idx.segments) == [5, 5, 5, 30, 70, 120]
+    idx.apply(docs[235:], [], 10)  # a fourth in the tail tier
+    assert [s.n_docs for s in idx.segments] == [70, 120, 20, 30]
+    for q in (["w1", "w5"], ["w2", "ddr", "阻抗"], ["stm32"]):
+        a = idx.search(q, k=20)
+        b = idx.search(q, k=20, prune=False)
+        assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist(), q
+
+
 def test_orphan_segments_of_a_crashed_writer_are_removed(tmp_path: Path) -> None:
     idx = LexicalIndex(tmp_path / "lex", writable=True)
     idx.apply(_docs(10), [], 1)
@@ -358,20 +385,24 @@ def test_explain_reads_one_terms_blocks_and_matches_the_search_score(tmp_path: P
     assert seg._raw is None or not (seg.folder / "packed.npy").exists()
 
 
-def test_exact_block_bounds_are_each_blocks_best_doc_and_follow_writes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("exact", [True, False])
+def test_cached_block_bounds_are_right_and_follow_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact: bool
 ) -> None:
-    """The kernel caches, per block it bounds, the largest BM25F pseudo-frequency
-    of the block's docs: it must equal that maximum computed from the raw
-    postings, and a write that changes the average lengths (every doc's
-    factor) must drop the cache, so searches stay equal to the exhaustive scan."""
+    """The kernel caches, per block it bounds, a bound of the block's BM25F
+    pseudo-frequencies: exact (``EXACT_BLOCK_BOUNDS``), it must equal their
+    maximum computed from the raw postings; loose (the default), the bound from
+    the block's max tf and min lengths, never below that maximum. A write that
+    changes the average lengths (every doc's factor) must drop the cache, so
+    searches stay equal to the exhaustive scan."""
+    from clawkb.index.blocks import LEN_OF_CODE
     from clawkb.index.scorer import BLOCKMAX_AVAILABLE
 
     if not BLOCKMAX_AVAILABLE:
         pytest.skip("block-max kernel not built (no C compiler at install)")
     import clawkb.index.lexical as lexical_mod
 
-    monkeypatch.setattr(lexical_mod, "EXACT_BLOCK_BOUNDS", True)  # off by default (see there)
+    monkeypatch.setattr(lexical_mod, "EXACT_BLOCK_BOUNDS", exact)
     rng = random.Random(21)
     common = ["线", "电", "阻"]
     vocab = [f"r{i}" for i in range(200)]
@@ -403,6 +434,7 @@ def test_exact_block_bounds_are_each_blocks_best_doc_and_follow_writes(
     cache = entry[3]
     assert (cache != 0).sum() > 0
     x = (seg.tfs.astype(np.float32) * idx._factor(seg)[seg.docs]).sum(axis=1, dtype=np.float32)
+    par = idx._block_params()
     blk_last = np.asarray(seg.packed["blk_last"])
     first = seg.term_blocks
     offsets = np.asarray(seg.offsets)
@@ -414,7 +446,15 @@ def test_exact_block_bounds_are_each_blocks_best_doc_and_follow_writes(
             assert int(seg.docs[min(p + 127, e - 1)]) == int(blk_last[b])
             if cache[b] != 0:
                 want = float(x[p : min(p + 128, e)].max())
-                assert cache[b] == (want if want > 0 else -1.0), (t, j)
+                if exact:
+                    assert cache[b] == (want if want > 0 else -1.0), (t, j)
+                else:
+                    lens = LEN_OF_CODE[np.asarray(seg.blocks["blk_minlen"][b], np.int64)]
+                    maxtf = np.asarray(seg.blocks["blk_maxtf"][b], np.float64)
+                    wf, bf, avg = (np.asarray(par[i : i + 3], np.float64) for i in (0, 3, 6))
+                    loose = float((maxtf * wf / ((1 - bf) + bf * lens / avg)).sum())
+                    assert cache[b] == pytest.approx(loose, rel=1e-5), (t, j)
+                    assert cache[b] >= want * (1 - 1e-6), (t, j)
                 checked += 1
     assert checked > 20
     # longer docs change the averages and so every factor: bounds must follow.

@@ -195,11 +195,25 @@ typedef struct {
     float *xmax;          /* exact largest pseudo-frequency of each block, filled
                              on first use (0: not known yet, -1: known to be 0);
                              NULL: none */
+    int exact;            /* xmax holds exact maxima (else the max-tf/min-length bound) */
     const uint8_t *minlen; /* min field length codes (_bounds.h) */
     const uint8_t *live;  /* NULL: every doc live */
     const int64_t *ids;   /* heap key of each doc (chunk ids); NULL: doc numbers */
     Py_ssize_t n_docs;
+    int64_t n_blocks;     /* slots of xmax (a damaged dictionary may point past them) */
 } SegCtx;
+
+/* Bound of block blk's pseudo-frequency from its max tf and min length per
+   field (taken from possibly different docs: looser than block_xmax, but no
+   decoding). par: weight[3], b[3], avg[3]. */
+static inline float loose_xmax(const SegCtx *c, const float *par, int64_t blk) {
+    float x = 0.0f;
+    for (int f = 0; f < 3; f++) {
+        float denom = (1.0f - par[3 + f]) + par[3 + f] * (float)len_of_code[c->minlen[3 * blk + f]] / par[6 + f];
+        if (denom > 0.0f) x += (float)c->g.maxtf[3 * blk + f] * (par[f] / denom);
+    }
+    return x;
+}
 
 typedef struct {
     Py_ssize_t *ord;
@@ -249,19 +263,16 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
         int64_t nb = (tm->e - tm->s + BLOCK - 1) / BLOCK;
         for (int64_t j = 0; j < nb; j++) {
             int64_t blk = tm->b0 + j;
-            float x = 0.0f;
-            if (c->xmax) {
+            float x;
+            if (c->xmax && blk >= 0 && blk < c->n_blocks) {
                 x = c->xmax[blk];
                 if (x == 0.0f) { /* not known yet */
-                    x = block_xmax(g, tm, blk);
+                    x = c->exact ? block_xmax(g, tm, blk) : loose_xmax(c, par, blk);
                     c->xmax[blk] = x > 0.0f ? x : -1.0f;
                 }
                 if (x < 0.0f) x = 0.0f;
             } else {
-                for (int f = 0; f < 3; f++) {
-                    float denom = (1.0f - par[3 + f]) + par[3 + f] * (float)len_of_code[c->minlen[3 * blk + f]] / par[6 + f];
-                    if (denom > 0.0f) x += (float)g->maxtf[3 * blk + f] * (par[f] / denom);
-                }
+                x = loose_xmax(c, par, blk);
             }
             float u = x > 0.0f ? tm->w * x * kp1 / (x + k1) * SLACK : 0.0f;
             bub[used + j] = u;
@@ -449,8 +460,8 @@ static PyObject *topk(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *result = NULL;
     for (; got < n_bufs; got++)
         if (get_buf(objs[got], &b[got], names[got]) < 0) goto done;
-    SegCtx c = {{b[0].buf, b[1].buf, b[11].buf, b[5].buf, b[2].buf}, NULL, b[6].buf,
-                o_live == Py_None ? NULL : b[12].buf, NULL, n_docs};
+    SegCtx c = {{b[0].buf, b[1].buf, b[11].buf, b[5].buf, b[2].buf}, NULL, 0, b[6].buf,
+                o_live == Py_None ? NULL : b[12].buf, NULL, n_docs, 0};
     const int64_t *ranges = b[3].buf, *blk0 = b[4].buf;
     const float *wts = b[7].buf, *par = b[8].buf; /* par: weight[3], b[3], avg[3] */
     Py_ssize_t T = b[7].len / (Py_ssize_t)sizeof(float);
@@ -486,7 +497,7 @@ done:
 
 #define SEG_ITEMS 12
 
-/* search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores) -> n or -1
+/* search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact]) -> n or -1
  *
  * The whole query in one call: every segment's term lookup (compact
  * dictionary, _dict.h), document frequencies summed over segments, idf
@@ -497,16 +508,19 @@ done:
  * blk_pos, blk_last, blk_maxtf, blk_minlen, factor, live or None, chunk_ids
  * [, block x cache or None]): the optional last item is a writable float32
  * array with one slot per block, 0 where unknown; the kernel fills the slots
- * of the blocks it bounds with their exact largest pseudo-frequency (valid
- * while `factor` is) and bounds those blocks by it.
+ * of the blocks it bounds with their largest pseudo-frequency (valid while
+ * `factor` is) and bounds those blocks by it: the exact maximum over the
+ * block's docs when `exact` is true (the default), else the cheap bound from
+ * max tf and min length, which then is computed once per block, not per query.
  * Returns -1 without scoring when a weight is not positive (the caller then
  * takes the general path). */
 static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *o_segs, *o_hash, *o_qw, *o_par, *o_out_ids, *o_out_scores;
     float k1;
     Py_ssize_t n_live;
-    if (!PyArg_ParseTuple(args, "O!OOOfnOO", &PyList_Type, &o_segs, &o_hash, &o_qw, &o_par, &k1,
-                          &n_live, &o_out_ids, &o_out_scores))
+    int exact = 1;
+    if (!PyArg_ParseTuple(args, "O!OOOfnOO|p", &PyList_Type, &o_segs, &o_hash, &o_qw, &o_par, &k1,
+                          &n_live, &o_out_ids, &o_out_scores, &exact))
         return NULL;
     Py_ssize_t S = PyList_GET_SIZE(o_segs);
     Py_buffer top[5];
@@ -561,6 +575,8 @@ static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
         ctx[i].ids = b[10].buf;
         ctx[i].n_docs = b[10].len / 8;
         ctx[i].xmax = NULL;
+        ctx[i].exact = exact;
+        ctx[i].n_blocks = b[5].len / (Py_ssize_t)sizeof(uint32_t);
         if (has[i * SEG_ITEMS + 11]) {
             if (b[11].len / (Py_ssize_t)sizeof(float) != b[5].len / (Py_ssize_t)sizeof(uint32_t)) {
                 PyErr_SetString(PyExc_ValueError, "block x cache must have one float per block");
@@ -624,7 +640,8 @@ static PyMethodDef methods[] = {
      "topk(packed, blk_pos, blk_last, factor, ranges, first_blocks, blk_maxtf, blk_minlen, weights,"
      " live, params, k1, n_docs, out_docs, out_scores, theta0) -> (n_out, n_scored)"},
     {"search", search, METH_VARARGS,
-     "search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores) -> n (-1: fall back)"},
+     "search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact]) -> n"
+     " (-1: fall back)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -104,11 +104,13 @@ class _Manifest:
 _SEG_NAME = re.compile(r"seg-\d+")
 
 
-#: Cache each block's exact bound (its best doc's BM25F pseudo-frequency), computed
-#: by the kernel the first time it bounds the block. Off: measured in one
-#: `bench/run_all.py` pass of 1,020 distinct queries at 100k docs, filling the
-#: cache cost more than it saved (p50 0.478 ms on vs 0.353 ms off, same run);
-#: warm (queries repeated on an unchanged index) it saves ~6 %. Writes drop it.
+#: What the kernel caches per block the first time it bounds it (valid until the
+#: next write, which changes the average lengths). True: the block's exact bound
+#: (its best doc's BM25F pseudo-frequency, which decodes the block). Off: measured
+#: in one `bench/run_all.py` pass of 1,020 distinct queries at 100k docs, filling
+#: that cache cost more than it saved (p50 0.478 ms on vs 0.353 ms off, same run).
+#: False: the cheap bound from the block's max tf and min lengths, which the
+#: kernel otherwise recomputed for every block of every query term (issue 24).
 EXACT_BLOCK_BOUNDS = False
 
 
@@ -122,7 +124,17 @@ class LexicalIndex:
     so the next sync rebuilds it from the store.
     """
 
+    #: Tiered merging: segments whose live doc counts share a power of MERGE_FACTOR
+    #: form a tier; MERGE_FACTOR segments of one tier are merged.
     MERGE_FACTOR = 8
+    #: Segments of at least BIG_DOCS docs (an ingest batch's worth) use tiers of
+    #: BIG_MERGE_FACTOR instead: a query pays per segment (term lookups, block
+    #: bounds, windows), and at 100k docs four 20k-doc worker segments become one
+    #: (bench/README.md, issue 24). Once the index has such a segment, all smaller
+    #: ones form one tail tier, also merged four at a time, so a large index does
+    #: not keep a trail of small segments; an index without one keeps factor 8.
+    BIG_DOCS = 16_384
+    BIG_MERGE_FACTOR = 4
     MAX_MERGED_DOCS = 250_000
     #: Below this many postings a plain scan is faster than pruning's bookkeeping
     #: (measured: at 100k docs pruning cost +50% p50; it pays on long lists).
@@ -463,22 +475,35 @@ class LexicalIndex:
             self._merge(group)
 
     def _merge_candidates(self) -> list[Segment]:
-        tiers: dict[int, list[Segment]] = {}
+        tiers: dict[tuple[int, int], list[Segment]] = {}
+        big = any(seg.n_live >= self.BIG_DOCS for seg in self.segments)
         for seg in self.segments:
-            tier = int(math.log(max(seg.n_live, 1), self.MERGE_FACTOR))
+            if 2 * seg.n_live > self.MAX_MERGED_DOCS:
+                continue  # full enough: merging it again would mostly rewrite it
+            if seg.n_live >= self.BIG_DOCS:
+                factor = self.BIG_MERGE_FACTOR
+                tier = (factor, int(math.log(seg.n_live, factor)))
+            elif big:  # the tail of a large index: one tier
+                factor = self.BIG_MERGE_FACTOR
+                tier = (factor, -1)
+            else:
+                factor = self.MERGE_FACTOR
+                tier = (factor, int(math.log(max(seg.n_live, 1), factor)))
             tiers.setdefault(tier, []).append(seg)
-        for group in tiers.values():
-            if len(group) < self.MERGE_FACTOR:
+        for (factor, _), group in tiers.items():
+            if len(group) < factor:
                 continue
             pick: list[Segment] = []
             total = 0
-            for seg in group:
+            # smallest first, so the cap on a merge's size still lets a tier merge
+            for seg in sorted(group, key=lambda s: s.n_live):
                 if total + seg.n_live > self.MAX_MERGED_DOCS:
                     break
                 pick.append(seg)
                 total += seg.n_live
-            if len(pick) >= 2:
-                return pick
+            if len(pick) >= 2:  # merged in index order (chunk order within a segment)
+                chosen = set(pick)
+                return [seg for seg in self.segments if seg in chosen]
         return []
 
     def merge(self, group: Sequence[Segment] | None = None) -> None:
@@ -586,6 +611,7 @@ class LexicalIndex:
                 self.params.k1,
                 self.n_docs,
                 k,
+                exact_bounds=EXACT_BLOCK_BOUNDS,
             )
             if found is not None:
                 return found[0], found[1], -1
@@ -681,11 +707,11 @@ class LexicalIndex:
                         seg,
                         (seg.terms, *seg.term_dict, p["packed"], p["blk_pos"]),
                         (p["blk_last"], b["blk_maxtf"], b["blk_minlen"], self._factor(seg)),
-                        # exact block bounds, filled by the kernel as blocks are
-                        # first bounded; valid as long as the factor (dropped
-                        # together on the next write). Zeroed pages cost no
-                        # memory until a query touches them.
-                        np.zeros(len(p["blk_last"]), np.float32) if EXACT_BLOCK_BOUNDS else None,
+                        # block bounds, filled by the kernel as blocks are first
+                        # bounded; valid as long as the factor (dropped together
+                        # on the next write). Zeroed pages cost no memory until
+                        # a query touches them.
+                        np.zeros(len(p["blk_last"]), np.float32),
                         None,  # the live array last seen ...
                         None,  # ... and what to pass for it (None: every doc live)
                     ]

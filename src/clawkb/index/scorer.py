@@ -203,13 +203,18 @@ def search_segments(
     k1: float,
     n_live: int,
     k: int,
+    *,
+    exact_bounds: bool = True,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """A whole query in one native call (``_blockmax.search``): term lookup in
     every segment, idf, and block-max top-k over all segments with one heap.
 
     ``segs`` are ``(terms, dfs, dict_index, packed, blk_pos, blk_last,
     blk_maxtf, blk_minlen, factor, live or None, chunk_ids)`` tuples, biggest
-    segment first. Returns (chunk ids, scores) sorted by descending score, ties
+    segment first, optionally followed by a float32 block cache (one slot per
+    block, zeros at first): the kernel keeps there each block's bound once
+    computed, the exact one with ``exact_bounds``, else the max-tf/min-length
+    one. Returns (chunk ids, scores) sorted by descending score, ties
     by ascending chunk id, or None when a term's weight is not positive (the
     general path handles that case).
     """
@@ -226,6 +231,7 @@ def search_segments(
         int(n_live),
         out_ids,
         out_scores,
+        exact_bounds,
     )
     if n < 0:
         return None
