@@ -163,6 +163,26 @@ def test_running_lines_of_a_two_page_file_and_bare_page_numbers() -> None:
     assert running_lines(single, [height]) == set()  # one page: nothing recurs
 
 
+def test_a_running_footer_whose_page_number_pdfium_spaced_out_is_still_furniture() -> None:
+    """Chromium's footer on page 11 of 16 came out of pdfium as "1 1/16": with
+    the spaces counted it matched no other page, stayed in, and its long URL
+    in small type was taken for the body size."""
+    url = "file:///home/me/manual.html"
+    numbers = ["1/4", "2/4", "3/4", "1 1/4"]
+    pages = [[_line("Body", 500), _line(f"{url} {n}", 20)] for n in numbers]
+    assert running_lines(pages, [842.0] * 4) == {(p, 1) for p in range(4)}
+
+
+def test_a_line_ending_in_a_chinese_full_stop_is_never_a_heading() -> None:
+    sentence = _line("下表列出全部寄存器。", 700, 14.0)
+    heading = _line("第三章 寄存器表", 750, 14.0)
+    scale = HeadingScale([[heading, sentence, _line("body " * 20, 600)]], 10.0)
+    assert scale.level(sentence) is None
+    assert scale.level(heading) == 1
+    alone = HeadingScale([[sentence, _line("body " * 20, 600)]], 10.0)
+    assert alone.levels == {}  # nor does it make a heading level of its size
+
+
 def test_cover_title_is_the_largest_type_on_page_one() -> None:
     first = [_line("CKB-7 控制器", 780, 24.0), _line("用户手册", 750, 24.0), _line("x" * 40, 600)]
     assert cover_title([first, [_line("y" * 40, 600)]], 10.0) == "CKB-7 控制器 用户手册"

@@ -52,6 +52,7 @@ from clawkb.parsers.pdf_page import (
     PageInfo,
     PageWriter,
     beside_tables,
+    in_margins,
     table_positions,
 )
 from clawkb.parsers.pdf_quiet import library_log
@@ -73,9 +74,10 @@ class PdfParser:
 
     name: ClassVar[str] = "pdf"
 
-    #: continued tables keep their header, stray cells are no headings (see parsers/base.py)
-
-    version: ClassVar[str] = "2"
+    #: 2: continued tables keep their header, stray cells are no headings;
+    #: 3: spaced-out page numbers in running footers, footers in the page edge
+    #: and sentences ending in "。" no longer make headings (see parsers/base.py)
+    version: ClassVar[str] = "3"
     extensions: ClassVar[tuple[str, ...]] = (".pdf",)
     mime_types: ClassVar[tuple[str, ...]] = ("application/pdf",)
     #: Run in a worker process under the per-file time limit (C code can hang).
@@ -155,7 +157,13 @@ class _Reader:
                 [ln for i, ln in enumerate(lines) if i not in skip]
                 for lines, skip in zip(kept, cells, strict=True)
             ]
-            scale = HeadingScale(prose, body_size(prose))
+            # Nor, for the body size, do lines in the page's outer strips: a running
+            # footer the furniture rule missed (a long file:// URL) is no prose.
+            inner = [
+                [ln for ln in lines if not in_margins(ln, page.height)]
+                for page, lines in zip(pages, prose, strict=True)
+            ]
+            scale = HeadingScale(prose, body_size(inner))
             self.cover_title = cover_title(prose, scale.body)
             for index, page in enumerate(pages):
                 PageWriter(

@@ -29,6 +29,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff]")
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.I)
 _FORCE_BOLD_FLAG = 1 << 18  # PDF font descriptor flag "ForceBold"
 _DIGITS = re.compile(r"\d+")
+_SPACES = re.compile(r"\s+")
 _PAGE_NUMBER = re.compile(
     r"^(?:page|p\.|第)?\s*[-–—]?\s*\d{1,4}\s*(?:/\s*\d{1,4}|of\s+\d{1,4}|页)?\s*[-–—]?\s*$",
     re.I,
@@ -211,8 +212,9 @@ def running_lines(pages: list[list[Line]], heights: list[float]) -> set[tuple[in
     """``(page index, line index)`` of running headers/footers to drop.
 
     A line in the top or bottom 8 % of its page whose text, with digits
-    blanked (page numbers change), recurs on at least half the pages (and at
-    least three; on a two-page document, on both) is page furniture, not
+    blanked (page numbers change) and spaces ignored (:func:`furniture_key`),
+    recurs on at least half the pages (and at least three; on a two-page
+    document, on both) is page furniture, not
     content: indexing it would put "Datasheet Rev 3 · Page 7 of 30" in every
     chunk. A bare page number there ("7", "- 7 -", "7/30", "Page 7") is
     furniture on any document of two or more pages.
@@ -229,7 +231,7 @@ def running_lines(pages: list[list[Line]], heights: list[float]) -> set[tuple[in
             if _PAGE_NUMBER.match(line.text):
                 drop.add((p, i))
                 continue
-            key = _DIGITS.sub("#", line.text.casefold())
+            key = furniture_key(line.text)
             if key not in seen:
                 seen.add(key)
                 where.setdefault(key, []).append((p, i))
@@ -238,6 +240,13 @@ def running_lines(pages: list[list[Line]], heights: list[float]) -> set[tuple[in
         if len(spots) >= need:
             drop.update(spots)
     return drop
+
+
+def furniture_key(text: str) -> str:
+    """What a running header or footer reads the same on every page: digits
+    blanked, and no spaces, because the spacing pdfium puts between glyphs
+    varies with them ("11/16" can come out as "1 1/16" where "10/16" does not)."""
+    return _DIGITS.sub("#", _SPACES.sub("", text.casefold()))
 
 
 def cover_title(pages: list[list[Line]], body: float) -> str | None:
@@ -270,6 +279,9 @@ class HeadingScale:
     become levels 1, 2, 3 … from the largest down (at most four; smaller ones
     share the last level). A short bold line at body size is one level below
     the smallest size level: datasheets often set sub-sections that way.
+    A line ending in a Chinese full stop ("下表列出全部寄存器。") is a
+    sentence, never a heading, whatever its size: should the body size come
+    out too small, the prose set in the real body size still reads as prose.
     """
 
     MAX_SIZE_LEVELS = 4
@@ -281,17 +293,23 @@ class HeadingScale:
             line.size
             for lines in pages
             for line in lines
-            if line.size >= body * 1.12
-            and len(line.text) <= self.MAX_HEADING_CHARS
-            and not CAPTION.match(line.text)
+            if line.size >= body * 1.12 and self._may_head(line.text)
         }
         ordered = sorted(big, reverse=True)
         self.levels = {size: min(i + 1, self.MAX_SIZE_LEVELS) for i, size in enumerate(ordered)}
         self.bold_level = min(len(ordered), self.MAX_SIZE_LEVELS) + 1
 
+    def _may_head(self, text: str) -> bool:
+        # a caption names its table or figure, it opens no section
+        return (
+            len(text) <= self.MAX_HEADING_CHARS
+            and not CAPTION.match(text)
+            and not text.rstrip().endswith("。")
+        )
+
     def level(self, line: Line) -> int | None:
-        if len(line.text) > self.MAX_HEADING_CHARS or CAPTION.match(line.text):
-            return None  # a caption names its table or figure, it opens no section
+        if not self._may_head(line.text):
+            return None
         if line.size in self.levels:
             return self.levels[line.size]
         if line.bold and abs(line.size - self.body) < 0.6 and _looks_like_title(line.text):

@@ -122,11 +122,7 @@ class PageWriter:
                 ended_with_table = False
                 # a piece of a table row cut by the page break (above this page's
                 # table) is no content that could stop the table continuing
-                if (
-                    MARGIN * self.page.height < line.bottom
-                    and line.top < (1 - MARGIN) * self.page.height
-                    and i not in self.beside
-                ):
+                if not in_margins(line, self.page.height) and i not in self.beside:
                     self.content_lines += 1
                 self._line(line, i in self.beside)
             elif spot[0] not in done_tables:
@@ -306,6 +302,12 @@ def beside_tables(
                     grown = True
                     break
     return out
+
+
+def in_margins(line: Line, height: float) -> bool:
+    """Whether ``line`` touches the page's outer strips (:data:`MARGIN`), where
+    print headers and footers live: no content that counts for layout."""
+    return line.bottom <= MARGIN * height or line.top >= (1 - MARGIN) * height
 
 
 def breaks(previous: Line, line: Line) -> bool:
