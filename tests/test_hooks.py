@@ -138,8 +138,17 @@ def extra_dist(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict
 
 
 def _forget_plugins() -> None:
+    """Read the entry points again, and rebuild ``search``: its flags come from the
+    options table when its module is imported, and an earlier test in this process
+    may have imported it before the test distribution was on the path."""
+    import importlib
+
+    import clawkb.cli.searching
+
     plugins.quick_entry_points.cache_clear()
     plugins.load_group.cache_clear()
+    importlib.reload(clawkb.cli.searching)
+    cli.commands.pop("search", None)
 
 
 def test_a_third_party_distribution_adds_a_command_stages_and_a_doctor_check(
