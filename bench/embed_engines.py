@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import logging
 import os
 import resource
 import sys
@@ -172,22 +171,12 @@ def ort_session(path: Path) -> Any:
 
 def quantised(fp32_model: Any, dest: Path) -> Path:
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from clawkb.embed.e5_onnx import quantize_int8
 
     src = dest.with_suffix(".fp32.onnx")
     onnx.save(fp32_model, str(src))
-    logging.disable(logging.WARNING)
-    try:
-        quantize_dynamic(
-            str(src),
-            str(dest),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            op_types_to_quantize=["MatMul", "Attention"],
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
-    finally:
-        logging.disable(logging.NOTSET)
+    quantize_int8(src, dest)
     return dest
 
 

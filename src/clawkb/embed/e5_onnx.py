@@ -129,7 +129,7 @@ def build(img: E5Image, dest: Path, precision: str = "int8") -> None:
     """Write the encoder graph to ``dest`` atomically (concurrent builders are safe)."""
     try:
         import onnx
-        from onnxruntime.quantization import QuantType, quantize_dynamic
+        import onnxruntime.quantization  # noqa: F401  (quantize_int8 needs it)
     except ImportError:
         raise MissingDependencyError("building the e5-small ONNX encoder", "dense") from None
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -140,20 +140,29 @@ def build(img: E5Image, dest: Path, precision: str = "int8") -> None:
             os.replace(fp32, dest)
             return
         out = Path(tmp) / "int8.onnx"
-        logging.disable(logging.WARNING)  # the quantiser logs advice to the root logger
-        try:
-            quantize_dynamic(
-                str(fp32),
-                str(out),
-                weight_type=QuantType.QInt8,
-                per_channel=True,
-                op_types_to_quantize=["MatMul", "Attention"],
-                # the fused com.microsoft ops defeat ONNX shape inference
-                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-            )
-        finally:
-            logging.disable(logging.NOTSET)
+        quantize_int8(fp32, out)
         os.replace(out, dest)
+
+
+def quantize_int8(src: Path, dest: Path) -> None:
+    """The shipped int8 layout: weights of every MatMul and the fused attention,
+    per channel, activations quantised on the fly."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    logging.disable(logging.WARNING)  # the quantiser logs advice to the root logger
+    try:
+        quantize_dynamic(
+            str(src),
+            str(dest),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul", "Attention"],
+            # the fused com.microsoft ops defeat ONNX shape inference
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 def _graph(img: E5Image) -> onnx.ModelProto:
