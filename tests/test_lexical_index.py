@@ -495,3 +495,8 @@ def test_readers_share_segment_maps_but_not_live_masks(tmp_path: Path) -> None:
 
     mine = [k for k in segment._SHARED if k.startswith(str(tmp_path / "lex"))]
     assert sorted(Path(k).name for k in mine) == [s.name for s in merged.segments]
+    # the shared set holds only segments an open reader still uses
+    for reader in (old, again, new, merged):
+        reader.close()
+    del a, b
+    assert not [k for k in segment._SHARED if k.startswith(str(tmp_path / "lex"))]

@@ -40,6 +40,7 @@ import json
 import os
 import shutil
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -415,10 +416,12 @@ def _open_array(path: Path) -> np.ndarray:
     return npyfile.load(path, mmap=True)
 
 
-#: Segments opened for reading, by folder: (the file identity they were opened at,
-#: the segment). Segment files never change once published, so every reader of a
-#: generation that still lists a segment maps it once (see :meth:`Segment.shared`).
-_SHARED: dict[str, tuple[tuple[Any, ...], Segment]] = {}
+#: Segments opened for reading, by folder. Segment files never change once
+#: published, so every reader of a generation that still lists a segment maps it
+#: once (see :meth:`Segment.shared`). Held weakly: each view keeps its base alive,
+#: so a segment (and its maps' file descriptors) goes with the last view using it,
+#: whether its KB was closed or a merge retired it.
+_SHARED: weakref.WeakValueDictionary[str, Segment] = weakref.WeakValueDictionary()
 _SHARED_LOCK = threading.Lock()
 
 
@@ -449,11 +452,13 @@ class Segment:
         name = str(folder)
         with _SHARED_LOCK:
             found = _SHARED.get(name)
-        if found is None or found[0] != key:
-            found = (key, cls(folder))
+        if found is None or found._share_key != key:
+            found = cls(folder)
+            found._share_key = key
             with _SHARED_LOCK:
                 _SHARED[name] = found
-        view = copy.copy(found[1])
+        view = copy.copy(found)
+        view._base = found  # keeps the shared entry alive while this view lives
         view.live = view._read_live()
         return view
 
@@ -470,6 +475,10 @@ class Segment:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        #: what :meth:`shared` opened this segment for (None: not shared)
+        self._share_key: tuple[Any, ...] | None = None
+        #: the shared segment this view copies, if any
+        self._base: Segment | None = None
         self.name = folder.name
         # Plain ndarray views of the maps: np.memmap's indexing overhead is
         # several microseconds per call, paid on every query term lookup.
