@@ -243,8 +243,9 @@ def test_bad_backend_settings_are_one_line_errors(tmp_path: Path) -> None:
 
 def test_eval_backend_milvus_scores_like_local() -> None:
     mini = str(Path(__file__).parent / "data" / "beir-mini" / "cranfield")
-    local = run("eval", mini, "--limit-queries", "10", "--json")
-    remote = run("eval", mini, "--limit-queries", "10", "--backend", "milvus", "--json")
+    # all 20 queries: with 10, one query moved by the title weight is 0.01 nDCG alone
+    local = run("eval", mini, "--json")
+    remote = run("eval", mini, "--backend", "milvus", "--json")
     assert local.exit_code == 0 and remote.exit_code == 0, remote.output
     lo = json.loads(local.stdout)["metrics"]["ndcg@10"]
     data = json.loads(remote.stdout)
