@@ -78,8 +78,6 @@ def test_section_titles_generic_or_not_return_their_own_section(esp):
             if title not in top:
                 missed.append((title, top))
     assert missed_on == []
-    # plain BM25F finds them too since the title field holds a chunk's own heading
-    # twice and its parents' words once (ingest/sync.py doc_fields): before, it put
-    # a page's other sections above the section a page title names ("Clock Tree"
-    # -> its "API Usage" section)
-    assert missed_off == []
+    # the stage is what does it: plain BM25F puts a page's other sections above
+    # the section a page title names ("Clock Tree" -> its "API Usage" section)
+    assert "Clock Tree" in {t for t, _ in missed_off}, missed_off

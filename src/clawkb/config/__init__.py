@@ -200,9 +200,9 @@ class Config:
     #: title (own heading twice, parents and document title once), body, code. Fitted
     #: on the dev half of esp-idf's section titles (bench/formats_trees.py); golden
     #: hit@3 and the shared sets' lexical nDCG@10 held or rose (formats-latest.md).
-    field_weights: tuple[float, float, float] = (4.0, 1.0, 0.6)
+    field_weights: tuple[float, float, float] = (2.0, 1.0, 0.6)
     #: below 1: a chunk without a title must keep a positive length norm (block bounds)
-    field_b: tuple[float, float, float] = (0.9, 0.75, 0.75)
+    field_b: tuple[float, float, float] = (0.3, 0.75, 0.75)
     index_batch_chunks: Annotated[int, Ge(1)] = 20000
     ingest_workers: Annotated[int, Ge(0)] = (
         0  # processes that parse/chunk/tokenize; 0 = one per core

@@ -20,7 +20,6 @@ import numpy as np
 from clawkb.errors import IndexError_
 from clawkb.index.lexical import LexicalIndex
 from clawkb.index.segment import DocFields, build_arrays, write_segment
-from clawkb.ingest.chunker import started_sections
 from clawkb.ingest.workers import WorkerPool
 from clawkb.store import db, pragmas
 from clawkb.store.repo import Repository
@@ -38,54 +37,30 @@ worker_peak_kb = 0
 def doc_fields(chunk_id: int, title: str, heading_json: str, kind: str, text: str) -> DocFields:
     """Split a chunk into BM25F fields: title + heading path, body, code.
 
-    The title field holds the chunk's own heading twice — the last entry of
-    its heading path, and every heading the chunk starts when the chunker
-    glued a heading-only section to it (:func:`started_sections`) — then each
-    other word of the document title and the parent headings once, unless the
-    own heading has it. A section's own title thus outweighs the same words
-    inherited by its subsections and a parent's words repeated down the path:
-    searching "Basic Concepts of Advertising" finds that section, not its
-    subsection "Basic Concepts of Scanning". Change the rule, bump
-    ``LEXICAL_FIELDS_VERSION`` (index/lexical.py). Consecutive chunks of one
-    document mostly share title and heading path, so the last one's title
-    tokens are reused (the lists are shared: callers only read them).
+    Consecutive chunks of one document mostly share title and heading path,
+    so the last one's title tokens are reused (the lists are shared: callers
+    only read them).
     """
-    head = _head_tokens(title, heading_json, text)
+    head = _head_tokens(title, heading_json)
     toks = tokenize(text)
     if kind == "code":
         return DocFields(chunk_id, head, [], toks)
     return DocFields(chunk_id, head, toks, [])
 
 
-#: (title, heading json, sections started, their tokens) of the last chunk seen by doc_fields.
-_last_head: tuple[str, str, int, list[str]] = ("", "[]", 1, [])
+#: (title, heading json, their tokens) of the last chunk seen by doc_fields.
+_last_head: tuple[str, str, list[str]] = ("", "[]", [])
 
 
-def _head_tokens(title: str, heading_json: str, text: str) -> list[str]:
+def _head_tokens(title: str, heading_json: str) -> list[str]:
     global _last_head
-    if heading_json == "[]":
-        heading: list[str] = []
-        started = 1
-    else:
-        heading = json.loads(heading_json)
-        started = started_sections(text, tuple(heading))
-    last_title, last_heading, last_started, toks = _last_head
-    if title == last_title and heading_json == last_heading and started == last_started:
+    last_title, last_heading, toks = _last_head
+    if title == last_title and heading_json == last_heading:
         return toks
-    if not heading:  # no section: the document title as it is
-        toks = tokenize(title)
-        _last_head = (title, heading_json, started, toks)
-        return toks
-    own = tokenize(" ".join(heading[-started:]))
-    context = ([] if title in heading else [title]) + heading[: len(heading) - started]
-    seen = set(own)
-    inherited = []
-    for tok in tokenize(" ".join(context)):
-        if tok not in seen:
-            seen.add(tok)
-            inherited.append(tok)
-    toks = [*own, *own, *inherited]
-    _last_head = (title, heading_json, started, toks)
+    heading = json.loads(heading_json) if heading_json != "[]" else []
+    head_text = " ".join([title, *heading]) if title not in heading else " ".join(heading)
+    toks = tokenize(head_text)
+    _last_head = (title, heading_json, toks)
     return toks
 
 
