@@ -85,7 +85,7 @@ static inline void ensure_block(const Seg *g, Term *t, int64_t b) {
     int n = (int)(block_end(t, b) - block_start(t, b));
     t->cb = b;
     if (decode_docs_checked(g->packed, g->plen, g->blk_pos, g->blk_last, g->maxtf, b, b == t->b0,
-                            n, g->n_docs, t->bd) < 0) {
+                            n, g->n_docs, t->bd, t->tf_bit, t->tf_w) < 0) {
         *g->err = 1;
         for (int i = 0; i < BLOCK; i++) t->bd[i] = UINT32_MAX;
         t->tf_w[0] = t->tf_w[1] = t->tf_w[2] = 0;
@@ -93,7 +93,6 @@ static inline void ensure_block(const Seg *g, Term *t, int64_t b) {
         t->bp = g->packed;
         return;
     }
-    block_layout(g->packed, g->blk_pos, g->maxtf, b, n, t->tf_bit, t->tf_w);
     t->bp = g->packed + g->blk_pos[b];
 }
 

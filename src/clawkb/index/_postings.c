@@ -147,8 +147,10 @@ static PyObject *unpack(PyObject *Py_UNUSED(self), PyObject *args) {
             int n = (int)((off[t + 1] - s) < PBLOCK ? (off[t + 1] - s) : PBLOCK);
             /* the docs are checked (bytes in range, ending at blk_last) before
                the frequencies are read from the same, now known good, bytes */
+            uint32_t tf_bit[3];
+            uint8_t tf_w[3];
             if (decode_docs_checked(packed, b[1].len, pos, last, maxtf, blk, s == off[t], n,
-                                    INT64_MAX, docs + s) < 0) { bad = 2; break; }
+                                    INT64_MAX, docs + s, tf_bit, tf_w) < 0) { bad = 2; break; }
             decode_block(packed, pos, last, maxtf, blk, s == off[t], n, docs + s, tfs + 3 * s);
         }
     }

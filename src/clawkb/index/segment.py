@@ -705,6 +705,9 @@ class Segment:
         found = (pos < n_terms) & (self.terms[pos_c] == hashes)
         starts = np.where(found, self.offsets[pos_c], 0)
         ends = np.where(found, self.offsets[pos_c + 1], 0)
+        limit = len(self._raw[0]) if self._raw is not None else int(self.offsets[-1])
+        if found.any() and ((starts < 0) | (ends < starts) | (ends > limit)).any():
+            raise ValueError("term offsets outside the postings")
         ranges = np.empty(2 * len(hashes), np.int64)
         ranges[0::2] = starts
         ranges[1::2] = ends
