@@ -9,6 +9,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clawkb import KnowledgeBase
-from clawkb.errors import ClawkbError
+from clawkb.errors import ClawkbError, IndexCorruptError
 from clawkb.index.lexical import LexicalIndex
 
 FUZZ = settings(
@@ -100,5 +101,55 @@ def test_damaged_files_mean_a_damaged_index_never_a_crash(
             assert not full_check or victim.suffix == ".json", index.folder
             with contextlib.suppress(ClawkbError):
                 _answers(index)
+    finally:
+        index.close()
+
+
+def _every(step: int, first: int = 0) -> Callable[[Path], object]:
+    return lambda seg: slice(first, None, step)
+
+
+def _block_starts(seg: Path) -> object:
+    return np.load(seg / "blk_pos.npy").astype(np.int64)
+
+
+#: Data bytes (the quick check on open does not read them) that a search kernel
+#: would index by: array, where in it (given the segment folder), new value.
+DAMAGE: dict[str, tuple[str, Callable[[Path], object], int]] = {
+    "first block of a group past the blocks": ("dict_index", _every(3, 1), 1 << 39),
+    "escape number past the dictionary": ("dict_index", _every(3, 2), 1 << 20),
+    "block offset past the packed bytes": ("blk_pos", _every(1), 1 << 30),
+    "gap width over 32 bits": ("packed", _block_starts, 200),
+    "block ends past the last doc": ("blk_last", _every(1), 1 << 20),
+    "gaps that overshoot the block's last doc": ("packed", lambda seg: slice(1, -8), 255),
+}
+
+
+@pytest.mark.parametrize("what", sorted(DAMAGE))
+def test_kernels_read_nothing_outside_the_arrays(pristine: Path, tmp_path: Path, what: str) -> None:
+    """Every query path (whole-query kernel, one term, no pruning) refuses a
+    segment with such a byte with one line naming it, never reading outside
+    an array."""
+    folder = tmp_path / "lexical"
+    shutil.copytree(pristine, folder)
+    (seg,) = sorted(folder.glob("seg-*"))
+    name, where, value = DAMAGE[what]
+    if not (seg / f"{name}.npy").exists():
+        pytest.skip("segments without packed postings (written without the native build)")
+    arr = np.load(seg / f"{name}.npy")
+    arr[where(seg)] = value  # type: ignore[index]
+    np.save(seg / f"{name}.npy", arr)
+    index = LexicalIndex(folder, full_check=False)
+    try:
+        assert index.damaged is None  # opens: only the data changed
+        refused = 0
+        for q in (*QUERIES, ["uart"], ["ohm"]):
+            for prune in (True, False):
+                try:
+                    index.search(q, k=5, prune=prune)
+                except IndexCorruptError as exc:
+                    assert str(seg) in str(exc) and "\n" not in str(exc)
+                    refused += 1
+        assert refused
     finally:
         index.close()

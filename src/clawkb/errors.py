@@ -83,7 +83,8 @@ class IndexError_(ClawkbError):
 
 
 class IndexCorruptError(IndexError_):
-    """A file of the index is missing, truncated or does not match its checksum."""
+    """A file of the index is missing, truncated or does not match its checksum,
+    or a search found a segment's arrays contradicting each other."""
 
 
 class DenseDamaged(IndexError_):

@@ -60,6 +60,9 @@ typedef struct {
     const uint32_t *blk_last;/* last doc of each block */
     const uint8_t *maxtf;    /* per-block max tf per field (also the tf bit widths) */
     const float *factor;
+    int64_t plen;            /* bytes of packed */
+    int64_t n_docs;          /* docs: factor has 3 per doc, live and ids one */
+    int *err;                /* set when a block turns out damaged */
 } Seg;
 
 static inline int64_t block_of(const Term *t, int64_t pos) { return t->b0 + (pos - t->s) / BLOCK; }
@@ -72,14 +75,25 @@ static inline int64_t block_end(const Term *t, int64_t b) {
     return end < t->e ? end : t->e;
 }
 
-/* Decode block b of term t unless it is the one held already. */
+/* Decode block b of term t unless it is the one held already. A damaged
+   block (bytes outside packed, docs that do not end at blk_last or reach
+   n_docs) sets *g->err and reads as docs UINT32_MAX with no frequencies: every
+   loop below stops on such a doc without indexing anything by it, and the
+   caller gives up at the next window. */
 static inline void ensure_block(const Seg *g, Term *t, int64_t b) {
     if (t->cb == b) return;
     int n = (int)(block_end(t, b) - block_start(t, b));
-    decode_docs(g->packed, g->blk_pos, g->blk_last, b, b == t->b0, n, t->bd);
-    block_layout(g->packed, g->blk_pos, g->maxtf, b, n, t->tf_bit, t->tf_w);
-    t->bp = g->packed + g->blk_pos[b];
     t->cb = b;
+    if (decode_docs_checked(g->packed, g->plen, g->blk_pos, g->blk_last, g->maxtf, b, b == t->b0,
+                            n, g->n_docs, t->bd, t->tf_bit, t->tf_w) < 0) {
+        *g->err = 1;
+        for (int i = 0; i < BLOCK; i++) t->bd[i] = UINT32_MAX;
+        t->tf_w[0] = t->tf_w[1] = t->tf_w[2] = 0;
+        t->tf_bit[0] = t->tf_bit[1] = t->tf_bit[2] = 0;
+        t->bp = g->packed;
+        return;
+    }
+    t->bp = g->packed + g->blk_pos[b];
 }
 
 /* BM25F pseudo-frequency of posting p (its block is decoded) for doc d. */
@@ -140,6 +154,7 @@ static inline float contribution(const Seg *g, Term *t, uint32_t d, float k1) {
    docs. Leaves the term's decoded block unset (cb = -1). */
 static float block_xmax(const Seg *g, Term *t, int64_t b) {
     ensure_block(g, t, b);
+    if (*g->err) { t->cb = -1; return 0.0f; }
     int n = (int)(block_end(t, b) - block_start(t, b));
     float best = 0.0f;
     for (int i = 0; i < n; i++) {
@@ -172,6 +187,25 @@ static float exact_score(const Seg *g, Term *terms, Py_ssize_t T, uint32_t d, fl
         if (cur_doc(g, tm) == d) score += contribution(g, tm, d, k1);
     }
     return score;
+}
+
+/* Blocks every per-block array holds (a damaged file may hold fewer in one). */
+static int64_t common_blocks(const Py_buffer *pos, const Py_buffer *last, const Py_buffer *maxtf,
+                             const Py_buffer *minlen) {
+    int64_t n = pos->len / 4;
+    if (last->len / 4 < n) n = last->len / 4;
+    if (maxtf->len / 3 < n) n = maxtf->len / 3;
+    if (minlen->len / 3 < n) n = minlen->len / 3;
+    return n;
+}
+
+/* ValueError((segment number, what)): the caller names the segment's folder. */
+static void set_damaged(Py_ssize_t seg, const char *what) {
+    PyObject *v = Py_BuildValue("(ns)", seg, what);
+    if (v) {
+        PyErr_SetObject(PyExc_ValueError, v);
+        Py_DECREF(v);
+    }
 }
 
 static void heap_offer(Entry *heap, Py_ssize_t *hp, Py_ssize_t k, Entry en) {
@@ -236,7 +270,8 @@ static int work_alloc(Work *w, Py_ssize_t T) {
 /* Score one segment into the top-k heap (h entries of k) shared across
  * segments; terms[t].s, e, b0 and w are set by the caller. theta is the
  * k-th best score so far (docs below it are skipped) and is raised as the
- * heap fills. Returns the number of docs scored in full, -1 on no memory. */
+ * heap fills. Returns the number of docs scored in full, -1 on no memory,
+ * -2 when the segment's arrays are damaged (the heap is then undefined). */
 static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, const float *par,
                                 float k1, Entry *heap, Py_ssize_t *hp, Py_ssize_t k,
                                 float *thetap, Work *wk) {
@@ -244,6 +279,17 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
     Py_ssize_t *ord = wk->ord;
     float *prefix = wk->prefix, *acc = wk->acc;
     uint64_t *bits = wk->bits;
+    /* every term's postings must map to blocks the arrays hold, its last
+       block ending below n_docs (the windows stop there); blocks are checked
+       as they are decoded */
+    for (Py_ssize_t t = 0; t < T; t++) {
+        const Term *tm = &terms[t];
+        if (tm->e == tm->s) continue;
+        if (tm->s < 0 || tm->e < tm->s || tm->b0 < 0 ||
+            (tm->e - tm->s + BLOCK - 1) / BLOCK > c->n_blocks - tm->b0 ||
+            (int64_t)g->blk_last[block_of(tm, tm->e - 1)] >= c->n_docs)
+            return -2;
+    }
     /* block bounds with the current parameters */
     float kp1 = k1 + 1.0f;
     int64_t used = 0, total_blocks = 0;
@@ -268,7 +314,7 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
                 x = c->xmax[blk];
                 if (x == 0.0f) { /* not known yet */
                     x = c->exact ? block_xmax(g, tm, blk) : loose_xmax(c, par, blk);
-                    c->xmax[blk] = x > 0.0f ? x : -1.0f;
+                    if (!*g->err) c->xmax[blk] = x > 0.0f ? x : -1.0f;
                 }
                 if (x < 0.0f) x = 0.0f;
             } else {
@@ -334,7 +380,7 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
     for (Py_ssize_t t = 0; t < T; t++)
         if (terms[t].e > terms[t].s && g->blk_last[block_of(&terms[t], terms[t].e - 1)] + 1 > max_doc)
             max_doc = g->blk_last[block_of(&terms[t], terms[t].e - 1)] + 1;
-    for (uint32_t lo = 0; lo < max_doc; lo += WINDOW) {
+    for (uint32_t lo = 0; lo < max_doc && !*g->err; lo += WINDOW) {
         uint32_t hi = lo + WINDOW;
         Py_ssize_t nt = 0;
         for (Py_ssize_t t = 0; t < T; t++) {
@@ -424,6 +470,7 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
     }
     free(bub);
     free(seen);
+    if (*g->err) return -2;
     *hp = h;
     *thetap = theta;
     return scored;
@@ -460,8 +507,15 @@ static PyObject *topk(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *result = NULL;
     for (; got < n_bufs; got++)
         if (get_buf(objs[got], &b[got], names[got]) < 0) goto done;
-    SegCtx c = {{b[0].buf, b[1].buf, b[11].buf, b[5].buf, b[2].buf}, NULL, 0, b[6].buf,
-                o_live == Py_None ? NULL : b[12].buf, NULL, n_docs, 0};
+    int err = 0;
+    SegCtx c = {{b[0].buf, b[1].buf, b[11].buf, b[5].buf, b[2].buf, b[0].len, n_docs, &err},
+                NULL, 0, b[6].buf, o_live == Py_None ? NULL : b[12].buf, NULL, n_docs,
+                common_blocks(&b[1], &b[11], &b[5], &b[6])};
+    if (n_docs < 0 || b[2].len / 12 < n_docs || (o_live != Py_None && b[12].len < n_docs) ||
+        b[3].len / 16 < b[7].len / 4 || b[4].len / 8 < b[7].len / 4) {
+        set_damaged(0, "arrays disagree in length");
+        goto done;
+    }
     const int64_t *ranges = b[3].buf, *blk0 = b[4].buf;
     const float *wts = b[7].buf, *par = b[8].buf; /* par: weight[3], b[3], avg[3] */
     Py_ssize_t T = b[7].len / (Py_ssize_t)sizeof(float);
@@ -483,7 +537,9 @@ static PyObject *topk(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_ssize_t h = 0;
     float theta = (float)theta0;
     Py_ssize_t scored = score_segment(&c, terms, T, par, k1, heap, &h, k, &theta, &wk);
-    if (scored < 0) {
+    if (scored == -2) {
+        set_damaged(0, "postings point outside their arrays");
+    } else if (scored < 0) {
         PyErr_NoMemory();
     } else {
         drain(heap, h, b[9].buf, b[10].buf);
@@ -535,6 +591,7 @@ static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
     Entry *heap = NULL;
     float *w = NULL;
     Work wk = {0};
+    int seg_err = 0;
     if (!sb || !has || !ctx) { PyErr_NoMemory(); goto done; }
     for (; tgot < 5; tgot++)
         if (get_buf(tobjs[tgot], &top[tgot], tnames[tgot]) < 0) goto done;
@@ -570,13 +627,21 @@ static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
         ctx[i].g.blk_last = b[5].buf;
         ctx[i].g.maxtf = b[6].buf;
         ctx[i].g.factor = b[8].buf;
+        ctx[i].g.plen = b[3].len;
+        ctx[i].g.err = &seg_err;
         ctx[i].minlen = b[7].buf;
         ctx[i].live = has[i * SEG_ITEMS + 9] ? b[9].buf : NULL;
         ctx[i].ids = b[10].buf;
         ctx[i].n_docs = b[10].len / 8;
         ctx[i].xmax = NULL;
         ctx[i].exact = exact;
-        ctx[i].n_blocks = b[5].len / (Py_ssize_t)sizeof(uint32_t);
+        ctx[i].n_blocks = common_blocks(&b[4], &b[5], &b[6], &b[7]);
+        ctx[i].g.n_docs = ctx[i].n_docs;
+        if (b[1].len != b[0].len / 8 || b[8].len / 12 < ctx[i].n_docs ||
+            (ctx[i].live && b[9].len < ctx[i].n_docs)) {
+            set_damaged(i, "arrays disagree in length");
+            goto done;
+        }
         if (has[i * SEG_ITEMS + 11]) {
             if (b[11].len / (Py_ssize_t)sizeof(float) != b[5].len / (Py_ssize_t)sizeof(uint32_t)) {
                 PyErr_SetString(PyExc_ValueError, "block x cache must have one float per block");
@@ -597,7 +662,10 @@ static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
         for (Py_ssize_t q = 0; q < Q; q++) {
             int64_t t = dict_find(b[0].buf, nt, hashes[q]);
             Term *sp = &spans[i * Q + q];
-            if (t >= 0) dict_entry(b[1].buf, b[2].buf, nt, t, &sp->s, &sp->e, &sp->b0);
+            if (t >= 0 && dict_entry(b[1].buf, b[2].buf, b[2].len / 8, nt, t, &sp->s, &sp->e, &sp->b0) < 0) {
+                set_damaged(i, "damaged term dictionary");
+                goto done;
+            }
         }
     }
     for (Py_ssize_t q = 0; q < Q; q++) {
@@ -617,7 +685,12 @@ static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
             n_post += terms[q].e - terms[q].s;
         }
         if (!n_post) continue;
-        if (score_segment(&ctx[i], terms, Q, par, k1, heap, &h, k, &theta, &wk) < 0) {
+        Py_ssize_t got = score_segment(&ctx[i], terms, Q, par, k1, heap, &h, k, &theta, &wk);
+        if (got == -2) {
+            set_damaged(i, "postings point outside their arrays");
+            goto done;
+        }
+        if (got < 0) {
             PyErr_NoMemory();
             goto done;
         }

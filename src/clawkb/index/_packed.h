@@ -73,6 +73,41 @@ static inline void decode_docs(const uint8_t *packed, const uint32_t *blk_pos,
     }
 }
 
+/* Whether block b (n postings, the term's first block when first_of_term)
+   can be decoded without reading outside its arrays and decodes to docs that
+   agree with blk_last: the block's bytes (width byte, bit stream, the 8-byte
+   tail a 64-bit load may touch) lie inside packed[0:plen], the gap width is
+   at most 32, and the docs, summed in 64 bits from the previous block's last
+   doc (0 for a term's first block), end exactly at blk_last[b] < n_docs. They
+   then ascend (gaps are unsigned) inside [blk_last[b - 1], blk_last[b]]. The
+   caller has checked 0 <= b < its block count. On success docs[0:n] hold the
+   block's docs and tf_bit, tf_w what block_layout gives; returns 0, or -1 on
+   damage (the outputs then undefined). */
+static inline int decode_docs_checked(const uint8_t *packed, int64_t plen, const uint32_t *blk_pos,
+                                      const uint32_t *blk_last, const uint8_t *maxtf, int64_t b,
+                                      int first_of_term, int n, int64_t n_docs, uint32_t *docs,
+                                      uint32_t tf_bit[3], uint8_t tf_w[3]) {
+    int64_t at = blk_pos[b];
+    if (n <= 0 || n > PBLOCK || at + 1 > plen) return -1;
+    int wd = packed[at];
+    if (wd > 32) return -1;
+    uint32_t bits = 8 + (uint32_t)n * (uint32_t)wd; /* block_layout's offsets, as a by-product */
+    for (int f = 0; f < 3; f++) {
+        tf_w[f] = (uint8_t)bit_width(maxtf[3 * b + f]);
+        tf_bit[f] = bits;
+        bits += (uint32_t)n * tf_w[f];
+    }
+    if (at + ((int64_t)bits + 7) / 8 + 8 > plen) return -1;
+    uint64_t bit = 8;
+    unpack_bits(packed + at, &bit, wd, n, docs);
+    uint64_t prev = first_of_term ? 0 : blk_last[b - 1];
+    for (int i = 0; i < n; i++) {
+        prev += docs[i];
+        docs[i] = (uint32_t)prev;
+    }
+    return (prev == blk_last[b] && (int64_t)prev < n_docs) ? 0 : -1;
+}
+
 /* One value of w bits (w <= 8 for frequencies) at bit `bit` of `base`. */
 static inline uint32_t read_bits(const uint8_t *base, uint64_t bit, int w) {
     return (uint32_t)((load64(base + (bit >> 3)) >> (bit & 7)) & ((1ull << w) - 1));

@@ -130,6 +130,8 @@ static PyObject *unpack(PyObject *Py_UNUSED(self), PyObject *args) {
     uint32_t *docs = b[5].buf;
     uint8_t *tfs = b[6].buf;
     Py_ssize_t T = b[0].len / 8 - 1, B = b[2].len / 4;
+    if (b[3].len / 4 < B) B = b[3].len / 4;
+    if (b[4].len / 3 < B) B = b[4].len / 3;
     int64_t P = T >= 0 ? off[T] : 0;
     if ((int64_t)(b[5].len / 4) < P || (int64_t)(b[6].len / 3) < P) {
         PyErr_SetString(PyExc_ValueError, "output buffers are too small");
@@ -139,16 +141,24 @@ static PyObject *unpack(PyObject *Py_UNUSED(self), PyObject *args) {
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t t = 0; t < T && !bad; t++) {
+        if (off[t] < 0 || off[t + 1] < off[t] || off[t + 1] > P) { bad = 2; break; }
         for (int64_t s = off[t]; s < off[t + 1]; s += PBLOCK, blk++) {
             if (blk >= B) { bad = 1; break; }
             int n = (int)((off[t + 1] - s) < PBLOCK ? (off[t + 1] - s) : PBLOCK);
+            /* the docs are checked (bytes in range, ending at blk_last) before
+               the frequencies are read from the same, now known good, bytes */
+            uint32_t tf_bit[3];
+            uint8_t tf_w[3];
+            if (decode_docs_checked(packed, b[1].len, pos, last, maxtf, blk, s == off[t], n,
+                                    INT64_MAX, docs + s, tf_bit, tf_w) < 0) { bad = 2; break; }
             decode_block(packed, pos, last, maxtf, blk, s == off[t], n, docs + s, tfs + 3 * s);
         }
     }
     Py_END_ALLOW_THREADS
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
     if (bad) {
-        PyErr_SetString(PyExc_ValueError, "packed postings have fewer blocks than offsets need");
+        PyErr_SetString(PyExc_ValueError, bad == 1 ? "packed postings have fewer blocks than offsets need"
+                                                   : "damaged packed postings");
         return NULL;
     }
     Py_RETURN_NONE;
@@ -538,12 +548,18 @@ static PyObject *dict_lookup(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     const uint64_t *terms = b[0].buf, *hashes = b[3].buf;
     int64_t *ranges = b[4].buf, *first = b[5].buf;
-    for (int64_t q = 0; q < nq; q++) {
+    int bad = 0;
+    for (int64_t q = 0; q < nq && !bad; q++) {
         int64_t t = dict_find(terms, nt, hashes[q]);
         if (t >= 0)
-            dict_entry(b[1].buf, b[2].buf, nt, t, &ranges[2 * q], &ranges[2 * q + 1], &first[q]);
+            bad = dict_entry(b[1].buf, b[2].buf, b[2].len / 8, nt, t, &ranges[2 * q],
+                             &ranges[2 * q + 1], &first[q]) < 0;
     }
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "damaged term dictionary");
+        return NULL;
+    }
     Py_RETURN_NONE;
 fail:
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);

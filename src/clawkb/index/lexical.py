@@ -21,19 +21,20 @@ the store's change log from the last applied sequence.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clawkb.errors import IndexError_
+from clawkb.errors import IndexCorruptError, IndexError_
 from clawkb.index import generations as gens
 from clawkb.index import npyfile
 from clawkb.index.scorer import (
@@ -115,6 +116,24 @@ _SEG_NAME = re.compile(r"seg-\d+")
 #: False: the cheap bound from the block's max tf and min lengths, which the
 #: kernel otherwise recomputed for every block of every query term (issue 24).
 EXACT_BLOCK_BOUNDS = False
+
+
+def _damaged(folder: Path, exc: Exception) -> IndexCorruptError:
+    """One line naming a segment whose arrays contradict themselves (found while
+    reading it: a change the quick check on open cannot see)."""
+    what = exc.args[-1] if exc.args else type(exc).__name__
+    return IndexCorruptError(f"{folder}: damaged segment ({what})")
+
+
+@contextlib.contextmanager
+def _reading(folder: Path) -> Iterator[None]:
+    """Reads of the segment in ``folder``: the kernels' ValueError on damaged
+    arrays, and numpy's IndexError where the Python fallback indexes with
+    them, become :class:`IndexCorruptError`."""
+    try:
+        yield
+    except (ValueError, IndexError) as exc:
+        raise _damaged(folder, exc) from None
 
 
 class LexicalIndex:
@@ -606,19 +625,28 @@ class LexicalIndex:
         # One term: the exhaustive scan of its list counts the matches (the
         # CLI reports them) at no extra cost; more terms: one native call.
         if use_blocks and len(uniq) > 1:
-            found = search_segments(
-                self._native_segments(allowed),
-                hashes,
-                np.asarray(weights, np.float64),
-                self._block_params(),
-                self.params.k1,
-                self.n_docs,
-                k,
-                exact_bounds=EXACT_BLOCK_BOUNDS,
-            )
+            try:
+                found = search_segments(
+                    self._native_segments(allowed),
+                    hashes,
+                    np.asarray(weights, np.float64),
+                    self._block_params(),
+                    self.params.k1,
+                    self.n_docs,
+                    k,
+                    exact_bounds=EXACT_BLOCK_BOUNDS,
+                )
+            except ValueError as exc:  # the kernel names the segment by its place
+                n = exc.args[0] if len(exc.args) == 2 and isinstance(exc.args[0], int) else -1
+                args = self._native_args or []
+                folder = args[n][0].folder if 0 <= n < len(args) else self.folder
+                raise _damaged(folder, exc) from None
             if found is not None:
                 return found[0], found[1], -1
-        per_seg = [seg.lookup(hashes, blocks=True) for seg in self.segments]
+        per_seg = []
+        for seg in self.segments:
+            with _reading(seg.folder):
+                per_seg.append(seg.lookup(hashes, blocks=True))
         df = np.sum([p[1] for p in per_seg], axis=0)
         w = (self.idf(df) * np.asarray(weights)).astype(np.float32)
         ids_out, sc_out = [], []
@@ -637,53 +665,54 @@ class LexicalIndex:
                 mask = np.zeros(seg.n_docs, np.uint8)
                 mask[seg.locate(allowed)] = 1
                 live = mask & live
-            n_post = int((ranges[1::2] - ranges[0::2]).sum())
-            blockmax = BLOCKMAX_AVAILABLE and n_post >= self.BLOCKMAX_MIN_POSTINGS
-            if (
-                prune
-                and use_native
-                and blockmax
-                and len(w) > 1
-                and positive
-                and block_params is not None
-            ):
-                theta0 = float(best[k - 1]) if len(best) >= k else 0.0
-                local, sc, _ = score_topk_blockmax(
-                    seg.packed,
-                    self._factor(seg),
-                    ranges,
-                    first_blocks,
-                    seg.blocks,
-                    w,
-                    live,
-                    block_params,
-                    self.params.k1,
-                    k,
-                    theta0,
-                )
-                m = -1
-            elif (
-                prune
-                and use_native
-                and len(w) > 1
-                and n_post >= self.PRUNE_MIN_POSTINGS
-                and seg.has_raw
-            ):
-                theta0 = float(best[k - 1]) if len(best) >= k else 0.0
-                local, sc, m = self._score_pruned(seg, hashes, ranges, w, live, k, theta0)
-            else:
-                docs, tfs, local_ranges = seg.query_postings(ranges, first_blocks)
-                local, sc, m = score_topk(
-                    docs,
-                    tfs,
-                    self._factor(seg),
-                    local_ranges,
-                    w,
-                    live,
-                    self.params.k1,
-                    k,
-                    use_native=use_native,
-                )
+            with _reading(seg.folder):
+                n_post = int((ranges[1::2] - ranges[0::2]).sum())
+                blockmax = BLOCKMAX_AVAILABLE and n_post >= self.BLOCKMAX_MIN_POSTINGS
+                if (
+                    prune
+                    and use_native
+                    and blockmax
+                    and len(w) > 1
+                    and positive
+                    and block_params is not None
+                ):
+                    theta0 = float(best[k - 1]) if len(best) >= k else 0.0
+                    local, sc, _ = score_topk_blockmax(
+                        seg.packed,
+                        self._factor(seg),
+                        ranges,
+                        first_blocks,
+                        seg.blocks,
+                        w,
+                        live,
+                        block_params,
+                        self.params.k1,
+                        k,
+                        theta0,
+                    )
+                    m = -1
+                elif (
+                    prune
+                    and use_native
+                    and len(w) > 1
+                    and n_post >= self.PRUNE_MIN_POSTINGS
+                    and seg.has_raw
+                ):
+                    theta0 = float(best[k - 1]) if len(best) >= k else 0.0
+                    local, sc, m = self._score_pruned(seg, hashes, ranges, w, live, k, theta0)
+                else:
+                    docs, tfs, local_ranges = seg.query_postings(ranges, first_blocks)
+                    local, sc, m = score_topk(
+                        docs,
+                        tfs,
+                        self._factor(seg),
+                        local_ranges,
+                        w,
+                        live,
+                        self.params.k1,
+                        k,
+                        use_native=use_native,
+                    )
             matched = -1 if m < 0 or matched < 0 else matched + m
             ids_out.append(np.asarray(seg.chunk_ids[local]))
             sc_out.append(sc)

@@ -511,6 +511,52 @@ class Segment:
                 blocks["blk_minlen"] = minlen_codes(minlen)
             if blocks["blk_minlen"].dtype == np.uint8:  # else an early layout: recompute
                 self._blocks = blocks
+        self._check_layout()
+
+    def _check_layout(self) -> None:
+        """Raise ValueError unless every array has its type and a length that
+        agrees with the others: the kernels index the maps by these lengths. A
+        few comparisons; the values themselves are checked as they are read
+        (``_dict.h``, ``_packed.h``)."""
+        n, t = len(self.chunk_ids), len(self.terms)
+        want: list[tuple[str, np.ndarray | None, str, tuple[int | None, ...]]] = [
+            ("chunk_ids", self.chunk_ids, "<i8", (n,)),
+            ("lens", self.lens, "<u4", (n, N_FIELDS)),
+            ("terms", self.terms, "<u8", (t,)),
+        ]
+        if self._dict is not None:
+            want += [
+                ("dfs", self._dict[0], "|u1", (t,)),
+                ("dict_index", self._dict[1], "<i8", (None,)),
+            ]
+        if self._offsets is not None:
+            want.append(("offsets", self._offsets, "<i8", (t + 1,)))
+        if self._packed is not None:
+            b = len(self._packed["blk_pos"])
+            want += [
+                ("packed", self._packed["packed"], "|u1", (None,)),
+                ("blk_pos", self._packed["blk_pos"], "<u4", (b,)),
+                ("blk_last", self._packed["blk_last"], "<u4", (b,)),
+            ]
+            if self._blocks is not None:
+                want.append(("blk_maxtf", self._blocks["blk_maxtf"], "|u1", (b, N_FIELDS)))
+                want.append(("blk_minlen", self._blocks["blk_minlen"], "|u1", (b, N_FIELDS)))
+        if self._raw is not None:
+            p = len(self._raw[0])
+            want += [
+                ("docs", self._raw[0], "<u4", (p,)),
+                ("tfs", self._raw[1], "|u1", (p, N_FIELDS)),
+            ]
+        for name, arr, dtype, shape in want:
+            if arr is None:
+                continue
+            ok = arr.dtype.str == dtype and arr.ndim == len(shape) and arr.flags.c_contiguous
+            if not ok or any(
+                w is not None and w != got for w, got in zip(shape, arr.shape, strict=False)
+            ):
+                raise ValueError(
+                    f"{self.folder / name}.npy: {arr.dtype.str} {arr.shape}, expected {dtype} {shape}"
+                )
 
     def _read_live(self) -> np.ndarray:
         live_path = self.folder / "live.npy"
@@ -668,6 +714,9 @@ class Segment:
         found = (pos < n_terms) & (self.terms[pos_c] == hashes)
         starts = np.where(found, self.offsets[pos_c], 0)
         ends = np.where(found, self.offsets[pos_c + 1], 0)
+        limit = len(self._raw[0]) if self._raw is not None else int(self.offsets[-1])
+        if found.any() and ((starts < 0) | (ends < starts) | (ends > limit)).any():
+            raise ValueError("term offsets outside the postings")
         ranges = np.empty(2 * len(hashes), np.int64)
         ranges[0::2] = starts
         ranges[1::2] = ends
