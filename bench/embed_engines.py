@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import resource
 import sys
@@ -50,7 +49,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from embed_speed import CACHE, SETS, sample_texts  # noqa: E402
-from shared_data import add_datasets_flag, datasets_dir  # noqa: E402
+from shared_data import add_datasets_flag, datasets_dir, write_results  # noqa: E402
 
 VARIANTS = (
     "ort-int8",
@@ -367,11 +366,7 @@ def main(argv: list[str] | None = None) -> int:
                         m[f"{key}_min"], m[f"{key}_mean"] = float(cos.min()), float(cos.mean())
                 res[v] = m
             doc["sets"][set_name] = {"n": len(texts), "variants": res}
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "embed-engines.json").write_text(json.dumps(doc, indent=2) + "\n")
-    md = render(doc)
-    (args.out_dir / "embed-engines.md").write_text(md + "\n", encoding="utf-8")
-    print(md)
+    write_results(args.out_dir, "embed-engines.json", "embed-engines.md", doc, render)
     return 0
 
 

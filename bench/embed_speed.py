@@ -50,7 +50,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from shared_data import add_datasets_flag, datasets_dir  # noqa: E402
+from shared_data import add_datasets_flag, datasets_dir, write_results  # noqa: E402
 
 #: The commit the embedding speed work (issue 24) started from.
 OLD_REF = "4a2f33d"
@@ -299,11 +299,7 @@ def main(argv: list[str] | None = None) -> int:
             "cos_min": float(cos.min()),
             "cos_mean": float(cos.mean()),
         }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "embed-speed.json").write_text(json.dumps(doc, indent=2) + "\n")
-    md = render(doc)
-    (args.out_dir / "embed-speed.md").write_text(md + "\n", encoding="utf-8")
-    print(md)
+    write_results(args.out_dir, "embed-speed.json", "embed-speed.md", doc, render)
     return 0
 
 

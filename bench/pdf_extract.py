@@ -31,7 +31,6 @@ import argparse
 import datetime as dt
 import importlib.metadata
 import io
-import json
 import re
 import sys
 import tempfile
@@ -44,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import pdfgen  # noqa: E402
+from shared_data import write_results  # noqa: E402
 
 PageTexts = list[str]
 Extractor = Callable[[bytes], PageTexts]
@@ -234,11 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         p: importlib.metadata.version(p) for p in ("pypdfium2", "pdfplumber", "pypdf", "reportlab")
     }
     doc.update(run(args.repeat))
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / f"pdf-{doc['date'][:10]}.json").write_text(json.dumps(doc, indent=2) + "\n")
-    md = render(doc)
-    (args.out_dir / "pdf-latest.md").write_text(md + "\n", encoding="utf-8")
-    print(md)
+    write_results(args.out_dir, f"pdf-{doc['date'][:10]}.json", "pdf-latest.md", doc, render)
     return 0
 
 

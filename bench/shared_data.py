@@ -8,8 +8,11 @@ checkout). Nothing here names one machine's absolute path.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = REPO.parent / "shared" / "datasets"
@@ -41,3 +44,16 @@ def shown(path: str | os.PathLike[str]) -> str:
         return str(Path("..") / p.relative_to(REPO.parent))
     except ValueError:
         return str(Path(*p.parts[-2:]))
+
+
+def write_results(
+    out_dir: Path, json_name: str, md_name: str, doc: dict[str, Any], render: Callable[..., str]
+) -> str:
+    """Write a run's figures as ``out_dir/json_name`` and its table as ``out_dir/md_name``;
+    print the table and return it."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / json_name).write_text(json.dumps(doc, indent=2) + "\n")
+    md = render(doc)
+    (out_dir / md_name).write_text(md + "\n", encoding="utf-8")
+    print(md)
+    return md
