@@ -206,6 +206,11 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
 
 
+def percentiles(values: list[float], prefix: str = "") -> dict[str, float]:
+    """``{prefix}p50_ms``, ``p95_ms`` and ``p99_ms`` of ``values`` (milliseconds)."""
+    return {f"{prefix}p{q}_ms": round(pct(values, q / 100), 2) for q in (50, 95, 99)}
+
+
 def run(seconds: float, readers: int, stable: int, churn: int, work: Path) -> dict[str, Any]:
     from clawkb.kb import KnowledgeBase
 
@@ -254,9 +259,7 @@ def run(seconds: float, readers: int, stable: int, churn: int, work: Path) -> di
         "errors": errors,
         "empty_for_existing": empty,
         "first_error": first_error,
-        "p50_ms": round(pct(lat, 0.50), 2),
-        "p95_ms": round(pct(lat, 0.95), 2),
-        "p99_ms": round(pct(lat, 0.99), 2),
+        **percentiles(lat),
         "writer": results["writer"],
         "embed": results.get("embed"),
         "memory": results["memory"],
@@ -513,9 +516,7 @@ def run_server(
         "wrong": wrong,
         "first_error": first_error,
         "first_wrong": first_wrong,
-        "p50_ms": round(pct(lat, 0.50), 2),
-        "p95_ms": round(pct(lat, 0.95), 2),
-        "p99_ms": round(pct(lat, 0.99), 2),
+        **percentiles(lat),
         "max_ms": round(max(lat), 1) if lat else float("nan"),
         "server_p50_ms": round(pct(took, 0.50), 2),
         "server_p99_ms": round(pct(took, 0.99), 2),
