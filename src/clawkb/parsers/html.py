@@ -42,13 +42,16 @@ from __future__ import annotations
 import codecs
 import re
 from pathlib import PurePath
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from clawkb.errors import MissingDependencyError
 from clawkb.ingest.decode import normalize_newlines
 from clawkb.parsers.safety import guard, reject_dtd
 from clawkb.parsers.sniff import decode_text_or_reject
 from clawkb.types import Link, ParsedDocument, Slice
+
+if TYPE_CHECKING:
+    from lxml.html import HtmlElement
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>", re.I)
@@ -191,7 +194,7 @@ def _parse_html(text: str, path: str, encoding: str) -> ParsedDocument:
     walker.walk(body if body is not None else root)
     title_el = root.find(".//title")
     title = _clean(title_el.text_content()) if title_el is not None else ""
-    metadata: dict[str, Any] = {"links": walker.all_links[:MAX_LINKS]}
+    metadata: dict[str, object] = {"links": walker.all_links[:MAX_LINKS]}
     desc = root.find(".//meta[@name='description']")
     if desc is not None and desc.get("content"):
         metadata["description"] = _clean(desc.get("content", ""))
@@ -220,8 +223,8 @@ class _Walker:
     def path(self) -> tuple[str, ...]:
         return tuple(t for _, t in self.stack)
 
-    def walk(self, top: Any) -> None:
-        todo: list[tuple[Any, str | None, int]] = [(top, None, 0)]
+    def walk(self, top: HtmlElement) -> None:
+        todo: list[tuple[HtmlElement | None, str | None, int]] = [(top, None, 0)]
         while todo:
             el, loose, line = todo.pop()
             if el is None:
@@ -231,7 +234,7 @@ class _Walker:
             if children is None:
                 continue
             # loose text between child blocks: el.text, then each child's tail
-            items: list[tuple[Any, str | None, int]] = []
+            items: list[tuple[HtmlElement | None, str | None, int]] = []
             if el.text and el.text.strip():
                 items.append((None, el.text, el.sourceline or 0))
             for child in children:
@@ -240,7 +243,7 @@ class _Walker:
                     items.append((None, child.tail, child.sourceline or 0))
             todo.extend(reversed(items))
 
-    def _visit(self, el: Any) -> list[Any] | None:
+    def _visit(self, el: HtmlElement) -> list[HtmlElement] | None:
         """Handle ``el``; return children to walk when it is a container of blocks."""
         tag = el.tag if isinstance(el.tag, str) else ""
         if not tag or tag in DROP or _hidden(el):
@@ -265,19 +268,33 @@ class _Walker:
         start = min(max(line, 1), self.last_line)
         return start, min(max(start, last), self.last_line)
 
-    def _emit(self, text: str, line: int, raw: str, kind: str, el: Any = None, **kw: Any) -> None:
+    def _emit(
+        self,
+        text: str,
+        line: int,
+        raw: str,
+        kind: str,
+        el: HtmlElement | None = None,
+        *,
+        links: tuple[Link, ...] = (),
+        language: str | None = None,
+    ) -> None:
         if text.strip():
             end = line + raw.strip("\n").count("\n")
             if el is not None:
                 end = max(end, _last_line(el, line))
             start, end = self._span(line, end)
-            self.slices.append(Slice(text, start, end, self.path, kind=kind, **kw))
+            self.slices.append(
+                Slice(text, start, end, self.path, kind=kind, language=language, links=links)
+            )
 
-    def _paragraph(self, raw: str, line: int, links: tuple[Link, ...], el: Any = None) -> None:
+    def _paragraph(
+        self, raw: str, line: int, links: tuple[Link, ...], el: HtmlElement | None = None
+    ) -> None:
         self._remember(links)
         self._emit(_clean(raw), max(line, 1), raw, "text", el, links=links)
 
-    def _heading(self, level: int, text: str, line: int, el: Any) -> None:
+    def _heading(self, level: int, text: str, line: int, el: HtmlElement) -> None:
         while self.stack and self.stack[-1][0] >= level:
             self.stack.pop()
         if not text:
@@ -288,7 +305,7 @@ class _Walker:
         start, end = self._span(line, _last_line(el, line))
         self.slices.append(Slice(text, start, end, self.path, links=_links(el)))
 
-    def _code(self, el: Any, line: int) -> None:
+    def _code(self, el: HtmlElement, line: int) -> None:
         raw = el.text_content().strip("\n")
         # Sphinx and MkDocs put the language on the wrapper: div.highlight-bash > div > pre
         parent = el.getparent()
@@ -301,7 +318,7 @@ class _Walker:
         language = m.group(1).lower() if m else None
         self._emit(raw, line, raw, "code", el, language=None if language == "default" else language)
 
-    def _table(self, el: Any, line: int) -> None:
+    def _table(self, el: HtmlElement, line: int) -> None:
         rows = [r for r in el.iter("tr") if _nearest_table(r) is el]
         cells = [[_cell_text(c) for c in r if c.tag in ("td", "th")] for r in rows]
         cells = [c for c in cells if any(c)]
@@ -317,7 +334,7 @@ class _Walker:
             Slice("\n".join(lines), start, end, self.path, kind="table", links=links)
         )
 
-    def _list(self, el: Any, line: int) -> None:
+    def _list(self, el: HtmlElement, line: int) -> None:
         items = [it for it in el.iter("li", "dt", "dd") if it.getparent() is el]
         body = "\n".join(
             f"- {_clean(it.text_content())}" for it in items if _clean(it.text_content())
@@ -335,7 +352,7 @@ class _Walker:
                 self.all_links.append(link.target)
 
 
-def _links(el: Any) -> tuple[Link, ...]:
+def _links(el: HtmlElement) -> tuple[Link, ...]:
     out = []
     for a in el.iter("a"):
         href = (a.get("href") or "").strip()
@@ -344,7 +361,7 @@ def _links(el: Any) -> tuple[Link, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def _last_line(el: Any, line: int) -> int:
+def _last_line(el: HtmlElement, line: int) -> int:
     """The last source line ``el``'s content reaches: its last descendant's line
     plus the newlines in that descendant's text (lxml records start lines only)."""
     last = line
@@ -357,7 +374,7 @@ def _last_line(el: Any, line: int) -> int:
     return max(last, line)
 
 
-def _strip_controls(root: Any) -> None:
+def _strip_controls(root: HtmlElement) -> None:
     """Remove control text and permalink glyphs (see the module docstring); tails stay."""
     doomed = []
     for el in root.iter():
@@ -371,7 +388,7 @@ def _strip_controls(root: Any) -> None:
             el.drop_tree()  # keeps el.tail in place
 
 
-def _is_control(el: Any, tag: str) -> bool:
+def _is_control(el: HtmlElement, tag: str) -> bool:
     classes = (el.get("class") or "").split()
     if any(_CONTROL_CLASS.match(c) for c in classes):
         return True
@@ -383,32 +400,32 @@ def _is_control(el: Any, tag: str) -> bool:
     return False
 
 
-def _heading_text(el: Any) -> str:
+def _heading_text(el: HtmlElement) -> str:
     return _HEADING_TAIL.sub("", _clean(el.text_content()))
 
 
-def _hidden(el: Any) -> bool:
+def _hidden(el: HtmlElement) -> bool:
     """Chrome or hidden content; a hidden tab panel is content (one tab shows at a time)."""
     if el.get("hidden") is not None and not _tab_panel(el):
         return True
     return el.get("role") in ("navigation", "banner")
 
 
-def _tab_panel(el: Any) -> bool:
+def _tab_panel(el: HtmlElement) -> bool:
     """A tab's panel (Docusaurus, sphinx-tabs, Bootstrap): ``role="tabpanel"`` or its class."""
     if el.get("role") == "tabpanel":
         return True
     return any(_TAB_PANEL_CLASS.match(c) for c in (el.get("class") or "").split())
 
 
-def _nearest_table(el: Any) -> Any:
+def _nearest_table(el: HtmlElement) -> HtmlElement | None:
     parent = el.getparent()
     while parent is not None and parent.tag != "table":
         parent = parent.getparent()
     return parent
 
 
-def _cell_text(cell: Any) -> str:
+def _cell_text(cell: HtmlElement) -> str:
     return _clean(cell.text_content()).replace("|", "\\|")
 
 
