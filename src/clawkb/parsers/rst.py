@@ -40,15 +40,18 @@ import io
 import re
 import threading
 from pathlib import PurePath
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from clawkb.ingest.decode import decode_source
 from clawkb.parsers.safety import guard
 from clawkb.types import Link, ParsedDocument, Slice
 
+if TYPE_CHECKING:
+    from docutils import nodes
+
 #: docutils settings: silent (nothing reaches the terminal), no file or raw
 #: inclusion, no config files, no title promotion (sections stay sections).
-SETTINGS: dict[str, Any] = {
+SETTINGS: dict[str, object] = {
     "report_level": 5,
     "halt_level": 5,
     "file_insertion_enabled": False,
@@ -132,7 +135,7 @@ def parse_rst(text: str, path: str, encoding: str | None = None) -> ParsedDocume
         walker = _Walker(text.split("\n"), path)
         walker.walk(doctree)
     title = walker.first_title or PurePath(path).stem
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, object] = {}
     if walker.labels:
         metadata["labels"] = sorted(walker.labels)[:500]
     return ParsedDocument(
@@ -193,7 +196,7 @@ class _Walker:
 
     # line bookkeeping ---------------------------------------------------------------
 
-    def walk(self, doctree: Any) -> None:
+    def walk(self, doctree: nodes.document) -> None:
         from docutils import nodes
 
         starts = set()
@@ -206,7 +209,7 @@ class _Walker:
         self.starts = sorted(starts)
         self._children(doctree, ())
 
-    def _own_line(self, node: Any) -> int | None:
+    def _own_line(self, node: nodes.Element) -> int | None:
         """1-based first source line of ``node`` if docutils knows it (titles fixed)."""
         from docutils import nodes
 
@@ -226,7 +229,7 @@ class _Walker:
             start -= 1  # an overline
         return start
 
-    def _first_line(self, node: Any) -> int | None:
+    def _first_line(self, node: nodes.Element) -> int | None:
         from docutils import nodes
 
         best: int | None = None
@@ -238,7 +241,7 @@ class _Walker:
                 best = line
         return best
 
-    def _last_known(self, node: Any) -> int | None:
+    def _last_known(self, node: nodes.Element) -> int | None:
         from docutils import nodes
 
         best: int | None = None
@@ -252,7 +255,7 @@ class _Walker:
                 best = line + extra
         return best
 
-    def _span(self, node: Any, exact_lines: int | None = None) -> tuple[int, int] | None:
+    def _span(self, node: nodes.Element, exact_lines: int | None = None) -> tuple[int, int] | None:
         """``(first, last)`` source lines of a block node."""
         first = self._first_line(node)
         if first is None:
@@ -309,7 +312,7 @@ class _Walker:
         last = max(first, min(last, len(self.lines)))
         self.slices.append(Slice(text, first, last, path, kind, language, links=links))
 
-    def _links(self, node: Any) -> tuple[Link, ...]:
+    def _links(self, node: nodes.Element) -> tuple[Link, ...]:
         from docutils import nodes
 
         out: list[Link] = []
@@ -326,11 +329,11 @@ class _Walker:
 
     # the tree ------------------------------------------------------------------------
 
-    def _children(self, node: Any, path: tuple[str, ...]) -> None:
+    def _children(self, node: nodes.Element, path: tuple[str, ...]) -> None:
         for child in node.children:
             self._block(child, path)
 
-    def _block(self, node: Any, path: tuple[str, ...]) -> None:
+    def _block(self, node: nodes.Node, path: tuple[str, ...]) -> None:
         from docutils import nodes
 
         from clawkb.parsers import rst_docutils as ext
@@ -377,7 +380,7 @@ class _Walker:
         elif isinstance(node, nodes.Element):
             self._children(node, path)  # containers, block quotes, compound, generic
 
-    def _section(self, node: Any, path: tuple[str, ...]) -> None:
+    def _section(self, node: nodes.section, path: tuple[str, ...]) -> None:
         from docutils import nodes
 
         self.labels.update(n.lower() for n in node.get("names", ()))
@@ -400,7 +403,7 @@ class _Walker:
                 continue
             self._block(child, inner)
 
-    def _find_title(self, title_node: Any, section: Any) -> int | None:
+    def _find_title(self, title_node: nodes.title, section: nodes.section) -> int | None:
         """The underline line of ``title_node``, searched above the section's first line."""
         raw = " ".join(str(title_node.rawsource or title_node.astext()).split())
         below = self._first_line(section) or len(self.lines)
@@ -411,7 +414,7 @@ class _Walker:
                 return i + 1
         return None
 
-    def _code(self, node: Any, path: tuple[str, ...]) -> None:
+    def _code(self, node: nodes.literal_block | nodes.doctest_block, path: tuple[str, ...]) -> None:
         from docutils import nodes
 
         text = node.astext()
@@ -431,7 +434,7 @@ class _Walker:
             span = (first, first + lines - 1)
         self._emit(text.rstrip("\n"), span, path, kind="code", language=language)
 
-    def _table(self, node: Any, path: tuple[str, ...]) -> None:
+    def _table(self, node: nodes.table, path: tuple[str, ...]) -> None:
         from docutils import nodes
 
         caption = node.next_node(nodes.title)
@@ -469,7 +472,7 @@ class _Walker:
         lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
         self._emit("\n".join(lines), span, path, kind="table", links=self._links(node))
 
-    def _admonition(self, node: Any, path: tuple[str, ...]) -> None:
+    def _admonition(self, node: nodes.Element, path: tuple[str, ...]) -> None:
         from docutils import nodes
 
         first = node.children[0] if node.children else None
@@ -481,11 +484,11 @@ class _Walker:
         text = f"{label}: " + "\n".join(b for b in body if b)
         self._emit(text, self._span(node), path, links=self._links(node))
 
-    def _list(self, node: Any, path: tuple[str, ...]) -> None:
+    def _list(self, node: nodes.Element, path: tuple[str, ...]) -> None:
         self._emit(_render(node), self._span(node), path, kind="list", links=self._links(node))
 
 
-def _render(node: Any, depth: int = 0) -> str:
+def _render(node: nodes.Node, depth: int = 0) -> str:
     """Plain text of a body element: list items as ``- item``, nested lists indented."""
     from docutils import nodes
 

@@ -11,10 +11,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from docutils import nodes, utils
 from docutils.parsers.rst import Directive, directives, roles
+
+if TYPE_CHECKING:
+    from docutils.parsers.rst.states import Inliner
+    from docutils.utils import Reporter
+
+#: A role function's answer: the nodes it makes and its error messages.
+RoleResult = tuple[list[nodes.Node], list[nodes.system_message]]
+#: An option converter (``directives.unchanged``, ``directives.flag``...).
+OptionConverter = Callable[[str | None], object]
 
 _EXPLICIT = re.compile(r"^(.*?)\s*<([^<>]*)>\s*$", re.S)
 
@@ -27,10 +37,10 @@ class toctree(nodes.General, nodes.Element):
     """A toctree: one line per entry, each a ``doc`` link."""
 
 
-class _AnyOptions(dict[str, Callable[[Any], Any]]):
+class _AnyOptions(dict[str, OptionConverter]):
     """An option spec that accepts every option (Sphinx adds many)."""
 
-    def __missing__(self, key: str) -> Callable[[Any], Any]:
+    def __missing__(self, key: str) -> OptionConverter:
         return directives.unchanged
 
     def __bool__(self) -> bool:  # docutils parses options only when the spec is truthy
@@ -152,7 +162,7 @@ def _generic(name: str, diagrams: frozenset[str]) -> type[Directive]:
     return Generic
 
 
-def link_role(kind: str) -> Callable[..., tuple[list[nodes.Node], list[Any]]]:
+def link_role(kind: str) -> Callable[..., RoleResult]:
     """``:ref:`` / ``:doc:``: the visible text, plus a link the walker collects."""
 
     def role(
@@ -160,10 +170,10 @@ def link_role(kind: str) -> Callable[..., tuple[list[nodes.Node], list[Any]]]:
         rawtext: str,
         text: str,
         lineno: int,
-        inliner: Any,
-        options: dict[str, Any] | None = None,
+        inliner: Inliner,
+        options: dict[str, object] | None = None,
         content: Iterable[str] = (),
-    ) -> tuple[list[nodes.Node], list[Any]]:
+    ) -> RoleResult:
         title, target = _split_title(utils.unescape(text))
         return [nodes.reference(rawtext, title, clawkb_kind=kind, clawkb_target=target)], []
 
@@ -175,10 +185,10 @@ def generic_role(
     rawtext: str,
     text: str,
     lineno: int,
-    inliner: Any,
-    options: dict[str, Any] | None = None,
+    inliner: Inliner,
+    options: dict[str, object] | None = None,
     content: Iterable[str] = (),
-) -> tuple[list[nodes.Node], list[Any]]:
+) -> RoleResult:
     """Any other role (``:c:func:``, ``:kconfig:``…): its text, explicit title first."""
     title, _ = _split_title(utils.unescape(text))
     return [nodes.literal(rawtext, title)], []
@@ -209,7 +219,9 @@ def patch_lookups(diagrams: frozenset[str]) -> None:
     find_role = roles.role
     cache: dict[str, type[Directive]] = {}
 
-    def directive(name: str, language: Any, document: Any) -> tuple[Any, list[Any]]:
+    def directive(
+        name: str, language: ModuleType, document: nodes.document
+    ) -> tuple[type[Directive], list[nodes.system_message]]:
         cls, messages = find_directive(name, language, document)
         if cls is not None:
             return cls, messages
@@ -218,7 +230,9 @@ def patch_lookups(diagrams: frozenset[str]) -> None:
             cache[key] = _generic(key, diagrams)
         return cache[key], []
 
-    def role(name: str, language: Any, lineno: int, reporter: Any) -> tuple[Any, list[Any]]:
+    def role(
+        name: str, language: ModuleType, lineno: int, reporter: Reporter
+    ) -> tuple[Callable[..., RoleResult], list[nodes.system_message]]:
         fn, messages = find_role(name, language, lineno, reporter)
         if fn is not None:
             return fn, messages
