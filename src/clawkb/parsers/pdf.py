@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import io
 from pathlib import PurePath
-from typing import Any, ClassVar
+from types import ModuleType
+from typing import TYPE_CHECKING, ClassVar
 
 from clawkb.errors import MissingDependencyError, ParseError
 from clawkb.ingest.limits import time_left
@@ -58,6 +59,10 @@ from clawkb.parsers.pdf_page import (
 from clawkb.parsers.pdf_quiet import library_log
 from clawkb.parsers.pdf_tables import Table, find_tables
 from clawkb.types import ParsedDocument
+
+if TYPE_CHECKING:
+    from pdfplumber.pdf import PDF
+    from pypdfium2 import PdfDocument, PdfPage
 
 _FPDF_ERR_PASSWORD = 4
 #: OCR of a page is skipped (page reported as needing OCR) with less time left than this.
@@ -112,7 +117,7 @@ class PdfParser:
             doc.close()
 
 
-def _require_pdfium() -> Any:
+def _require_pdfium() -> ModuleType:
     try:
         import pypdfium2
     except ImportError as exc:
@@ -123,12 +128,12 @@ def _require_pdfium() -> Any:
 class _Reader:
     """One document: a first pass over pages (lines, objects, OCR), then the writers."""
 
-    def __init__(self, doc: Any, data: bytes, path: str) -> None:
+    def __init__(self, doc: PdfDocument, data: bytes, path: str) -> None:
         self.doc = doc
         self.data = data
         self.path = path
         self.state = DocState()
-        self._plumber: Any = None
+        self._plumber: PDF | None = None
         self._plumber_failed = False
         self.cover_title: str | None = None
 
@@ -188,7 +193,7 @@ class _Reader:
         finally:
             page.close()
 
-    def _recognise(self, index: int, page: Any, info: PageInfo, garbled: bool) -> None:
+    def _recognise(self, index: int, page: PdfPage, info: PageInfo, garbled: bool) -> None:
         """OCR a page that has no usable text layer, or record that it needs OCR."""
         number = index + 1
         if not pdf_ocr.ocr_available():
@@ -260,7 +265,7 @@ class _Reader:
             if v.strip("() ").casefold() not in _PLACEHOLDERS
         }
         first_h1 = next((s.text for s in st.slices if len(s.heading_path) == 1), "")
-        metadata: dict[str, Any] = {"pages": n_pages}
+        metadata: dict[str, object] = {"pages": n_pages}
         if st.ocr_pages:
             metadata["ocr_pages"] = st.ocr_pages
         if st.needs_ocr:

@@ -17,12 +17,15 @@ import ctypes
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 try:
     import pypdfium2.raw as pdfium_c
 except ImportError:  # no `pdf` extra: PdfParser.parse names it before anything here runs
     pdfium_c = None
+
+if TYPE_CHECKING:
+    from pypdfium2 import PdfTextPage
 
 #: Control characters pdfium may leave in text (0x02 marks a soft hyphen).
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff]")
@@ -63,7 +66,7 @@ class Line:
 _MIXED_LINE = 2.5
 
 
-def page_lines(textpage: Any) -> list[Line]:
+def page_lines(textpage: PdfTextPage) -> list[Line]:
     """The non-blank lines of a pdfium text page, in content-stream order.
 
     pdfium usually breaks the text at visual lines, but on some pages (the
@@ -94,7 +97,7 @@ def page_lines(textpage: Any) -> list[Line]:
     return _join_fragments(lines)
 
 
-def _split_by_baseline(textpage: Any, raw: str, start: int) -> list[Line]:
+def _split_by_baseline(textpage: PdfTextPage, raw: str, start: int) -> list[Line]:
     """Cut a pdfium line where its glyphs jump to another baseline."""
     out: list[Line] = []
     x, y = ctypes.c_double(0), ctypes.c_double(0)
@@ -151,7 +154,7 @@ def _join_fragments(lines: list[Line]) -> list[Line]:
     return out
 
 
-def _measure(textpage: Any, text: str, first: int, last: int) -> Line:
+def _measure(textpage: PdfTextPage, text: str, first: int, last: int) -> Line:
     samples = sorted({first, (first + last) // 2, last})
     sizes, bolds, tops, bottoms = [], [], [], []
     x0, x1 = float("inf"), 0.0
@@ -177,7 +180,7 @@ def _measure(textpage: Any, text: str, first: int, last: int) -> Line:
     )
 
 
-def _is_bold(textpage: Any, index: int) -> bool:
+def _is_bold(textpage: PdfTextPage, index: int) -> bool:
     weight = pdfium_c.FPDFText_GetFontWeight(textpage, index)
     if weight >= 600:
         return True

@@ -20,9 +20,12 @@ import re
 import shutil
 import subprocess
 import tempfile
-from typing import Any
+from typing import TYPE_CHECKING
 
 from clawkb.ingest.sandbox import helper, run_helper
+
+if TYPE_CHECKING:
+    from pypdfium2 import PdfPage
 
 #: Languages tried, in Tesseract's ``-l`` order.
 WANTED_LANGUAGES = ("chi_sim", "eng")
@@ -56,7 +59,7 @@ def ocr_available() -> bool:
     return bool(tesseract_languages()) and os.environ.get("CLAWKB_NO_OCR") != "1"
 
 
-def ocr_page(page: Any, languages: tuple[str, ...] | None = None) -> str:
+def ocr_page(page: PdfPage, languages: tuple[str, ...] | None = None) -> str:
     """Recognise the text of a pdfium page; raises ``OSError`` when Tesseract fails.
 
     The parser runs sandboxed (no ``exec``, no file writes), so the PNG goes to

@@ -10,9 +10,12 @@ right for the text that follows: such entries open at the top of their page.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from clawkb.parsers.pdf_layout import Line
+
+if TYPE_CHECKING:
+    from pypdfium2 import PdfDocument
 
 #: Outline entries read at most (a broken file could loop).
 MAX_ENTRIES = 5000
@@ -24,9 +27,28 @@ def _key(text: str) -> str:
     return "".join(text.split()).casefold()
 
 
-def _title_and_page(item: Any) -> tuple[str, int | None]:
+class _Dest(Protocol):
+    def get_index(self) -> int | None: ...
+
+
+@runtime_checkable
+class _Bookmark(Protocol):
+    """An outline entry as pypdfium2 5.x gives it (``PdfBookmark``)."""
+
+    def get_title(self) -> str | None: ...
+    def get_dest(self) -> _Dest | None: ...
+
+
+class _OutlineTuple(Protocol):
+    """An outline entry as pypdfium2 4.x gives it (a named tuple)."""
+
+    title: str | None
+    page_index: int | None
+
+
+def _title_and_page(item: _Bookmark | _OutlineTuple) -> tuple[str, int | None]:
     """Title and 0-based target page of an outline item (pypdfium2 5.x or 4.x API)."""
-    if hasattr(item, "get_title"):
+    if isinstance(item, _Bookmark):  # has get_title (and get_dest)
         dest = item.get_dest()
         index = dest.get_index() if dest is not None else None
         raw_title = item.get_title()
@@ -44,7 +66,7 @@ class OutlineHeadings:
         self.partial: tuple[str, str] | None = None  # (title key, matched so far)
 
     @classmethod
-    def from_document(cls, doc: Any, pages: list[list[Line]]) -> OutlineHeadings | None:
+    def from_document(cls, doc: PdfDocument, pages: list[list[Line]]) -> OutlineHeadings | None:
         """The document's outline, or ``None`` when it has no usable one."""
         by_page: dict[int, list[Heading]] = {}
         try:

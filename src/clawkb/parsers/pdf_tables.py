@@ -17,9 +17,12 @@ pages it runs over.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from clawkb.parsers.pdf_layout import WIDE as _WIDE
+
+if TYPE_CHECKING:
+    from pdfplumber.page import Page
 
 #: A page needs at least this many path objects before we look for tables.
 MIN_RULING_PATHS = 4
@@ -40,7 +43,7 @@ class Table:
         return len(self.rows[0]) if self.rows else 0
 
 
-def find_tables(plumber_page: Any) -> list[Table]:
+def find_tables(plumber_page: Page) -> list[Table]:
     """Tables with at least two rows and two columns, top to bottom."""
     found = []
     for t in plumber_page.find_tables():
