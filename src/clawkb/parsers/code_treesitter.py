@@ -18,9 +18,12 @@ from __future__ import annotations
 import functools
 import importlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from clawkb.parsers.code_symbols import Symbol
+
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser
 
 #: language -> (grammar module, attribute returning the language pointer)
 GRAMMARS = {
@@ -124,7 +127,7 @@ SPECS: dict[str, Spec] = {
 
 
 @functools.cache
-def parser_for(language: str) -> Any | None:
+def parser_for(language: str) -> Parser | None:
     """A tree-sitter parser for ``language``, or ``None`` when its grammar is missing."""
     try:
         import tree_sitter
@@ -147,7 +150,9 @@ def find_symbols(source: bytes, language: str) -> list[Symbol] | None:
     return out
 
 
-def _walk(node: Any, parent: tuple[str, ...], spec: Spec, language: str, out: list[Symbol]) -> None:
+def _walk(
+    node: Node, parent: tuple[str, ...], spec: Spec, language: str, out: list[Symbol]
+) -> None:
     todo = [(node, parent)]
     while todo:
         current, path = todo.pop()
@@ -172,7 +177,7 @@ def _walk(node: Any, parent: tuple[str, ...], spec: Spec, language: str, out: li
                     todo.append((body, (*path, name)))
 
 
-def _definitions(child: Any, spec: Spec, language: str) -> list[tuple[Any, str, str]]:
+def _definitions(child: Node, spec: Spec, language: str) -> list[tuple[Node, str, str]]:
     """(definition node, name, kind) for ``child``, unwrapping decorators/exports."""
     inner = child
     for _ in range(3):
@@ -196,7 +201,7 @@ def _definitions(child: Any, spec: Spec, language: str) -> list[tuple[Any, str, 
     return [(inner, name, kind)] if name else []
 
 
-def _function_variables(decl: Any) -> list[tuple[Any, str, str]]:
+def _function_variables(decl: Node) -> list[tuple[Node, str, str]]:
     """``const handler = (req) => {...}``: the variable names a function."""
     out = []
     for d in decl.named_children:
@@ -218,7 +223,7 @@ def _function_variables(decl: Any) -> list[tuple[Any, str, str]]:
     return out
 
 
-def _name(node: Any, language: str) -> str:
+def _name(node: Node, language: str) -> str:
     if node.type == "impl_item":
         target = node.child_by_field_name("type")
         return _text(target) if target is not None else ""
@@ -248,7 +253,7 @@ def _name(node: Any, language: str) -> str:
     return ""
 
 
-def _go_receiver(node: Any) -> str:
+def _go_receiver(node: Node) -> str:
     receiver = node.child_by_field_name("receiver")
     if receiver is None:
         return ""
@@ -259,7 +264,7 @@ def _go_receiver(node: Any) -> str:
     return ""
 
 
-def _comment_start(siblings: list[Any], index: int, node: Any) -> int:
+def _comment_start(siblings: list[Node], index: int, node: Node) -> int:
     """First line of the comment block directly above ``node`` (or its own line)."""
     start = node.start_point[0]
     k = index - 1
@@ -269,10 +274,10 @@ def _comment_start(siblings: list[Any], index: int, node: Any) -> int:
     return start + 1
 
 
-def _end_line(node: Any) -> int:
+def _end_line(node: Node) -> int:
     row, column = node.end_point
     return max(node.start_point[0] + 1, row + (1 if column > 0 else 0))
 
 
-def _text(node: Any) -> str:
-    return " ".join(node.text.decode("utf-8", "replace").split())
+def _text(node: Node) -> str:
+    return " ".join((node.text or b"").decode("utf-8", "replace").split())

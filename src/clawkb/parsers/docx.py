@@ -21,12 +21,17 @@ from __future__ import annotations
 import io
 import re
 from pathlib import PurePath
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from clawkb.errors import FormatMismatchError, MissingDependencyError
 from clawkb.parsers.safety import guard, verify_zip
 from clawkb.parsers.sniff import expect_zip
 from clawkb.types import Link, ParsedDocument, Slice
+
+if TYPE_CHECKING:
+    from docx.document import Document
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
 
 _HEADING_STYLE = re.compile(r"^(?:heading|标题|titre|überschrift)\s*(\d)", re.I)
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -65,7 +70,7 @@ class DocxParser:
 
 
 class _Builder:
-    def __init__(self, document: Any, path: str) -> None:
+    def __init__(self, document: Document, path: str) -> None:
         self.document = document
         self.path = path
         self.stack: list[tuple[int, str]] = []
@@ -88,12 +93,12 @@ class _Builder:
                 self._table(Table(el, self.document))
         props = self.document.core_properties
         title = (props.title or "").strip() or self.first_heading or PurePath(self.path).stem
-        metadata: dict[str, Any] = {"line_unit": "block", "blocks": self.block}
+        metadata: dict[str, object] = {"line_unit": "block", "blocks": self.block}
         if props.author:
             metadata["author"] = props.author
         return ParsedDocument(tuple(self.slices), title, metadata)
 
-    def _paragraph(self, para: Any) -> None:
+    def _paragraph(self, para: Paragraph) -> None:
         self.block += 1
         text = " ".join(para.text.split())
         level = _heading_level(para)
@@ -123,7 +128,7 @@ class _Builder:
             Slice(text, self.block, self.block, self.heading_path, kind=kind, links=links)
         )
 
-    def _table(self, table: Any) -> None:
+    def _table(self, table: Table) -> None:
         start = self.block + 1
         lines: list[str] = []
         width = 0
@@ -144,7 +149,7 @@ class _Builder:
             )
 
 
-def _heading_level(para: Any) -> int | None:
+def _heading_level(para: Paragraph) -> int | None:
     style = para.style
     name = (style.name or "") if style is not None else ""
     if name.lower() == "title":

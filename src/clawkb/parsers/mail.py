@@ -26,9 +26,9 @@ import email
 import email.policy
 import re
 from dataclasses import dataclass, field
-from email.message import EmailMessage
+from email.message import EmailMessage, MIMEPart
 from pathlib import PurePath
-from typing import Any, ClassVar
+from typing import ClassVar, TypedDict
 
 from clawkb.errors import ClawkbError, ParseError
 from clawkb.ingest.decode import decode_text, looks_binary
@@ -44,6 +44,13 @@ _FROM_LINE = re.compile(rb"^From \S*.*$")
 _ATTRIBUTION = re.compile(r"^(?:On .{0,200}wrote:|.{0,120}\bwrote:|.{0,80}写道[:：]?)\s*$")
 _TAG = re.compile(r"<[^>]+>")
 _MSGID = re.compile(r"<[^<>\s]+>")
+
+
+#: One message as listed in the document's metadata (functional form: ``from`` is a keyword).
+_MessageMeta = TypedDict(
+    "_MessageMeta",
+    {"subject": str, "from": str, "date": str, "message_id": str, "thread": str, "line": int},
+)
 
 
 @dataclass(slots=True)
@@ -127,7 +134,7 @@ class _Builder:
 
     def build(self) -> ParsedDocument:
         roots: dict[str, str] = {}  # message id -> thread subject
-        meta: list[dict[str, Any]] = []
+        meta: list[_MessageMeta] = []
         for m in self.messages:
             subject = _header(m.msg, "Subject") or "(no subject)"
             root = next((roots[p] for p in m.parents if p in roots), None)
@@ -148,9 +155,9 @@ class _Builder:
                     }
                 )
         title = meta[0]["subject"] if meta else PurePath(self.path).stem
-        first = meta[0] if len(self.messages) == 1 else {}
-        metadata: dict[str, Any] = {"messages": meta, "message_count": len(self.messages)}
-        if first:
+        first = meta[0] if len(self.messages) == 1 else None
+        metadata: dict[str, object] = {"messages": meta, "message_count": len(self.messages)}
+        if first is not None:
             metadata.update({"from": first["from"], "date": first["date"]})
         return ParsedDocument(tuple(self.slices), title, metadata, "utf-8", tuple(self.warnings))
 
@@ -167,11 +174,11 @@ class _Builder:
                 break
             self._attachment(m, part, path)
 
-    def _body(self, m: _Msg, part: Any, path: tuple[str, ...], drop_quotes: bool) -> None:
+    def _body(self, m: _Msg, part: MIMEPart, path: tuple[str, ...], drop_quotes: bool) -> None:
         try:
             content = part.get_content()
         except (LookupError, ValueError, AssertionError):
-            payload = part.get_payload(decode=True) or b""
+            payload = _decoded_payload(part)
             content, _ = decode_text(payload, self.path) if payload else ("", "")
         if not isinstance(content, str):
             return
@@ -192,7 +199,7 @@ class _Builder:
                 first, last = m.first, m.last
             self.slices.append(Slice(sl.text, min(first, last), last, path))
 
-    def _attachment(self, m: _Msg, part: Any, path: tuple[str, ...]) -> None:
+    def _attachment(self, m: _Msg, part: MIMEPart, path: tuple[str, ...]) -> None:
         from clawkb.parsers.compressed import parse_inner
         from clawkb.parsers.registry import default_registry
 
@@ -200,7 +207,7 @@ class _Builder:
         parser = default_registry().for_path(name) if name else None
         if parser is None or parser.name == "mail":
             return
-        payload = part.get_payload(decode=True) or b""
+        payload = _decoded_payload(part)
         if not payload:
             return
         if len(payload) > MAX_ATTACHMENT_BYTES:
@@ -217,6 +224,12 @@ class _Builder:
                 Slice(sl.text, m.first, m.last, (*path, label, *sl.heading_path), sl.kind,
                       sl.language, links=sl.links)
             )  # fmt: skip
+
+
+def _decoded_payload(part: MIMEPart) -> bytes:
+    """A leaf part's body with its transfer encoding undone (``b""`` for a multipart)."""
+    payload = part.get_payload(decode=True)
+    return payload if isinstance(payload, bytes) else b""
 
 
 def _drop_quotes(lines: list[str]) -> list[str]:

@@ -44,7 +44,7 @@ import html
 import re
 from functools import lru_cache
 from pathlib import PurePath
-from typing import Any, ClassVar
+from typing import ClassVar, TypeAlias
 
 import yaml
 from markdown_it import MarkdownIt
@@ -55,6 +55,9 @@ from mdit_py_plugins.front_matter import front_matter_plugin
 
 from clawkb.ingest.decode import decode_source
 from clawkb.types import Link, ParsedDocument, Slice
+
+#: A value as JSON can hold it: what front matter becomes (see :func:`_plain`).
+JSONValue: TypeAlias = "str | int | float | bool | list[JSONValue] | dict[str, JSONValue] | None"
 
 _QUOTE_MARKS = re.compile(r"^(?: {0,3}> ?)+")
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
@@ -141,7 +144,7 @@ def parse_markdown(text: str, path: str, encoding: str | None = None) -> ParsedD
     )
 
 
-def read_front_matter(body: str) -> tuple[dict[str, Any], list[str]]:
+def read_front_matter(body: str) -> tuple[dict[str, JSONValue], list[str]]:
     """``(metadata, warnings)`` from the YAML between the front-matter fences."""
     try:
         data = yaml.safe_load(body)
@@ -191,7 +194,7 @@ class _TokenWalker:
         self.stack: list[tuple[int, str]] = []
         self.slices: list[Slice] = []
         self.first_h1: str | None = None
-        self.metadata: dict[str, Any] = {}
+        self.metadata: dict[str, JSONValue] = {}
         self.warnings: list[str] = []
         self._list: tuple[int, int] | None = None  # span of the list being gathered
 
@@ -335,14 +338,14 @@ def _language(info: str) -> str | None:
     return word or None
 
 
-def _metadata_title(metadata: dict[str, Any]) -> str | None:
+def _metadata_title(metadata: dict[str, JSONValue]) -> str | None:
     title = metadata.get("title")
     if isinstance(title, str | int | float) and str(title).strip():
         return str(title).strip()
     return None
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> JSONValue:
     """Make YAML values JSON-friendly (dates become ISO strings) for the store."""
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}

@@ -18,13 +18,17 @@ from __future__ import annotations
 import contextlib
 import re
 import warnings
+from collections.abc import Iterable
 from pathlib import PurePath
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from clawkb.errors import ParseError
 from clawkb.ingest.decode import decode_source
 from clawkb.parsers.safety import guard
 from clawkb.types import ParsedDocument, Slice
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
 
 MAX_OUTPUT_CHARS = 2_000
 MAX_OUTPUTS_CHARS = 100_000
@@ -60,7 +64,7 @@ class NotebookParser:
         text, encoding = decode_source(data, path)
         with guard(path, "Jupyter notebook"), warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")  # nbformat's warnings go to the document, not stderr
-            captured: dict[str, Any] = {}
+            captured: dict[str, object] = {}
             nb = nbformat.reads(text, as_version=4, capture_validation_error=captured)
         cells = list(nb.get("cells") or [])
         if not isinstance(nb.get("cells"), list):
@@ -77,7 +81,7 @@ class NotebookParser:
         return ParsedDocument(tuple(builder.slices), title, meta, encoding, tuple(notes))
 
 
-def _language(nb: Any) -> str | None:
+def _language(nb: NotebookNode) -> str | None:
     meta = nb.get("metadata") or {}
     for key in ("kernelspec", "language_info"):
         section = meta.get(key) or {}
@@ -109,7 +113,7 @@ class _Builder:
     def path(self) -> tuple[str, ...]:
         return tuple(t for _, t in self.stack)
 
-    def cell(self, number: int, cell: Any) -> None:
+    def cell(self, number: int, cell: NotebookNode) -> None:
         kind = cell.get("cell_type")
         source = cell.get("source") or ""
         if isinstance(source, list):
@@ -160,13 +164,13 @@ class _Builder:
                 block.append(line)
         flush()
 
-    def _outputs(self, outputs: list[Any]) -> str:
+    def _outputs(self, outputs: Iterable[object]) -> str:
         parts: list[str] = []
         for out in outputs:
             if not isinstance(out, dict):
                 continue
             kind = out.get("output_type")
-            text: Any = ""
+            text: object = ""
             if kind == "stream":
                 text = out.get("text", "")
             elif kind in ("execute_result", "display_data"):

@@ -26,12 +26,18 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from clawkb.errors import ClawkbError, ParseError, UnsafeFileError
 
+if TYPE_CHECKING:
+    #: An incremental decompressor (only zlib's has ``unconsumed_tail``).
+    _Decompressor: TypeAlias = zlib._Decompress | bz2.BZ2Decompressor | lzma.LZMADecompressor
+
 _MIB = 1024 * 1024
 _READ = 256 * 1024
+#: Decompressors that say when they need more input (zlib's does not).
+_STREAMED = (bz2.BZ2Decompressor, lzma.LZMADecompressor)
 _DTD = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 
 
@@ -180,15 +186,15 @@ def inflate_stream(
 
 def _pieces(data: bytes, suffix: str) -> Iterator[bytes]:
     """Decompressed output in steps of at most :data:`_READ` bytes."""
-    dec: Any = _decompressor(suffix)
+    dec = _decompressor(suffix)
     buf = data
     while True:
-        if suffix == ".gz":
-            piece = dec.decompress(buf, _READ)
-            buf = dec.unconsumed_tail
-        else:
+        if isinstance(dec, _STREAMED):
             piece = dec.decompress(buf, _READ)
             buf = b""
+        else:  # .gz
+            piece = dec.decompress(buf, _READ)
+            buf = dec.unconsumed_tail
         if piece:
             yield piece
         if dec.eof:
@@ -197,12 +203,12 @@ def _pieces(data: bytes, suffix: str) -> Iterator[bytes]:
                 return
             dec, buf = _decompressor(suffix), rest  # another member follows
             continue
-        stalled = not buf and not piece and (suffix == ".gz" or dec.needs_input)
+        stalled = not buf and not piece and (not isinstance(dec, _STREAMED) or dec.needs_input)
         if stalled:
             raise EOFError("truncated: the compressed stream ends early")
 
 
-def _decompressor(suffix: str) -> Any:
+def _decompressor(suffix: str) -> _Decompressor:
     if suffix == ".gz":
         return zlib.decompressobj(16 + zlib.MAX_WBITS)
     if suffix == ".bz2":

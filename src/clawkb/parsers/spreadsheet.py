@@ -24,13 +24,17 @@ import datetime as dt
 import io
 import re
 from pathlib import PurePath
-from typing import Any, ClassVar
+from types import ModuleType
+from typing import TYPE_CHECKING, ClassVar
 
 from clawkb.errors import FormatMismatchError, MissingDependencyError, UnsafeFileError
 from clawkb.parsers.safety import guard, read_member, verify_zip
 from clawkb.parsers.sheet_table import parse_range, propagate_merged, sheet_slices
 from clawkb.parsers.sniff import decode_text_or_reject, expect_zip
 from clawkb.types import ParsedDocument, Slice
+
+if TYPE_CHECKING:
+    from openpyxl.worksheet._read_only import ReadOnlyWorksheet
 
 MAX_CELLS = 5_000_000
 MAX_COLUMNS = 2000
@@ -69,7 +73,7 @@ class XlsxParser:
             return _read_workbook(openpyxl, data, path)
 
 
-def _read_workbook(openpyxl: Any, data: bytes, path: str) -> ParsedDocument:
+def _read_workbook(openpyxl: ModuleType, data: bytes, path: str) -> ParsedDocument:
     wb = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     try:
         slices: list[Slice] = []
@@ -92,7 +96,7 @@ def _read_workbook(openpyxl: Any, data: bytes, path: str) -> ParsedDocument:
     return ParsedDocument(tuple(slices), title or PurePath(path).stem, metadata)
 
 
-def _sheet_rows(ws: Any, path: str, cells: int) -> tuple[dict[int, list[str]], int]:
+def _sheet_rows(ws: ReadOnlyWorksheet, path: str, cells: int) -> tuple[dict[int, list[str]], int]:
     if hasattr(ws, "reset_dimensions"):
         ws.reset_dimensions()
     rows: dict[int, list[str]] = {}

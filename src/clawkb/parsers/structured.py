@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import PurePath
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import yaml
 
@@ -45,6 +45,17 @@ MAX_DEPTH = 200
 MAX_VALUES = 1_000_000
 MAX_VALUE_CHARS = 4000
 _JSON_TOKEN = re.compile(r'[\s]*(?:(")|([{}\[\],:])|([^\s{}\[\],:"]+))')
+
+
+@dataclass(slots=True)
+class _Frame:
+    """An open JSON container while scanning: its key path and where the scan is in it."""
+
+    is_object: bool
+    path: tuple[str, ...]
+    index: int = 0  # of the value being read, in an array
+    key: str | None = None  # the key of the value about to be read, in an object
+    expecting_key: bool = False  # in an object: the next string is a key
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +149,7 @@ def json_leaves(
             f"not valid JSON: {exc.msg} at line {exc.lineno + first_line - 1}, column {exc.colno}",
         ) from None
     # After validation the token stream is well formed, so a simple scan suffices.
-    stack: list[list[Any]] = []  # frames: [is_object, path, index, pending_key, expecting_key]
+    stack: list[_Frame] = []
     line, pos, count = first_line, 0, 0
     cur: tuple[str, ...] = prefix
     while (m := _JSON_TOKEN.match(text, pos)) is not None and m.end() > pos:
@@ -148,8 +159,8 @@ def json_leaves(
             line += text.count("\n", m.end(), end)
             pos = end
             frame = stack[-1] if stack else None
-            if frame is not None and frame[0] and frame[4]:
-                frame[3], frame[4] = value, False
+            if frame is not None and frame.is_object and frame.expecting_key:
+                frame.key, frame.expecting_key = value, False
                 continue
             token_value = value
         else:
@@ -157,15 +168,16 @@ def json_leaves(
             punct = m.group(2)
             if punct in ("{", "["):
                 _check_budget(count, len(stack) + 1, path)
-                stack.append([punct == "{", _child(stack, cur), 0, None, punct == "{"])
+                is_object = punct == "{"
+                stack.append(_Frame(is_object, _child(stack, cur), expecting_key=is_object))
                 continue
             if punct in ("}", "]"):
                 stack.pop()
                 continue
             if punct == ",":
                 if stack:
-                    stack[-1][2] += 1
-                    stack[-1][4] = stack[-1][0]
+                    stack[-1].index += 1
+                    stack[-1].expecting_key = stack[-1].is_object
                 continue
             if punct == ":":
                 continue
@@ -175,13 +187,14 @@ def json_leaves(
         yield Leaf(_child(stack, cur), _show(token_value), line, line)
 
 
-def _child(stack: list[list[Any]], root: tuple[str, ...]) -> tuple[str, ...]:
+def _child(stack: list[_Frame], root: tuple[str, ...]) -> tuple[str, ...]:
     """The key path of the value about to be read in the innermost container."""
     if not stack:
         return root
-    is_object, parent, index, key, _ = stack[-1]
-    if is_object:
-        return (*parent, str(key))
+    frame = stack[-1]
+    parent, index = frame.path, frame.index
+    if frame.is_object:
+        return (*parent, str(frame.key))
     if parent:
         return (*parent[:-1], f"{parent[-1]}[{index}]")
     return (f"[{index}]",)
@@ -211,7 +224,7 @@ def yaml_leaves(text: str, path: str) -> Iterator[Leaf]:
     count = 0
     for number, doc in enumerate(documents):
         prefix = (f"[doc {number + 1}]",) if len(documents) > 1 else ()
-        todo: list[tuple[Any, tuple[str, ...], int]] = [(doc, prefix, 0)]
+        todo: list[tuple[yaml.Node, tuple[str, ...], int]] = [(doc, prefix, 0)]
         while todo:
             node, key_path, depth = todo.pop()
             _check_budget(count, depth, path)
@@ -230,8 +243,8 @@ def yaml_leaves(text: str, path: str) -> Iterator[Leaf]:
 
 
 def _yaml_children(
-    node: Any, key_path: tuple[str, ...], depth: int
-) -> Iterator[tuple[Any, tuple[str, ...], int]]:
+    node: yaml.Node, key_path: tuple[str, ...], depth: int
+) -> Iterator[tuple[yaml.Node, tuple[str, ...], int]]:
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             name = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
