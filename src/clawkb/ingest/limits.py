@@ -36,7 +36,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Literal, TypeVar, TypeVarTuple
 
 from clawkb.errors import ClawkbError, ParseError
 from clawkb.ingest import sandbox
@@ -44,6 +44,14 @@ from clawkb.parsers.base import Parser
 from clawkb.types import ParsedDocument
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+#: What a forked worker sends back: its value, or why there is none.
+_Payload = (
+    tuple[Literal["ok"], T]
+    | tuple[Literal["parse"], str, str]
+    | tuple[Literal["error"], str]
+    | tuple[Literal["crash"], str]
+)
 
 #: When the parse running in this process must end (``time.monotonic()``), if limited.
 _deadline: float | None = None
@@ -98,7 +106,7 @@ class _Deadline(BaseException):
     """Raised by the alarm; a BaseException so a parser's ``except Exception`` lets it pass."""
 
 
-def call_with_alarm(fn: Callable[..., T], args: tuple[Any, ...], timeout_s: float, path: str) -> T:
+def call_with_alarm(fn: Callable[[*Ts], T], args: tuple[*Ts], timeout_s: float, path: str) -> T:
     """Run ``fn(*args)``, interrupting it after ``timeout_s`` when the alarm is usable."""
     usable = (
         hasattr(signal, "setitimer")
@@ -131,8 +139,8 @@ def call_with_alarm(fn: Callable[..., T], args: tuple[Any, ...], timeout_s: floa
 
 
 def call_isolated(
-    fn: Callable[..., T],
-    args: tuple[Any, ...],
+    fn: Callable[[*Ts], T],
+    args: tuple[*Ts],
     timeout_s: float,
     path: str,
     name: str = "parser",
@@ -183,12 +191,13 @@ def call_isolated(
             else f"exit status {os.waitstatus_to_exitcode(status)}"
         )
         raise ParseError(path, f"parser {name} crashed (worker {how})")
-    return _unpack(pickle.loads(blob), path, name)  # our own child wrote it
+    payload: _Payload[T] = pickle.loads(blob)  # our own child wrote it
+    return _unpack(payload, path, name)
 
 
 def _worker(  # pragma: no cover - runs in the worker
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
+    fn: Callable[[*Ts], object],
+    args: tuple[*Ts],
     fd: int,
     timeout_s: float,
     seccomp: bool,
@@ -206,7 +215,7 @@ def _worker(  # pragma: no cover - runs in the worker
             if broker is not None:
                 keep.append(broker)
             sandbox.enter(keep, timeout_s, seccomp=seccomp)
-            payload: tuple[Any, ...] = ("ok", fn(*args))
+            payload: _Payload[object] = ("ok", fn(*args))
         except ParseError as exc:
             payload = ("parse", exc.path, exc.reason)
         except ClawkbError as exc:
@@ -251,12 +260,12 @@ def _kill_group(pid: int) -> None:
         os.waitpid(pid, 0)
 
 
-def _unpack(payload: tuple[Any, ...], path: str, name: str) -> Any:
-    kind = payload[0]
-    if kind == "ok":
-        return payload[1]
-    if kind == "parse":
-        raise ParseError(payload[1], payload[2])
-    if kind == "error":
-        raise ParseError(path, payload[1])
+def _unpack(payload: _Payload[T], path: str, name: str) -> T:
+    match payload:
+        case ("ok", value):
+            return value
+        case ("parse", where, reason):
+            raise ParseError(where, reason)
+        case ("error", reason):
+            raise ParseError(path, reason)
     raise ParseError(path, f"parser {name} crashed: {payload[1]}")

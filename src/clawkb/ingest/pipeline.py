@@ -19,19 +19,20 @@ import json
 import os
 import pickle
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypeVar, cast
 
 from clawkb.config import Config
 from clawkb.index.lexical import LexicalIndex
 from clawkb.ingest.chunker import ChunkConfig
-from clawkb.ingest.discover import Problem, discover
+from clawkb.ingest.discover import Found, Problem, discover
 from clawkb.ingest.prepare import (
     FileSettings,
     FileTask,
     Prepared,
+    RecordRow,
     needs_reparse,
     prepare_file,
     prepare_records,
@@ -53,6 +54,8 @@ RECORDS_PER_TASK = 512
 POOL_MIN_TASKS = 4
 
 Progress = Callable[[int, int, str], None]
+#: One worker task: the arguments of a ``prepare_*`` function.
+_Task = TypeVar("_Task", bound=tuple[object, ...])
 
 
 class IngestHook(Protocol):
@@ -81,7 +84,7 @@ class TextRecord:
     path: str
     text: str
     title: str = ""
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass
@@ -114,7 +117,7 @@ class IndexReport:
         noun = "file" if self.reparsed == 1 else "files"
         return f"re-parsed {self.reparsed} {noun}: parser changed ({parts})"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["errors"] = [{"path": p, "reason": r} for p, r in self.errors]
         d["skipped_files"] = [{"path": p, "reason": r} for p, r in self.skipped_files]
@@ -202,7 +205,7 @@ class Ingestor:
 
     def _index_files(
         self,
-        found: Sequence[Any],
+        found: Sequence[Found],
         root: str,
         report: IndexReport,
         run_id: int,
@@ -295,12 +298,13 @@ class Ingestor:
         pool = self._get_pool()
         out: list[Prepared] = []
         for (tasks, _), res in pool.imap(_PREPARE_FILES, [([t], settings) for t in batch]):
-            if isinstance(res, BaseException):
+            got = _prepared(res)
+            if isinstance(got, BaseException):
                 out.append(
-                    Prepared(tasks[0].path, "fail", f"the ingest worker failed on it: {res}")
+                    Prepared(tasks[0].path, "fail", f"the ingest worker failed on it: {got}")
                 )
             else:
-                out.extend(res)
+                out.extend(got)
         return out
 
     def _fail(
@@ -344,8 +348,8 @@ class Ingestor:
         report = IndexReport()
         done = 0
 
-        def tasks() -> Iterator[tuple[list[tuple[str, str, str, dict[str, Any]]], ChunkConfig]]:
-            group: list[tuple[str, str, str, dict[str, Any]]] = []
+        def tasks() -> Iterator[tuple[list[RecordRow], ChunkConfig]]:
+            group: list[RecordRow] = []
             size = 0
             for r in records:
                 group.append((r.path, r.text, r.title, r.metadata))
@@ -378,11 +382,11 @@ class Ingestor:
     # -- workers ----------------------------------------------------------
     def _prepare(
         self,
-        tasks: Iterator[tuple[Any, ...]],
+        tasks: Iterator[_Task],
         func: str,
-        here: Callable[..., Any],
+        here: Callable[..., list[Prepared]],
         pooled: bool,
-    ) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    ) -> Iterator[tuple[_Task, list[Prepared] | BaseException]]:
         """``(task, result)`` in task order: ``func`` in the worker pool, or ``here``
         in this process (one worker, a single task, or a task that cannot travel)."""
         first = list(itertools.islice(tasks, POOL_MIN_TASKS))
@@ -390,7 +394,8 @@ class Ingestor:
             for t in itertools.chain(first, tasks):
                 yield t, here(*t)
             return
-        yield from self._get_pool().imap(func, itertools.chain(first, tasks))
+        for t, result in self._get_pool().imap(func, itertools.chain(first, tasks)):
+            yield t, _prepared(result)
 
     def _get_pool(self) -> WorkerPool:
         if self._pool is None:
@@ -426,6 +431,14 @@ class Ingestor:
         counts = {k: v for k, v in report.to_dict().items() if isinstance(v, int | float)}
         with self.repo.transaction() as conn:
             runs_repo.finish(conn, run_id, json.dumps(counts), time.time())
+
+
+def _prepared(result: object) -> list[Prepared] | BaseException:
+    """A pool answer to a ``prepare_*`` task: its list of results, or the exception it
+    raised (the worker ran that function, so nothing else comes back)."""
+    if isinstance(result, BaseException):
+        return result
+    return cast("list[Prepared]", result)
 
 
 def _picklable(obj: object) -> bool:

@@ -13,10 +13,10 @@ so one bad file cannot fail the batch it travels in.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from clawkb.errors import ClawkbError, ParseError, UnsupportedFileError
 from clawkb.ingest.chunker import CHUNKER_VERSION, ChunkConfig, chunk_slices
@@ -68,18 +68,30 @@ class FileTask:
     old_digest: str | None  # content hash of the stored version, if any (None: parse anyway)
 
 
+#: An in-memory document as a worker task carries it: (path, text, title, metadata).
+RecordRow = tuple[str, str, str, Mapping[str, object]]
+
+
+class ChunkingHook(Protocol):
+    """The part of an :class:`~clawkb.ingest.pipeline.IngestHook` a worker uses."""
+
+    def chunk_config(self, path: str, parsed: ParsedDocument, config: ChunkConfig) -> ChunkConfig:
+        """The chunking settings for this document."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class FileSettings:
     chunk: ChunkConfig
     parse_timeout_s: float
-    hooks: tuple[Any, ...] = ()  # IngestHook: only chunk_config() is used here
+    hooks: tuple[ChunkingHook, ...] = ()
 
 
 # -- records -------------------------------------------------------------------
 
 
 def prepare_record(
-    path: str, text: str, title: str, metadata: dict[str, Any], cfg: ChunkConfig
+    path: str, text: str, title: str, metadata: Mapping[str, object], cfg: ChunkConfig
 ) -> Prepared:
     data = text.encode("utf-8")
     digest = content_hash(data + title.encode("utf-8"))
@@ -100,9 +112,7 @@ def prepare_record(
     )
 
 
-def prepare_records(
-    records: Sequence[tuple[str, str, str, dict[str, Any]]], cfg: ChunkConfig
-) -> list[Prepared]:
+def prepare_records(records: Sequence[RecordRow], cfg: ChunkConfig) -> list[Prepared]:
     """A worker task: many small records at once (one round trip)."""
     return [prepare_record(p, t, ti, m, cfg) for p, t, ti, m in records]
 

@@ -64,7 +64,10 @@ import struct
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyseccomp import Arg, SyscallFilter
 
 #: Address space a worker may add to what it had when forked.
 MEMORY_HEADROOM_MB = 2048
@@ -131,7 +134,7 @@ class SandboxStatus:
     seccomp: bool
     detail: str
     no_new_privs: bool = True
-    limits: dict[str, Any] = field(
+    limits: dict[str, str | int] = field(
         default_factory=lambda: {
             "address_space": f"size at fork + {MEMORY_HEADROOM_MB} MB",
             "cpu_seconds": "parse_timeout_s + 1",
@@ -140,7 +143,7 @@ class SandboxStatus:
         }
     )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -390,7 +393,7 @@ def _for_this_process(bpf: bytes) -> bytes:
     return bytes(out)
 
 
-def _build_filter() -> Any:
+def _build_filter() -> SyscallFilter:
     import pyseccomp as sc
 
     filt = sc.SyscallFilter(sc.ERRNO(errno.EPERM))
@@ -423,7 +426,7 @@ def _build_filter() -> Any:
     return filt
 
 
-def _add(filt: Any, action: int, name: str, *args: Any) -> None:
+def _add(filt: SyscallFilter, action: int, name: str, *args: Arg) -> None:
     with contextlib.suppress(ValueError, OSError, RuntimeError):  # not on this architecture
         filt.add_rule(action, name, *args)
 
@@ -504,12 +507,12 @@ def _serve(sock: socket.socket) -> None:  # pragma: no cover - runs in the broke
             _send(sock, {"ok": True}, body)
 
 
-def _send(sock: socket.socket, header: dict[str, Any], payload: bytes) -> None:
+def _send(sock: socket.socket, header: dict[str, object], payload: bytes) -> None:
     head = json.dumps(header).encode()
     sock.sendall(struct.pack("!II", len(head), len(payload)) + head + payload)
 
 
-def _receive(sock: socket.socket) -> tuple[dict[str, Any], bytes] | None:
+def _receive(sock: socket.socket) -> tuple[dict[str, object], bytes] | None:
     sizes = _exactly(sock, 8)
     if sizes is None:
         return None

@@ -227,7 +227,8 @@ def _apply_batch(
             peaks = pool.map("clawkb.ingest.sync:_build_task", args)
         except Exception as exc:
             raise IndexError_(f"an index worker failed: {exc}") from exc
-        worker_peak_kb = max([worker_peak_kb, *peaks])
+        # each answer is _build_task's peak RSS (an int)
+        worker_peak_kb = max([worker_peak_kb, *(p for p in peaks if isinstance(p, int))])
         lexical.apply((), deletes, seq, prebuilt=folders)
         return
     # Workers are fresh interpreters (`python -m clawkb.ingest.sync`), not forks:

@@ -28,9 +28,15 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, BinaryIO
+from typing import BinaryIO, TypeVar, cast
 
 _LEN = struct.Struct("<Q")
+
+#: A task's arguments (they travel pickled, so any picklable values).
+Args = tuple[object, ...]
+#: What a worker is sent: the function's import name (``module:function``) and its arguments.
+Task = tuple[str, Args]
+A = TypeVar("A", bound=Args)
 
 
 class WorkerDied(RuntimeError):
@@ -63,11 +69,16 @@ def _read_raw(fh: BinaryIO) -> bytes:
     return data
 
 
-def _read_frame(fh: BinaryIO) -> Any:
+def _read_frame(fh: BinaryIO) -> object:
     return pickle.loads(_read_raw(fh))
 
 
-def resolve(name: str) -> Callable[..., Any]:
+def _read_task(fh: BinaryIO) -> Task:
+    # the parent's WorkerPool is the only writer of this pipe: a frame is a Task
+    return cast("Task", _read_frame(fh))
+
+
+def resolve(name: str) -> Callable[..., object]:
     module, _, func = name.partition(":")
     return getattr(importlib.import_module(module), func)
 
@@ -82,7 +93,7 @@ class _Worker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
-        self.outbox: queue.Queue[Any] = queue.Queue()
+        self.outbox: queue.Queue[Task | None] = queue.Queue()
         self.feeder = threading.Thread(target=self._feed, daemon=True)
         self.feeder.start()
 
@@ -99,7 +110,7 @@ class _Worker:
         with contextlib.suppress(OSError):
             self.proc.stdin.close()
 
-    def receive(self) -> Any:
+    def receive(self) -> object:
         assert self.proc.stdout is not None
         try:
             data = _read_raw(self.proc.stdout)  # type: ignore[arg-type]
@@ -131,10 +142,10 @@ class _Ticket:
 
     __slots__ = ("args", "done", "func", "value", "worker")
 
-    def __init__(self, func: str, args: tuple[Any, ...], worker: int) -> None:
+    def __init__(self, func: str, args: Args, worker: int) -> None:
         self.func, self.args, self.worker = func, args, worker
         self.done = False
-        self.value: Any = None
+        self.value: object = None
 
 
 class WorkerPool:
@@ -159,7 +170,7 @@ class WorkerPool:
             w = self._workers[i] = _Worker()
         return w
 
-    def submit(self, func: str, args: tuple[Any, ...]) -> _Ticket:
+    def submit(self, func: str, args: Args) -> _Ticket:
         i = self._next
         self._next = (self._next + 1) % self.n
         ticket = _Ticket(func, args, i)
@@ -167,7 +178,7 @@ class WorkerPool:
         self._worker(i).outbox.put((func, args))
         return ticket
 
-    def result(self, ticket: _Ticket) -> Any:
+    def result(self, ticket: _Ticket) -> object:
         """The task's value, or the exception it raised (:class:`WorkerDied` if its
         worker exited while running it); never raises."""
         while not ticket.done:
@@ -192,31 +203,30 @@ class WorkerPool:
             head.value = exc
         head.done = True
 
-    def imap(
-        self, func: str, args: Iterable[tuple[Any, ...]]
-    ) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    def imap(self, func: str, args: Iterable[A]) -> Iterator[tuple[A, object]]:
         """``(a, func(*a))`` for each ``a``, in order; a failed task yields its exception.
 
         The task's exception (or :class:`WorkerDied`) is yielded, not raised,
         so the caller decides what one bad task means; the rest go on. At most
         ``window`` tasks per worker are submitted ahead of the consumer.
         """
-        inflight: deque[_Ticket] = deque()
+        inflight: deque[tuple[A, _Ticket]] = deque()
         limit = self.n * self.window
         it = iter(args)
         exhausted = False
         while True:
             while not exhausted and len(inflight) < limit:
                 try:
-                    inflight.append(self.submit(func, next(it)))
+                    task = next(it)
+                    inflight.append((task, self.submit(func, task)))
                 except StopIteration:
                     exhausted = True
             if not inflight:
                 return
-            ticket = inflight.popleft()
-            yield ticket.args, self.result(ticket)
+            task, ticket = inflight.popleft()
+            yield task, self.result(ticket)
 
-    def map(self, func: str, args: Iterable[tuple[Any, ...]]) -> list[Any]:
+    def map(self, func: str, args: Iterable[Args]) -> list[object]:
         """All at once; the first failure is raised after every task has ended."""
         tickets = [self.submit(func, a) for a in args]
         out = [self.result(t) for t in tickets]
@@ -246,11 +256,11 @@ def _serve() -> int:
     sys.stdout = sys.stderr
     while True:
         try:
-            func, args = _read_frame(stdin)
+            func, args = _read_task(stdin)
         except EOFError:
             return 0
         try:
-            answer: tuple[bool, Any] = (True, resolve(func)(*args))
+            answer: tuple[bool, object] = (True, resolve(func)(*args))
         except Exception as exc:
             answer = (False, exc)
         try:
