@@ -28,7 +28,7 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO, TypeVar, cast
+from typing import IO, TypeVar, cast
 
 _LEN = struct.Struct("<Q")
 
@@ -51,14 +51,14 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _write_frame(fh: BinaryIO, obj: object) -> None:
+def _write_frame(fh: IO[bytes], obj: object) -> None:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     fh.write(_LEN.pack(len(data)))
     fh.write(data)
     fh.flush()
 
 
-def _read_raw(fh: BinaryIO) -> bytes:
+def _read_raw(fh: IO[bytes]) -> bytes:
     head = fh.read(_LEN.size)
     if len(head) < _LEN.size:
         raise EOFError
@@ -69,11 +69,11 @@ def _read_raw(fh: BinaryIO) -> bytes:
     return data
 
 
-def _read_frame(fh: BinaryIO) -> object:
+def _read_frame(fh: IO[bytes]) -> object:
     return pickle.loads(_read_raw(fh))
 
 
-def _read_task(fh: BinaryIO) -> Task:
+def _read_task(fh: IO[bytes]) -> Task:
     # the parent's WorkerPool is the only writer of this pipe: a frame is a Task
     return cast("Task", _read_frame(fh))
 
@@ -104,7 +104,7 @@ class _Worker:
             if task is None:
                 break
             try:
-                _write_frame(self.proc.stdin, task)  # type: ignore[arg-type]
+                _write_frame(self.proc.stdin, task)
             except (BrokenPipeError, OSError, ValueError):
                 break  # the worker died; the reader reports it
         with contextlib.suppress(OSError):
@@ -113,7 +113,7 @@ class _Worker:
     def receive(self) -> object:
         assert self.proc.stdout is not None
         try:
-            data = _read_raw(self.proc.stdout)  # type: ignore[arg-type]
+            data = _read_raw(self.proc.stdout)
         except (EOFError, OSError) as exc:
             code = self.proc.wait()
             raise WorkerDied(f"an ingest worker exited (status {code})") from exc

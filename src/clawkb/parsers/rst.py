@@ -249,7 +249,7 @@ class _Walker:
             line = self._own_line(sub)
             if line is None or isinstance(sub, nodes.system_message):
                 continue
-            text: str = sub.astext() if isinstance(sub, _LINE_TEXT) else ""  # type: ignore[attr-defined]
+            text: str = sub.astext() if isinstance(sub, _LINE_TEXT) else ""
             extra = text.count("\n")
             if best is None or line + extra > best:
                 best = line + extra
@@ -552,11 +552,11 @@ def _foreign_markup(line: str, indent: int) -> bool:
     return line.lstrip().startswith("..") and _indent(line) <= indent
 
 
-def _line_text_types() -> tuple[type, ...]:
+def _line_text_types() -> tuple[type[nodes.Element], ...]:
     from docutils import nodes
 
     return (nodes.paragraph, nodes.literal_block, nodes.doctest_block, nodes.line_block)
 
 
 #: Nodes whose text keeps one line per source line (set by :func:`_install`).
-_LINE_TEXT: tuple[type, ...] = ()
+_LINE_TEXT: tuple[type[nodes.Element], ...] = ()
