@@ -29,9 +29,10 @@ from clawkb.text import TOKENIZER_VERSION
 #: Bump when fields change; a collection of another version is refused.
 SCHEMA_VERSION = "2"  # 2: trust and domain (clawkb.knowledge)
 #: Milvus BM25 has one field, so the title field's tokens are written as many
-#: times as the local BM25F title weight is to the body's (4: same-run nDCG@10
-#: on the whole of cranfield, lexical, 0.3724 Milvus vs 0.3675 local). Milvus's
-#: one length norm (b of the body) stands in for the title's own b.
+#: times as the local BM25F title weight is to the body's (2 with today's weights;
+#: at 4, same-run nDCG@10 on the whole of cranfield, lexical, was 0.3724 Milvus vs
+#: 0.3675 local). Milvus's one length norm (b of the body) stands in for the
+#: title's own b.
 TITLE_REPEAT = max(1, round(BM25FParams().weights[0] / BM25FParams().weights[1]))
 #: The version of a row's searchable text (:func:`clawkb.backends.milvus_rows.lexical_terms`):
 #: bump the number when that text changes; a new title weight changes it by itself.
