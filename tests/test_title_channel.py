@@ -116,3 +116,18 @@ def test_a_question_gets_no_title_channel(esp):
     q = "how many bytes of padding does the trace header add before each packet"
     res = esp.search(q, limit=5, mode="hybrid", explain=True, early_return=0)
     assert " titles " not in _fusion(res)
+
+
+def test_the_title_channel_needs_a_source_with_titles(esp):
+    from clawkb.retrieve.pipeline import retriever_for
+    from clawkb.retrieve.query import Query
+    from clawkb.retrieve.source import LocalSource
+
+    class NoTitles(LocalSource):
+        capabilities = LocalSource.capabilities - {"titles"}
+
+    assert "titles" in LocalSource.capabilities
+    retriever_for(esp).cache.clear()  # the searches above cached this query
+    q = Query.make("加锁与重入", limit=5, mode="hybrid", explain=True, options={"early_return": 0})
+    assert " titles " in _fusion(esp.run_query(q))
+    assert " titles " not in _fusion(esp.run_query(q, source=NoTitles(esp)))

@@ -12,7 +12,7 @@ Public API::
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # The parser sandbox forks worker processes (clawkb.ingest.limits). With the Milvus
 # backend, gRPC's fork handlers would run in those children and crash them under
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from clawkb.types import Anchor, Chunk, Hit, Slice
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """Import lazily so `clawkb --help` and small tools start fast."""
     if name in ("KnowledgeBase", "IndexReport", "SearchResult", "TextRecord"):
         from clawkb import kb

@@ -21,11 +21,14 @@ import email.utils
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 from clawkb.errors import EndpointError
+
+if TYPE_CHECKING:
+    from clawkb.types import JSON
 
 T = TypeVar("T")
 
@@ -106,10 +109,10 @@ def post_json(
     retries: int = 2,
     backoff_s: float = 0.2,
     max_wait_s: float = 30.0,
-) -> Any:
+) -> JSON:
     """POST JSON and decode the JSON answer, with the retry rules above."""
 
-    def once(_attempt: int) -> Any:
+    def once(_attempt: int) -> JSON:
         try:
             resp = httpx.post(url, json=payload, headers=dict(headers), timeout=timeout)
         except httpx.HTTPError as exc:
@@ -120,7 +123,8 @@ def post_json(
                 raise Transient(detail, retry_after_s(resp.headers))
             raise EndpointError(f"{url}: request failed ({detail})")
         try:
-            return json.loads(resp.content)
+            data: JSON = json.loads(resp.content)
+            return data
         except ValueError as exc:
             raise EndpointError(f"{url}: answer is not JSON ({exc})") from exc
 

@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -39,7 +39,9 @@ from clawkb.store.repo import ChunkRow, Repository
 from clawkb.text import TOKENIZER_VERSION, tokenize
 
 if TYPE_CHECKING:
+    from clawkb.hardware.ranking import BoardFields
     from clawkb.ingest.pipeline import IndexReport, Ingestor, Progress, TextRecord
+    from clawkb.knowledge.search import KnowledgeOptions
     from clawkb.memory import Memory
     from clawkb.parsers.registry import ParserRegistry
     from clawkb.retrieve.filters import Filters
@@ -482,9 +484,9 @@ class KnowledgeBase:
         mode: str | None = None,
         filters: Filters | None = None,
         snippets: bool = True,
-        knowledge: Any = None,
+        knowledge: KnowledgeOptions | None = None,
         features: Mapping[str, Any] | None = None,
-        **retrieval: Any,
+        **retrieval: object,
     ) -> SearchResult:
         """Search: build a :class:`~clawkb.retrieve.query.Query` and run the one pipeline.
 
@@ -518,7 +520,7 @@ class KnowledgeBase:
         )
         return self.run_query(q)
 
-    def board_fields(self, boards: Sequence[str], only: bool) -> dict[str, Any]:
+    def board_fields(self, boards: Sequence[str], only: bool) -> BoardFields:
         """The :class:`Query` fields of a board search (board names live in the store;
         the boards stage, :mod:`clawkb.hardware.stage`, asks for them)."""
         from clawkb.hardware.ranking import board_restriction
@@ -695,10 +697,18 @@ def repair_in_background(home: Path) -> Future[list[str]]:
     return fut
 
 
+class QueryStage(Protocol):
+    """A ``clawkb.query_stages`` plugin: it wraps the pipeline (boards, knowledge)."""
+
+    def around(
+        self, kb: KnowledgeBase, q: Query, run: Callable[[Query], SearchResult]
+    ) -> SearchResult: ...
+
+
 def _around(
-    stage: Any, kb: KnowledgeBase, q: Query, *, run: Callable[[Query], SearchResult]
+    stage: QueryStage, kb: KnowledgeBase, q: Query, *, run: Callable[[Query], SearchResult]
 ) -> SearchResult:
-    return stage.around(kb, q, run)  # type: ignore[no-any-return]
+    return stage.around(kb, q, run)
 
 
 def _dense_status(kb: KnowledgeBase) -> dict[str, Any] | None:
@@ -715,7 +725,7 @@ def _backend_status(kb: KnowledgeBase) -> dict[str, Any]:
     return backend_status(kb)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """``TextRecord`` and ``IndexReport`` load the ingest side on first use only,
     so opening a KB to search stays fast."""
     if name in ("TextRecord", "IndexReport"):

@@ -33,11 +33,14 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # importlib.metadata loads only to list plugins or find a rare one
     from importlib.metadata import EntryPoint
+
+    import click
 
 from clawkb.errors import ConfigError
 
@@ -153,7 +156,7 @@ def names(group: str) -> list[str]:
     return sorted({ep.name for ep in _entry_points(group)} | set(_registered.get(group, ())))
 
 
-def _target(obj: Any) -> str:
+def _target(obj: object) -> str:
     return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', type(obj).__name__)}"
 
 
@@ -174,7 +177,7 @@ def list_plugins(groups: tuple[str, ...] = GROUPS) -> list[PluginInfo]:
     ]
 
 
-def register(group: str, name: str, obj: Any) -> None:
+def register(group: str, name: str, obj: object) -> None:
     """Add ``obj`` as plugin ``name`` of ``group`` in this process (it wins over an entry
     point of the same name); :func:`unregister` takes it back."""
     if group not in GROUPS:
@@ -188,7 +191,7 @@ def unregister(group: str, name: str) -> None:
     load_group.cache_clear()
 
 
-def order_of(obj: Any) -> int:
+def order_of(obj: object) -> int:
     return int(getattr(obj, "order", DEFAULT_ORDER))
 
 
@@ -216,16 +219,18 @@ def loaded(group: str) -> list[Any]:
     return [obj for _, obj in load_group(group)]
 
 
-def load_plugin(group: str, name: str, what: str = "plugin") -> Any:
-    """The object entry point ``name`` of ``group`` names (the last registration wins)."""
+def load_plugin(group: str, name: str, what: str = "plugin") -> Callable[..., object]:
+    """The factory entry point ``name`` of ``group`` names (the last registration wins);
+    what it makes is the group's contract (docs/plugins.md), which the caller states."""
     mine = _registered.get(group, {})
-    if name in mine:
-        return mine[name]
-    return _load_entry_point(group, name, what)
+    obj = mine[name] if name in mine else _load_entry_point(group, name, what)
+    if not callable(obj):
+        raise ConfigError(f"{what} {name!r} is not a factory (it is {_target(obj)})")
+    return obj
 
 
 @functools.cache
-def _load_entry_point(group: str, name: str, what: str) -> Any:
+def _load_entry_point(group: str, name: str, what: str) -> object:
     found = [ep for ep in group_entry_points(group) if ep.name == name]
     if not found:
         raise ConfigError(
@@ -277,11 +282,11 @@ class Ref:
     value: str
     group: str
 
-    def load(self) -> Any:
+    def load(self) -> object:
         import importlib
 
         module, _, attrs = self.value.partition(":")
-        obj: Any = importlib.import_module(module.strip())
+        obj: object = importlib.import_module(module.strip())
         for attr in filter(None, attrs.strip().split(".")):
             obj = getattr(obj, attr)
         return obj
@@ -327,16 +332,21 @@ def command_entry_points() -> dict[str, Ref]:
     return quick_entry_points("clawkb.commands")
 
 
-def commands() -> dict[str, Any]:
+def commands() -> dict[str, object]:
     """Command name -> its entry point, or the command :func:`register` added."""
     return {**command_entry_points(), **_registered.get("clawkb.commands", {})}
 
 
-def load_command(ep: Any) -> Any:
+def load_command(ep: object) -> click.Command:
     """The click command an entry point names (a one-line error when it cannot load)."""
-    if not isinstance(ep, Ref):
-        return ep
-    try:
-        return ep.load()
-    except Exception as exc:  # a broken plugin: one line naming it, not a traceback
-        raise ConfigError(f"command {ep.name!r} ({ep.value}) cannot be loaded: {exc}") from exc
+    import click
+
+    obj = ep
+    if isinstance(ep, Ref):
+        try:
+            obj = ep.load()
+        except Exception as exc:  # a broken plugin: one line naming it, not a traceback
+            raise ConfigError(f"command {ep.name!r} ({ep.value}) cannot be loaded: {exc}") from exc
+    if not isinstance(obj, click.Command):
+        raise ConfigError(f"command plugin {_target(obj)} is not a click command")
+    return obj

@@ -7,13 +7,18 @@ search returns :class:`Hit` objects that carry an :class:`Anchor`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from clawkb.fastinit import fast_init
 
 #: Slice kinds a parser may emit.
 SLICE_KINDS = ("text", "code", "table", "list", "formula")
+
+#: A JSON value as the HTTP API, MCP and ``--json`` write it (read-only views, so a
+#: ``dict[str, int]`` or a ``list[str]`` is one too).
+JSON: TypeAlias = str | int | float | bool | Sequence["JSON"] | Mapping[str, "JSON"] | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,12 +12,15 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from clawkb.backends.milvus_schema import close_client
 from clawkb.backends.settings import milvus_settings
+
+if TYPE_CHECKING:
+    from clawkb.evaluate.compare import Comparison
 
 
 def compare_on_milvus(
@@ -29,7 +32,7 @@ def compare_on_milvus(
     uri: str | None = None,
     collection: str = "clawkb_eval",
     options: dict[str, dict[str, Any]] | None = None,
-) -> Any:
+) -> Comparison:
     """:func:`clawkb.evaluate.compare.compare_modes` with search on Milvus."""
     from clawkb.embed.base import get_embedder
     from clawkb.evaluate.compare import compare_modes

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from clawkb.errors import ConfigError
+
+if TYPE_CHECKING:
+    from clawkb.retrieve.filters import Filters
 
 
 def quote(value: str) -> str:
@@ -41,7 +44,7 @@ def _strings(values: Sequence[str]) -> str:
 
 
 def compile_filters(
-    filters: Any = None,
+    filters: Filters | None = None,
     *,
     path_globs: Sequence[str] = (),
     include_memory: bool = False,

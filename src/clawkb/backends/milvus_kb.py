@@ -16,6 +16,7 @@ from clawkb.backends.settings import MilvusSettings, backend_settings
 from clawkb.retrieve.result import SearchResult
 
 if TYPE_CHECKING:
+    from clawkb.backends.milvus_sync import Progress, SyncReport
     from clawkb.ingest.pipeline import IndexReport
     from clawkb.kb import KnowledgeBase
     from clawkb.retrieve.filters import Filters
@@ -62,7 +63,9 @@ def kb_search(
     return kb.run_prepared(q, source=src)
 
 
-def sync_kb(kb: KnowledgeBase, *, full: bool = False, progress: Any = None) -> Any:
+def sync_kb(
+    kb: KnowledgeBase, *, full: bool = False, progress: Progress | None = None
+) -> SyncReport:
     """`clawkb sync`: catch the lexical index up, then replay the log into Milvus."""
     from clawkb.backends.milvus_sync import sync_milvus
     from clawkb.errors import ConfigError

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from clawkb.backends.milvus_schema import TITLE_REPEAT
 from clawkb.backends.surrogate import surrogate_text
 from clawkb.errors import IndexError_
-from clawkb.index.lexical import BM25FParams
 from clawkb.ingest.sync import doc_fields
 from clawkb.store import replica_repo, vectors_repo
 
@@ -26,17 +26,11 @@ def namespace_of(path: str) -> str:
     return path[len(MEMORY_PREFIX) :].partition("/")[0] or "default"
 
 
-#: Milvus BM25 has one field, so the title field's tokens are written as many
-#: times as the local BM25F title weight is to the body's (4: same-run nDCG@10
-#: on the whole of cranfield, lexical, 0.3724 Milvus vs 0.3675 local). Milvus's
-#: one length norm (b of the body) stands in for the title's own b.
-TITLE_REPEAT = max(1, round(BM25FParams().weights[0] / BM25FParams().weights[1]))
-
-
 def lexical_terms(chunk_id: int, title: str, heading_json: str, kind: str, text: str) -> str:
     """clawkb's tokens of a chunk as surrogate words: the title field's tokens
-    :data:`TITLE_REPEAT` times (the local BM25F title weight), then the body or
-    code tokens."""
+    :data:`~clawkb.backends.milvus_schema.TITLE_REPEAT` times (the local BM25F title
+    weight), then the body or code tokens. Change it and bump
+    :data:`~clawkb.backends.milvus_schema.ROW_TEXT_VERSION`."""
     f = doc_fields(chunk_id, title, heading_json, kind, text)
     return surrogate_text([*(f.title * TITLE_REPEAT), *f.body, *f.code])
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -53,9 +55,11 @@ def entity_row(e: dict[str, Any]) -> ChunkRow:
     )
 
 
-def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+@contextmanager
+def _search_errors() -> Iterator[None]:
+    """A failed Milvus call as one :class:`BackendError` line."""
     try:
-        return fn(*args, **kwargs)
+        yield
     except Exception as exc:
         text = str(exc).strip().splitlines()
         raise BackendError(f"Milvus search failed: {text[-1] if text else exc!r}") from exc
@@ -64,7 +68,7 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 def _channel(
     s: MilvusSettings,
     field: str,
-    data: Any,
+    data: str | list[float],
     metric: str,
     expr: str,
     limit: int,
@@ -73,16 +77,17 @@ def _channel(
     params: dict[str, Any] = {"metric_type": metric}
     if metric == "COSINE":
         params["params"] = {"ef": max(s.hnsw_ef, limit), "nprobe": 32}
-    res = _call(
-        client(s).search,
-        s.collection,
-        data=[data],
-        anns_field=field,
-        limit=limit,
-        filter=expr,
-        output_fields=HIT_FIELDS if fields is None else fields,
-        search_params=params,
-    )
+    c = client(s)
+    with _search_errors():
+        res = c.search(
+            s.collection,
+            data=[data],
+            anns_field=field,
+            limit=limit,
+            filter=expr,
+            output_fields=HIT_FIELDS if fields is None else fields,
+            search_params=params,
+        )
     rows = [_flat(h) for h in res[0]]
     if metric == "BM25" and any(r["_score"] < 0 for r in rows):
         for r in rows:  # Milvus Lite reports BM25 as a negative distance (best first)
@@ -90,7 +95,7 @@ def _channel(
     return rows
 
 
-def _flat(h: Any) -> dict[str, Any]:
+def _flat(h: Mapping[str, Any]) -> dict[str, Any]:
     e = dict(h.get("entity") or {})
     e.setdefault("anchor", h.get("anchor") or h.get("id"))
     e["_score"] = float(h.get("distance", 0.0))
@@ -121,14 +126,11 @@ def _hybrid(
         ),
     ]
     ranker = RRFRanker(rrf_k) if fusion == "rrf" else WeightedRanker(*weights)
-    res = _call(
-        client(s).hybrid_search,
-        s.collection,
-        reqs,
-        ranker,
-        limit=limit,
-        output_fields=HIT_FIELDS,
-    )
+    c = client(s)
+    with _search_errors():
+        res = c.hybrid_search(
+            s.collection, list(reqs), ranker, limit=limit, output_fields=HIT_FIELDS
+        )
     return [_flat(h) for h in res[0]]
 
 

@@ -10,7 +10,10 @@ then per batch of changes delete the removed chunk ids and upsert the added
 chunks that still exist, then advance the cursor. A step killed anywhere is
 simply replayed (deletes by id and upserts by anchor are idempotent). When
 the log was pruned past the cursor (the backend was configured after
-indexing), a full reconcile compares chunk ids instead.
+indexing), a full reconcile compares chunk ids instead. When the collection
+records another row-text version for this KB's rows (or none: rows written
+before it was kept), every row of this KB is rewritten and the version recorded
+(:data:`clawkb.backends.milvus_schema.ROW_TEXT_VERSION`).
 """
 
 from __future__ import annotations
@@ -22,8 +25,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from clawkb.backends.milvus_filters import quote
 from clawkb.backends.milvus_rows import build_rows
-from clawkb.backends.milvus_schema import NO_MODEL, client, open_collection
+from clawkb.backends.milvus_schema import (
+    NO_MODEL,
+    ROW_TEXT_PREFIX,
+    ROW_TEXT_VERSION,
+    UNKNOWN_ROW_TEXT,
+    client,
+    open_collection,
+    row_text_versions,
+    set_row_text,
+)
 from clawkb.backends.settings import MilvusSettings
 from clawkb.store import db
 
@@ -43,6 +56,8 @@ class SyncReport:
     deleted: int = 0
     embedded: int = 0
     full: bool = False
+    #: every row of this KB rewritten: the collection had another row-text version
+    rebuilt: bool = False
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,20 +104,25 @@ def sync_milvus(
     rep = SyncReport()
     mkey, dim, emb = model_of(kb, s)
     sig = json.dumps(emb.signature(), sort_keys=True) if emb is not None else ""
-    open_collection(
-        s, dim=dim, model=mkey, create=True, k1=kb.config.k1, b=kb.config.field_b[1], signature=sig
-    )
     src = source_id(kb)
+    props = open_collection(
+        s, dim=dim, model=mkey, create=True, k1=kb.config.k1, b=kb.config.field_b[1],
+        signature=sig, source=src,
+    )  # fmt: skip
+    rebuild = props.get(ROW_TEXT_PREFIX + src) != ROW_TEXT_VERSION
     if emb is not None:
         from clawkb.embed.vectors import embed_pending
 
         rep.embedded = embed_pending(kb.conn, emb).embedded
     vec_key = mkey if emb is not None else None
     pos = cursor(kb, s)
-    if full or pos is None or pos < kb.repo.pruned_upto():
+    if full or rebuild or pos is None or pos < kb.repo.pruned_upto():
         start = kb.repo.max_seq()
         _set_cursor(kb, s, -1)  # "compare pending": holds the whole log; a kill repeats it
-        _reconcile(kb, s, src, vec_key, rep, progress)
+        _reconcile(kb, s, src, vec_key, rep, progress, rewrite=rebuild)
+        if rebuild:
+            record_row_text(s, src, props)
+            rep.rebuilt = True
         pos = start
         _set_cursor(kb, s, pos)
         rep.full = True
@@ -173,6 +193,27 @@ def remote_chunk_ids(s: MilvusSettings, src: str) -> set[int]:
     return out
 
 
+def record_row_text(s: MilvusSettings, src: str, props: dict[str, str]) -> None:
+    """Every row of ``src`` was just written: record this row-text version for it. In a
+    collection that kept no version (rows written before it was kept), the other
+    sources' rows are marked unknown, so searches ask for them to be rewritten too."""
+    versions = {src: ROW_TEXT_VERSION}
+    if "clawkb.rowtext" not in props and not row_text_versions(props):
+        versions.update(dict.fromkeys(other_sources(s, src), UNKNOWN_ROW_TEXT))
+    set_row_text(s, versions)
+
+
+def other_sources(s: MilvusSettings, src: str) -> list[str]:
+    """The sources other than ``src`` with rows in the collection (one query per source)."""
+    found: list[str] = []
+    while True:
+        expr = f"source != {quote(src)}" + "".join(f" and source != {quote(o)}" for o in found)
+        rows = client(s).query(s.collection, filter=expr, output_fields=["source"], limit=1)
+        if not rows:
+            return found
+        found.append(str(rows[0]["source"]))
+
+
 def _reconcile(
     kb: KnowledgeBase,
     s: MilvusSettings,
@@ -180,11 +221,15 @@ def _reconcile(
     vec_key: str | None,
     rep: SyncReport,
     progress: Progress | None,
+    *,
+    rewrite: bool = False,
 ) -> None:
+    """Delete the rows of chunks the store no longer has, then upsert the chunks the
+    collection lacks (with ``rewrite``: every chunk, so every row gets today's text)."""
     have = remote_chunk_ids(s, src)
     local = kb.repo.all_chunk_ids()
     rep.deleted += _delete_ids(s, src, sorted(have - set(local)))
-    todo = [i for i in local if i not in have]
+    todo = local if rewrite else [i for i in local if i not in have]
     for i in range(0, len(todo), s.batch):
         rep.upserted += _upsert(kb, s, src, todo[i : i + s.batch], vec_key)
         if progress:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -35,6 +35,11 @@ from clawkb.store import db, replica_repo
 from clawkb.store.memo import StoreMemo
 from clawkb.store.repo import ChunkRow, Repository
 from clawkb.types import Hit
+
+if TYPE_CHECKING:
+    from clawkb.hardware.ranking import BoardFields
+    from clawkb.retrieve.query import Query
+    from clawkb.retrieve.source import Source
 
 
 class UniformTermStats:
@@ -107,12 +112,12 @@ class RemoteKnowledgeBase(KnowledgeBase):
         return []
 
     # -- reads ---------------------------------------------------------------
-    def search(self, query: str, **kwargs: Any) -> SearchResult:
-        res = super().search(query, **kwargs)
+    def run_query(self, q: Query, *, source: Source | None = None) -> SearchResult:
+        res = super().run_query(q, source=source)
         self._remember(res.hits)
         return res
 
-    def board_fields(self, boards: Sequence[str], only: bool) -> dict[str, Any]:
+    def board_fields(self, boards: Sequence[str], only: bool) -> BoardFields:
         """Board search without a store: the boards' chunk ids come from Milvus."""
         from clawkb.hardware.boards import normalize_board
         from clawkb.hardware.ranking import board_boost
@@ -122,7 +127,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
         if not names:
             return {}
         src = MilvusSource(self, self.settings)
-        out: dict[str, Any] = {
+        out: BoardFields = {
             "boost": ChunkBoost.uniform("board", src.board_ids(names), board_boost(self))
         }
         if only:

@@ -28,7 +28,7 @@ from clawkb.backends.milvus_schema import (
     collection_properties,
     open_collection,
 )
-from clawkb.backends.milvus_sync import _delete_ids, remote_chunk_ids, source_id
+from clawkb.backends.milvus_sync import _delete_ids, record_row_text, remote_chunk_ids, source_id
 from clawkb.backends.settings import MilvusSettings
 from clawkb.embed import vectors
 from clawkb.errors import ConfigError, IndexError_
@@ -90,8 +90,8 @@ def export_kb(kb: KnowledgeBase, target: str, *, collection: str | None = None) 
         return _export_dir(kb, Path(target), mkey, sig)
     dim = int(sig["dim"]) if sig else 0
     sig_json = json.dumps(sig, sort_keys=True) if sig else ""
-    open_collection(s, dim=dim, model=mkey, create=True, signature=sig_json)
     src = source_id(kb)
+    props = open_collection(s, dim=dim, model=mkey, create=True, signature=sig_json, source=src)
     ids = kb.repo.all_chunk_ids()
     _delete_ids(s, src, sorted(remote_chunk_ids(s, src) - set(ids)))
     rep = TransferReport(f"{s.uri}/{s.collection}", model=mkey)
@@ -100,6 +100,7 @@ def export_kb(kb: KnowledgeBase, target: str, *, collection: str | None = None) 
         client(s).upsert(s.collection, rows)
         rep.chunks += len(rows)
     client(s).flush(s.collection)
+    record_row_text(s, src, props)  # every row of this KB was just written
     rep.documents = kb.repo.counts()["documents"]
     return rep
 
@@ -162,7 +163,7 @@ def _read_dir(folder: Path) -> tuple[dict[str, Any], Iterator[tuple[dict[str, An
 
 
 def _read_milvus(s: MilvusSettings) -> tuple[dict[str, Any], Iterator[tuple[dict[str, Any], Any]]]:
-    open_collection(s)
+    open_collection(s, row_text=False)  # the search text is not copied: any version reads
     props = collection_properties(s)
     sig = json.loads(props["clawkb.signature"]) if props.get("clawkb.signature") else None
     manifest = {

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from clawkb.cli.common import echo, echo_json, handle_errors, one_line, open_kb
 from clawkb.cli.searching import display_path
+
+if TYPE_CHECKING:
+    from clawkb.answer.core import Answer
 
 
 @click.command()
@@ -71,7 +74,7 @@ def ask(
         ctx.exit(1)
 
 
-def _print_sources(res: Any) -> None:
+def _print_sources(res: Answer) -> None:
     shown = res.passages if res.abstained else res.citations
     if not shown:
         return
@@ -96,20 +99,23 @@ def _first_line(text: str, width: int = 110) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def _print_explain(res: Any) -> None:
+def _print_explain(res: Answer) -> None:
     c = res.confidence
     echo("\nexplain:")
-    echo(
-        f"  mode={res.mode} role={res.role} model={res.model or '-'}"
-        f" confidence={c.value:.3f} threshold={c.threshold:.3f}"
-        f" → {'abstain' if c.abstain else 'answer'}"
-    )
-    echo(
-        "  confidence = IDF-weighted share of the question's content terms found in the best "
-        "of the top 3 passages"
-    )
-    echo(f"  matched: {', '.join(c.matched) or '-'}")
-    echo(f"  missing: {', '.join(c.missing) or '-'}")
+    if c is None:  # nothing was retrieved to judge
+        echo(f"  mode={res.mode} role={res.role} model={res.model or '-'} confidence=-")
+    else:
+        echo(
+            f"  mode={res.mode} role={res.role} model={res.model or '-'}"
+            f" confidence={c.value:.3f} threshold={c.threshold:.3f}"
+            f" → {'abstain' if c.abstain else 'answer'}"
+        )
+        echo(
+            "  confidence = IDF-weighted share of the question's content terms found in the"
+            " best of the top 3 passages"
+        )
+        echo(f"  matched: {', '.join(c.matched) or '-'}")
+        echo(f"  missing: {', '.join(c.missing) or '-'}")
     t = res.timings
     echo(
         f"  timings: search {t['search']:.1f} ms, context {t['context']:.1f} ms,"

@@ -6,11 +6,14 @@ Thin: parse options, call :mod:`clawkb.backends`, format the result.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from clawkb.cli.common import echo, echo_json, handle_errors, open_kb
+
+if TYPE_CHECKING:
+    from clawkb.backends.transfer import TransferReport
 
 
 @click.command("sync")
@@ -30,7 +33,9 @@ def sync_cmd(ctx: click.Context, full: bool, as_json: bool) -> None:
         return
     echo(
         f"synced {rep.applied} changes ({rep.upserted} upserted, {rep.deleted} deleted,"
-        f" {rep.embedded} embedded{', full compare' if rep.full else ''}) in {rep.seconds:.2f} s;"
+        f" {rep.embedded} embedded{', full compare' if rep.full else ''}"
+        f"{', every row rewritten (new row-text version)' if rep.rebuilt else ''})"
+        f" in {rep.seconds:.2f} s;"
         f" lag {st['lag_changes']} changes"
     )
 
@@ -70,7 +75,7 @@ def import_cmd(ctx: click.Context, source: str, collection: str | None, as_json:
     _report(rep, "imported", as_json)
 
 
-def _report(rep: Any, verb: str, as_json: bool) -> None:
+def _report(rep: TransferReport, verb: str, as_json: bool) -> None:
     if as_json:
         echo_json(rep.to_dict())
     else:

@@ -17,14 +17,21 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, TYPE_CHECKING, ParamSpec, TypeVar
 
 import click
 
 from clawkb.errors import EXIT_ERROR, ClawkbError
 from clawkb.store import diskspace
 
-F = TypeVar("F", bound=Callable[..., Any])
+if TYPE_CHECKING:
+    from clawkb.kb import KnowledgeBase
+    from clawkb.memory.model import RecallResult
+    from clawkb.retrieve.result import SearchResult
+    from clawkb.types import JSON
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 #: Exit statuses (docs/cli.md): 0 done; 1 nothing found (search, recall, ask abstained);
 #: 2 error or bad usage; 3 done, but some files or folders failed (``index``).
@@ -59,21 +66,21 @@ def one_line(text: object) -> str:
     return clean(text).translate(_LINE_BREAKS)
 
 
-def echo(message: object = "", *, err: bool = False, nl: bool = True, **style: Any) -> None:
-    """Print one line of human output (cleaned; ``style`` as in ``click.style``)."""
-    click.secho(clean(message), err=err, nl=nl, **style)
+def echo(message: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print one line of human output (cleaned)."""
+    click.secho(clean(message), err=err, nl=nl)
 
 
-def emit(line: str, *, err: bool = False, nl: bool = True, file: Any = None) -> None:
+def emit(line: str, *, err: bool = False, nl: bool = True, file: IO[str] | None = None) -> None:
     """Print a line the CLI styled itself; every untrusted piece went through :func:`clean`."""
     click.echo(line, err=err, nl=nl, file=file)
 
 
-def handle_errors(func: F) -> F:
+def handle_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Turn a domain error into a one-line message and its exit code (2 for errors)."""
 
     @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
         except ClawkbError as exc:
@@ -101,7 +108,7 @@ def handle_errors(func: F) -> F:
             )
             sys.exit(EXIT_ERROR)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def _current_home() -> Path | None:
@@ -116,7 +123,9 @@ def _current_home() -> Path | None:
 
 
 @contextmanager
-def open_kb(ctx: click.Context, *, create: bool = False, announce: bool = False) -> Iterator[Any]:
+def open_kb(
+    ctx: click.Context, *, create: bool = False, announce: bool = False
+) -> Iterator[KnowledgeBase]:
     """Open the knowledge base chosen by --kb / CLAWKB_HOME / discovery.
 
     ``announce``: long write jobs say which KB they write to before they start
@@ -135,18 +144,20 @@ def open_kb(ctx: click.Context, *, create: bool = False, announce: bool = False)
         kb.close()
 
 
-def announce_kb(home: Any) -> None:
+def announce_kb(home: Path) -> None:
     """``knowledge base: /path/.clawkb`` on stderr: every write command says where it wrote,
     so a KB created in an unexpected place is noticed at once. Not with ``--json``
     (machine output stays one JSON document)."""
     click.echo(f"knowledge base: {home}", err=True)
 
 
-def echo_json(data: Any) -> None:
+def echo_json(data: JSON) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 
-def print_result_or_stop(ctx: click.Context, res: Any, as_json: bool, empty: str) -> bool:
+def print_result_or_stop(
+    ctx: click.Context, res: SearchResult | RecallResult, as_json: bool, empty: str
+) -> bool:
     """Shared start of result output: warnings to stderr, then JSON, or an empty result.
 
     Returns True when the caller should go on to print the hits as text.

@@ -13,6 +13,10 @@ import click
 from clawkb.cli.common import echo, echo_json, handle_errors, open_kb
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from clawkb.kb import KnowledgeBase
+    from clawkb.retrieve.options import Option
     from clawkb.retrieve.result import SearchResult
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -67,22 +71,24 @@ class TableChoice(click.ParamType):
     """A name option of the search-options table: its choices are read when a value is
     checked or help is shown (a reranker plugin installed later is accepted)."""
 
-    def __init__(self, option: Any) -> None:
+    def __init__(self, option: Option) -> None:
         self.option = option
         self.name = option.name
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
         return "[" + "|".join(self.option.allowed() or ()) + "]"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
         allowed = self.option.allowed() or ()
-        if value not in allowed:
+        if not isinstance(value, str) or value not in allowed:
             # the same words as the HTTP API and the settings (one table, one message)
             self.fail(f"{self.name} must be one of {', '.join(allowed)}, got {value!r}", param, ctx)
         return value
 
 
-def click_option(o: Any) -> Callable[[F], F]:
+def click_option(o: Option) -> Callable[[F], F]:
     """The click option of one search option (:class:`clawkb.retrieve.options.Option`)."""
     decls = [o.cli_flag if o.tristate else o.flag]
     if o.key != o.name:
@@ -112,7 +118,7 @@ def retrieval_options(func: F) -> F:
     return func
 
 
-def print_pipeline_explain(res: Any, exp: dict[str, Any]) -> None:
+def print_pipeline_explain(exp: dict[str, Any]) -> None:
     """Per-channel rank, raw and normalised score and contribution of one hit."""
     for name, ch in (exp.get("channels") or {}).items():
         parts = [f"{k}={v}" for k, v in ch.items() if v is not None]
@@ -148,7 +154,7 @@ def dense_status_line(d: dict[str, Any]) -> str:
     return line
 
 
-def embed_written(kb: Any, *, quiet: bool, as_json: bool) -> dict[str, Any] | None:
+def embed_written(kb: KnowledgeBase, *, quiet: bool, as_json: bool) -> dict[str, Any] | None:
     """After ``index`` / ``learn`` / ``memory store``: embed the new chunks when the KB
     has vectors (:func:`clawkb.embed.run.embed_new`), with progress on stderr; say on
     stderr when some stay pending and why. The result goes into ``--json`` output."""
@@ -173,7 +179,11 @@ def embed_written(kb: Any, *, quiet: bool, as_json: bool) -> dict[str, Any] | No
 
 
 def run_compare(
-    dataset_dir: Any, modes: str, embedder: str | None, limit_queries: int | None, as_json: bool
+    dataset_dir: str | Path,
+    modes: str,
+    embedder: str | None,
+    limit_queries: int | None,
+    as_json: bool,
 ) -> None:
     """`clawkb eval --modes ...`: one throw-away KB, every mode on the same queries."""
     from clawkb.embed.base import get_embedder

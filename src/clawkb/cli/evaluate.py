@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from clawkb.cli.common import echo, echo_json, handle_errors, open_kb
 from clawkb.evaluate.golden import GoldenReport, check_golden
 from clawkb.evaluate.runner import EvalReport, evaluate_dataset
+
+if TYPE_CHECKING:
+    from clawkb.evaluate.self_check import SelfReport
 
 #: The headline numbers, in the order BEIR tables print them.
 _HEADLINE = ("ndcg@10", "mrr@10", "recall@10", "recall@100")
@@ -101,7 +104,7 @@ def run_self_eval(ctx: click.Context, as_json: bool, per_kind: int) -> None:
     echo(format_self(report))
 
 
-def format_self(report: Any) -> str:
+def format_self(report: SelfReport) -> str:
     """One row per kind of query, one column per mode, then a few misses per kind."""
     head = f"{'kind (hit@' + str(report.k) + ')':<18} {'queries':>7}" + "".join(
         f" {m:>8}" for m in report.modes

@@ -9,7 +9,8 @@ from __future__ import annotations
 import io
 import re
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import Literal, NoReturn, overload
 
 import click
 
@@ -46,13 +47,39 @@ class LazyGroup(click.Group):
                 echo(f"warning: {exc.message}", err=True)
         return super().list_commands(ctx)
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:
+    @overload
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: Literal[True] = True,
+        **extra: object,
+    ) -> NoReturn: ...
+
+    @overload
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = ...,
+        **extra: object,
+    ) -> object: ...
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: object,
+    ) -> object:
         """Click's own usage errors start with ``error:`` like every other clawkb error."""
-        run: Any = super().main
-        if not kwargs.pop("standalone_mode", True):
-            return run(*args, standalone_mode=False, **kwargs)
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            rv = run(*args, standalone_mode=False, **kwargs)
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
             buf = io.StringIO()
             exc.show(file=buf)

@@ -19,9 +19,12 @@ from __future__ import annotations
 import sys
 import time
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from clawkb.cli.common import emit
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 INTERRUPTED_EXIT = 130
 
@@ -54,11 +57,11 @@ class JobProgress:
         self.started = time.monotonic()
         self._last_line = self.started  # the first line after one interval: short jobs stay quiet
         self._lines = 0
-        self._bar: Any = None
-        self._task: Any = None
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
 
     # -- updates -------------------------------------------------------------
-    def __call__(self, done: int, total: int, *detail: Any) -> None:
+    def __call__(self, done: int, total: int, *detail: object) -> None:
         self.done, self.total = done, total
         if not self.enabled or total < self.min_total:
             return
@@ -86,7 +89,8 @@ class JobProgress:
         return None if self.stream is sys.stderr else self.stream
 
     def _draw(self, done: int, total: int) -> None:
-        if self._bar is None:
+        bar, task = self._bar, self._task
+        if bar is None or task is None:
             from rich.console import Console
             from rich.progress import (
                 BarColumn,
@@ -98,7 +102,7 @@ class JobProgress:
                 TimeRemainingColumn,
             )
 
-            self._bar = Progress(
+            bar = Progress(
                 TextColumn(f"{self.label}"),
                 BarColumn(),
                 MofNCompleteColumn(),
@@ -111,10 +115,11 @@ class JobProgress:
                 console=Console(file=self.stream),
                 transient=True,
             )
-            self._bar.start()
-            self._task = self._bar.add_task(self.label, total=total, rate="")
+            bar.start()
+            task = bar.add_task(self.label, total=total, rate="")
+            self._bar, self._task = bar, task
         rate = done / max(time.monotonic() - self.started, 1e-9)
-        self._bar.update(self._task, completed=done, total=total, rate=f"{rate:.1f}/s")
+        bar.update(task, completed=done, total=total, rate=f"{rate:.1f}/s")
 
     def close(self) -> None:
         if self._bar is not None:

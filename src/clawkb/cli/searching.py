@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +22,9 @@ from clawkb.cli.common import (
 from clawkb.cli.dense import print_pipeline_explain, print_stages, retrieval_options
 from clawkb.cli.knowledge_options import print_knowledge_explain
 from clawkb.retrieve.hits import anchor_dict
+
+if TYPE_CHECKING:
+    from clawkb.retrieve.options import OptionValue
 
 
 def display_path(path: str) -> str:
@@ -75,7 +78,7 @@ def search(
     include_memory: bool,
     boards: tuple[str, ...],
     board_only: bool,
-    **retrieval: Any,
+    **retrieval: OptionValue,
 ) -> None:
     """Search the knowledge base; every hit names its file, lines and section."""
     from clawkb.retrieve.options import search_kwargs
@@ -124,7 +127,7 @@ def search(
         )
         emit(f"    {snip}")
         if explain and hit.explanation:
-            print_pipeline_explain(res, hit.explanation)
+            print_pipeline_explain(hit.explanation)
             _print_explain(hit.explanation)
         if explain and hit.explanation:
             print_knowledge_explain(hit.explanation)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import click
 
@@ -60,7 +59,7 @@ def plugins(as_json: bool) -> None:
     )
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, str):

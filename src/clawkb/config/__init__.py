@@ -19,12 +19,15 @@ import os
 import typing
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from annotated_types import Ge, Gt, Interval
 
 from clawkb.config.retrieval import RetrievalSettings
 from clawkb.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 LOCAL_DIR = ".clawkb"
 
@@ -59,7 +62,7 @@ NOT_SETTINGS = frozenset(
 STRICT = {"extra": "forbid", "allow_inf_nan": False}
 
 
-def _check_retrieval(self: Any) -> None:
+def _check_retrieval(self: DataclassInstance) -> None:
     values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "rerank_options"}
     try:  # the runtime settings own the value rules (modes, fusions, rerankers, ...)
         RetrievalSettings(**values)

@@ -47,7 +47,8 @@ def load_config(home: Path, env: Mapping[str, str]) -> Config:
     return build_config(files, env)
 
 
-def read_yaml(path: Path) -> Any:
+def read_yaml(path: Path) -> object:
+    """The YAML document of ``path`` ({} when empty): any YAML value, checked by the caller."""
     import yaml
 
     try:

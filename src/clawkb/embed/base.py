@@ -17,7 +17,7 @@ import os
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -139,7 +139,10 @@ def get_embedder(name: str, options: Mapping[str, Any] | None = None) -> Embedde
     else:
         from clawkb.plugins import load_plugin
 
-        factory = load_plugin(GROUP, name, what="embedder")
+        # the group's contract: factory(options) -> Embedder (docs/plugins.md)
+        factory = cast(
+            Callable[[dict[str, Any]], Embedder], load_plugin(GROUP, name, what="embedder")
+        )
     try:
         embedder: Embedder = factory(opts)
     except TypeError as exc:

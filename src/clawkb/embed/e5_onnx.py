@@ -176,8 +176,12 @@ def _graph(img: E5Image) -> onnx.ModelProto:
         inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
         return name
 
-    def node(op: str, ins: list[str], out: str, **attrs: Any) -> str:
-        nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+    def node(
+        op: str, ins: list[str], out: str, domain: str | None = None, **attrs: int | float
+    ) -> str:
+        made = helper.make_node(op, ins, [out], name=out, domain=domain)
+        made.attribute.extend(helper.make_attribute(k, v) for k, v in sorted(attrs.items()))
+        nodes.append(made)
         return out
 
     def matmul(x: str, w: str, rows: int, cols: int) -> str:

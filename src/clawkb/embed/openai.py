@@ -9,13 +9,17 @@ the URL.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from clawkb.embed.base import Embedder, l2_normalize
 from clawkb.endpoint import EndpointError, post_json
 from clawkb.errors import ConfigError
+
+if TYPE_CHECKING:
+    from clawkb.types import JSON
 
 __all__ = ["EndpointError", "OpenAIEmbedder", "post_json"]
 
@@ -78,7 +82,13 @@ class OpenAIEmbedder(Embedder):
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         data = post_json(self.url, {"model": self.model, "input": inputs}, headers, self.timeout)
         try:
-            rows = sorted(data["data"], key=lambda d: d.get("index", 0))
+            items = data.get("data") if isinstance(data, Mapping) else None
+            if not isinstance(items, list):
+                raise TypeError("no list under 'data'")
+            rows = [d for d in items if isinstance(d, Mapping)]
+            if len(rows) != len(items):
+                raise TypeError("an item of 'data' is not an object")
+            rows.sort(key=_position)
             vecs = np.asarray([r["embedding"] for r in rows], np.float32)
         except (KeyError, TypeError, ValueError) as exc:
             raise EndpointError(f"{self.url}: unexpected answer shape ({exc})") from exc
@@ -90,3 +100,9 @@ class OpenAIEmbedder(Embedder):
                 f" configured dim is {self._dim}"
             )
         return l2_normalize(vecs)
+
+
+def _position(item: Mapping[str, JSON]) -> int:
+    """An embedding's place in the answer (``index``; the answer's order without one)."""
+    index = item.get("index", 0)
+    return index if isinstance(index, int) else 0

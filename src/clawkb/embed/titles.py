@@ -14,11 +14,15 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from clawkb.store.sections_repo import chunk_headings
+
+if TYPE_CHECKING:
+    from clawkb.embed.base import Embedder
+    from clawkb.kb import KnowledgeBase
 
 __all__ = ["Sections", "sections", "title_index"]
 
@@ -76,7 +80,7 @@ class _Vectors:
         except (OSError, KeyError, ValueError):
             self.known = {}
 
-    def matrix(self, titles: list[str], embedder: Any) -> np.ndarray:
+    def matrix(self, titles: list[str], embedder: Embedder) -> np.ndarray:
         missing = [t for t in titles if t not in self.known]
         for i in range(0, len(missing), BATCH):
             part = missing[i : i + BATCH]
@@ -112,7 +116,7 @@ def _file(home: Path, mkey: str) -> Path:
     return home / "index" / f"titles-{safe}.npz"
 
 
-def title_index(kb: Any, embedder: Any, mkey: str) -> tuple[Sections, np.ndarray]:
+def title_index(kb: KnowledgeBase, embedder: Embedder, mkey: str) -> tuple[Sections, np.ndarray]:
     """The KB's sections and their title vectors (embedding new titles first)."""
 
     def compute() -> tuple[Sections, np.ndarray]:

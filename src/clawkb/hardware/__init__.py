@@ -14,7 +14,7 @@ an agent pays for on every call, and it should not load the ingest pipeline.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from clawkb.hardware.aliases import PinAlias, extract_aliases, match_aliases, normalize_alias
@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _WHERE:
         raise AttributeError(f"module 'clawkb.hardware' has no attribute {name!r}")
     return getattr(import_module(f"clawkb.hardware.{_WHERE[name]}"), name)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
+
+import numpy as np
 
 from clawkb.hardware.boards import check_boards
 from clawkb.retrieve.query import ChunkBoost, Query
@@ -23,6 +25,13 @@ from clawkb.store.hardware_repo import boards_of_anchors, chunk_ids_of_boards, d
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
+
+
+class BoardFields(TypedDict, total=False):
+    """The :class:`Query` fields of a board search (:func:`board_restriction`)."""
+
+    chunk_ids: np.ndarray
+    boost: ChunkBoost
 
 
 def board_boost(kb: KnowledgeBase) -> float:
@@ -36,7 +45,7 @@ def board_restriction(
     only: bool = False,
     boost: float | None = None,
     datasheets_only: bool = False,
-) -> dict[str, Any]:
+) -> BoardFields:
     """The :class:`Query` fields for a board search: ``chunk_ids`` and ``boost``.
 
     ``datasheets_only`` restricts candidates to datasheets (any board); with
@@ -44,17 +53,18 @@ def board_restriction(
     """
     names = check_boards(kb.conn, boards)
     factor = board_boost(kb) if boost is None else boost
-    out: dict[str, Any] = {}
+    out: BoardFields = {}
+    ids = None
     if only and names:
-        out["chunk_ids"] = chunk_ids_of_boards(kb.conn, names, generic=True)
+        ids = chunk_ids_of_boards(kb.conn, names, generic=True)
     elif datasheets_only:
-        out["chunk_ids"] = datasheet_chunk_ids(kb.conn)
+        ids = datasheet_chunk_ids(kb.conn)
+    if ids is not None:
+        out["chunk_ids"] = ids
     if names:
         out["boost"] = ChunkBoost.uniform(
             "board", chunk_ids_of_boards(kb.conn, names, generic=False), factor
         )
-    if out.get("chunk_ids") is None:
-        out.pop("chunk_ids", None)
     return out
 
 
@@ -65,16 +75,20 @@ def board_search(
     *,
     only: bool = False,
     datasheets_only: bool = False,
-    **search: Any,
+    limit: int = 10,
+    mode: str | None = None,
+    explain: bool = False,
 ) -> SearchResult:
     """``kb.search`` with the datasheets of ``boards`` boosted (see the module docstring).
 
-    ``datasheets_only`` with no board keeps every datasheet and nothing else;
-    ``search`` takes the other ``kb.search`` keywords (limit, mode, filters, ...).
+    ``datasheets_only`` with no board keeps every datasheet and nothing else.
     """
     if boards or not datasheets_only:
-        return kb.search(query, boards=boards, board_only=only, **search)
-    q = Query.make(query, **search, **board_restriction(kb, (), datasheets_only=True))
+        return kb.search(
+            query, boards=boards, board_only=only, limit=limit, mode=mode, explain=explain
+        )
+    restriction = board_restriction(kb, (), datasheets_only=True)
+    q = Query.make(query, limit=limit, mode=mode, explain=explain, **restriction)
     return kb.run_query(q)
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from clawkb.store import links_repo
-from clawkb.types import Link, ParsedDocument
+from clawkb.types import JSON, Link, ParsedDocument
 
 _SEE_ALSO = re.compile(
     r"^\s*(?:see also|related|另见|参见|参看|相关(?:笔记|文档)?)\s*[:：]\s*(.+)", re.I | re.S
@@ -143,7 +143,7 @@ class LinkRow:
     line: int
     broken: str = ""  # "" | "missing note" | "missing heading"
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, JSON]:
         return {
             "source": self.source,
             "target": self.target,

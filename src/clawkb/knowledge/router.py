@@ -30,6 +30,7 @@ from clawkb.text import tokenize
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
+    from clawkb.types import JSON
 
 DENSE_SCALE = 20.0  # nats per unit of centred cosine
 LAMBDA = 0.5  # weight of the domain's own term distribution against the whole KB
@@ -41,7 +42,7 @@ class Route:
     scores: dict[str, float] = field(default_factory=dict)
     reason: str = ""
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, JSON]:
         return {
             "domains": list(self.domains) or "all",
             "scores": {k: round(v, 3) for k, v in self.scores.items()},

@@ -32,7 +32,7 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import httpx
 
@@ -118,9 +118,12 @@ def make_client(settings: LLMSettings) -> ChatClient | None:
     )
     if not name:
         return None
-    factory = load_plugin("clawkb.llm_clients", name, what="LLM client (llm.client)")
-    client: ChatClient = factory(settings)
-    return client
+    # the group's contract: factory(settings) -> ChatClient (docs/plugins.md)
+    factory = cast(
+        Callable[[LLMSettings], ChatClient],
+        load_plugin("clawkb.llm_clients", name, what="LLM client (llm.client)"),
+    )
+    return factory(settings)
 
 
 def openai_client(settings: LLMSettings) -> ChatClient:

@@ -7,7 +7,13 @@ Needs the ``mcp`` extra. :func:`serve` runs it over stdio or streamable HTTP;
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+    from clawkb.mcp.tools import KBTools
 
 __all__ = ["build_server", "serve"]
 
@@ -19,7 +25,7 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     token: str | None = None,
-    announce: Any = print,
+    announce: Callable[[str], None] = print,
 ) -> None:
     """Open the KB at ``home`` and serve it until the client disconnects (stdio) or Ctrl-C.
 
@@ -36,8 +42,8 @@ def serve(
         run_server(kb, http=http, host=host, port=port, token=token, announce=announce)
 
 
-def build_server(*args: Any, **kwargs: Any) -> Any:
+def build_server(tools: KBTools) -> MCPServer:
     """See :func:`clawkb.mcp.server.build_server`."""
     from clawkb.mcp.server import build_server as _build
 
-    return _build(*args, **kwargs)
+    return _build(tools)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 
 def run_http(
-    server: Any,
+    server: MCPServer,
     home: Path,
     *,
     host: str,

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import operator
 from collections.abc import Callable, Iterator
+from types import GenericAlias
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from clawkb import __version__
 from clawkb.errors import ClawkbError, MissingDependencyError, validation_line
 from clawkb.mcp.tools import MAX_LIMIT, KBTools, hardware_function
+from clawkb.retrieve.options import OptionValue  # read by the SDK (eval_str)
 
 try:
     from mcp.server.mcpserver import MCPServer
@@ -27,6 +30,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingDependencyError("the MCP server", "mcp") from exc
 
 if TYPE_CHECKING:
+    from mcp.server.mcpserver.context import Context
+    from mcp_types import CallToolResult, InputRequiredResult
+
     from clawkb.kb import KnowledgeBase
 
 Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description="Maximum number of results.")]
@@ -71,7 +77,9 @@ class KBServer(MCPServer):
     is the CLI's message: ``get_chunk: no chunk with anchor 'ffff…'``.
     """
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -110,9 +118,10 @@ def table_arguments() -> list[inspect.Parameter]:
     out = []
     for o in all_options():
         allowed = o.allowed()
-        kind: Any = Literal[tuple(allowed)] if allowed else o.kind
+        # types built at run time for the SDK's schema: ``operator.or_`` makes the unions
+        kind: object = Literal[tuple(allowed)] if allowed else o.kind
         if o.multiple:
-            kind = list[kind] | kind
+            kind = operator.or_(GenericAlias(list, (kind,)), kind)
         elif o.kind is bool and not o.tristate:
             out.append(inspect.Parameter(
                 o.name, inspect.Parameter.KEYWORD_ONLY, default=False,
@@ -121,7 +130,7 @@ def table_arguments() -> list[inspect.Parameter]:
             continue
         out.append(inspect.Parameter(
             o.name, inspect.Parameter.KEYWORD_ONLY, default=None,
-            annotation=Annotated[kind | None, Field(description=o.help)],
+            annotation=Annotated[operator.or_(kind, None), Field(description=o.help)],
         ))  # fmt: skip
     return out
 
@@ -144,7 +153,7 @@ def _register_kb_tools(server: MCPServer, tools: KBTools) -> None:
             Field(description="Only documents whose path matches one of these globs."),
         ] = None,
         include_memory: Annotated[bool, Field(description="Also search agent memories.")] = False,
-        **options: Any,
+        **options: OptionValue,
     ) -> dict[str, Any]:
         """Search the knowledge base (BM25F and dense vectors; Chinese, English, identifiers
         like STM32F401RE or 0x4002_3800). Each hit has its text, anchor, path, line span,

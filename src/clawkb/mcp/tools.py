@@ -215,7 +215,7 @@ class KBTools:
         return out
 
 
-def _embed_new(kb: Any) -> dict[str, Any]:
+def _embed_new(kb: KnowledgeBase) -> dict[str, Any]:
     """Embed what a write added when the KB has vectors (searchable in every channel at
     once); ``{"vectors": {...}}`` for the tool's result, or nothing without vectors."""
     from clawkb.embed.run import embed_new

@@ -227,7 +227,7 @@ def anchored(hits: Sequence[Any]) -> float:
     """The best anchor coverage (:func:`clawkb.retrieve.exact.keep_on_top`'s trace) among ``hits``."""
     best = 0.0
     for h in hits:
-        ch = (getattr(h, "explanation", None) or {}).get("channels") or {}
+        ch = (h.explanation or {}).get("channels") or {}
         ex = ch.get("exact") if isinstance(ch, dict) else None
         if isinstance(ex, dict):
             best = max(best, float(ex.get("coverage") or 0.0))

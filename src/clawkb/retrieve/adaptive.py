@@ -36,12 +36,17 @@ import re
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from clawkb.index.segment import hash_terms
 from clawkb.retrieve.fusion import Channel
+
+if TYPE_CHECKING:
+    from clawkb.retrieve.rewrite import Rewritten
+    from clawkb.retrieve.settings import RetrievalSettings
+    from clawkb.retrieve.source import TermCounts, TermStats
 
 __all__ = ["channel_weights", "cross_lingual", "features", "tune"]
 
@@ -60,7 +65,7 @@ CHINESE_MARKERS = ("的", "是", "在", "和", "了", "不", "为", "中")
 
 
 def features(
-    lexical: Any,
+    lexical: TermStats,
     tokens: Sequence[str],
     weights: Sequence[float],
     n_glossary: int,
@@ -86,11 +91,11 @@ def features(
 #: The last query's channel-independent signals: (weak reference to the index, key,
 #: signals). :func:`cross_lingual` (before the dense search) and :func:`tune` (at
 #: fusion) read the same ones; the key holds the index generation and the query.
-_LAST: tuple[Any, tuple[Any, ...], dict[str, float]] | None = None
+_LAST: tuple[weakref.ref[TermStats], tuple[object, ...], dict[str, float]] | None = None
 
 
 def _query_signals(
-    lexical: Any, tokens: Sequence[str], weights: Sequence[float], n_glossary: int
+    lexical: TermStats, tokens: Sequence[str], weights: Sequence[float], n_glossary: int
 ) -> dict[str, float]:
     """``cjk``, ``coverage`` and ``translated``: two index look-ups and two top-1 searches."""
     global _LAST
@@ -147,26 +152,26 @@ def channel_weights(f: Mapping[str, float]) -> tuple[float, float]:
     return w_lex, 1.0
 
 
-def cross_lingual(lexical: Any, rw: Any) -> float:
+def cross_lingual(lexical: TermStats, rw: Rewritten) -> float:
     """How cross-lingual the query is, in [0, 1]: ``translated`` past :data:`XL_FROM`."""
-    f = features(lexical, rw.tokens, rw.weights, getattr(rw, "n_glossary", 0), {})
+    f = features(lexical, rw.tokens, rw.weights, rw.n_glossary, {})
     return float(np.clip((f["translated"] - XL_FROM) / 0.2, 0.0, 1.0))
 
 
 def tune(
-    lexical: Any,
-    rw: Any,
+    lexical: TermStats,
+    rw: Rewritten,
     channels: Mapping[str, Channel],
-    settings: Any,
+    settings: RetrievalSettings,
     dense_translated: bool = False,
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[RetrievalSettings, dict[str, float]]:
     """Settings with the adaptive channel weights, and the trace for ``--explain``.
 
     ``dense_translated``: the dense channel searched with the query's glossary
     translation (:func:`clawkb.retrieve.crossling.translated_dense`), so it is
     not the weak channel of a cross-lingual query and keeps its full weight.
     """
-    f = features(lexical, rw.tokens, rw.weights, getattr(rw, "n_glossary", 0), channels)
+    f = features(lexical, rw.tokens, rw.weights, rw.n_glossary, channels)
     f["exact"] = exact_lead(lexical, rw.query, channels.get("lexical")) if settings.exact else 0.0
     wl, wd = channel_weights(f)
     if dense_translated:
@@ -176,7 +181,7 @@ def tune(
     return tuned, {**f, "w_lexical": w_lex, "w_dense": w_dense}
 
 
-def exact_lead(lexical: Any, query: str, lex: Channel | None) -> float:
+def exact_lead(lexical: TermStats, query: str, lex: Channel | None) -> float:
     """Share of the query's selective anchors' IDF mass the lexical top-1 contains.
 
     Above 0 the lexical channel holds a verbatim match of an identifier few
@@ -194,7 +199,7 @@ def exact_lead(lexical: Any, query: str, lex: Channel | None) -> float:
     return round(coverage_of(lexical, weighted, lex.ids[:1]).get(int(lex.ids[0]), 0.0), 4)
 
 
-def other_language(lexical: Any, ids: np.ndarray, query_chinese: bool) -> float:
+def other_language(lexical: TermStats, ids: np.ndarray, query_chinese: bool) -> float:
     """Share of ``ids`` whose passage is in the other language than the query.
 
     A passage with Chinese prose contains one of the commonest Chinese
@@ -214,7 +219,7 @@ def other_language(lexical: Any, ids: np.ndarray, query_chinese: bool) -> float:
     return round(1.0 - share if query_chinese else share, 4)
 
 
-def kb_other_language(lexical: Any, query_chinese: bool) -> float:
+def kb_other_language(lexical: TermCounts, query_chinese: bool) -> float:
     """Share of the KB's passages in the other language than the query.
 
     A passage with Chinese prose contains one of :data:`CHINESE_MARKERS`; the
@@ -223,21 +228,21 @@ def kb_other_language(lexical: Any, query_chinese: bool) -> float:
     """
     from clawkb.retrieve.term_stats import doc_freqs
 
-    n = int(getattr(lexical, "n_docs", 0) or 0)
+    n = int(lexical.n_docs or 0)
     if n <= 0:
         return 0.0
     share = min(1.0, float(doc_freqs(lexical, list(CHINESE_MARKERS)).max()) / n)
     return round(1.0 - share if query_chinese else share, 4)
 
 
-def _best(lexical: Any, tokens: list[str], weights: list[float]) -> float:
+def _best(lexical: TermStats, tokens: list[str], weights: list[float]) -> float:
     if not tokens:
         return 0.0
     _, scores, _ = lexical.search(tokens, k=1, term_weights=weights)
     return float(scores[0]) if len(scores) else 0.0
 
 
-def _coverage(lexical: Any, tokens: list[str], weights: list[float]) -> tuple[float, float]:
+def _coverage(lexical: TermCounts, tokens: list[str], weights: list[float]) -> tuple[float, float]:
     """Share of the weighted IDF mass carried by terms the index has, and that mass."""
     if not tokens:
         return 0.0, 0.0

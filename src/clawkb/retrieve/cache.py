@@ -8,24 +8,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Generic, TypeVar
 
 import cachetools
 
+V = TypeVar("V")
 
-class TTLCache:
+
+class TTLCache(Generic[V]):
     """``cachetools.TTLCache`` with hit/miss counts; ``size <= 0`` caches nothing."""
 
     def __init__(
         self, size: int = 256, ttl_s: float = 300.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.size, self.ttl_s = size, ttl_s
-        self._data: cachetools.TTLCache[Hashable, Any] = cachetools.TTLCache(
+        self._data: cachetools.TTLCache[Hashable, V] = cachetools.TTLCache(
             max(size, 1), ttl_s, timer=clock
         )
         self.hits = self.misses = 0
 
-    def get(self, key: Hashable) -> Any | None:
+    def get(self, key: Hashable) -> V | None:
         value = self._data.get(key)
         if value is None:
             self.misses += 1
@@ -33,7 +35,7 @@ class TTLCache:
             self.hits += 1
         return value
 
-    def put(self, key: Hashable, value: Any) -> None:
+    def put(self, key: Hashable, value: V) -> None:
         if self.size > 0:
             self._data[key] = value
 

@@ -35,14 +35,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from clawkb.retrieve.fusion import Channel
 from clawkb.retrieve.rewrite import ACRONYM_MAX, Rewritten
 from clawkb.retrieve.term_stats import doc_freqs
 from clawkb.text import normalize
 from clawkb.text.glossary import Glossary
+
+if TYPE_CHECKING:
+    from clawkb.config import Config
+    from clawkb.llm import ChatClient
+    from clawkb.retrieve.source import TermCounts, TermStats
 
 #: IDF mass of the translations relative to the query's own words.
 DEFAULT_SHARE = 0.5
@@ -55,7 +61,10 @@ OWN_KNOWN_ONLY = False
 
 
 def balance(
-    lexical: Any, rw: Rewritten, share: float = DEFAULT_SHARE, allowed: np.ndarray | None = None
+    lexical: TermCounts,
+    rw: Rewritten,
+    share: float = DEFAULT_SHARE,
+    allowed: np.ndarray | None = None,
 ) -> Rewritten:
     """``rw`` with its glossary translation weights rescaled for this index.
 
@@ -83,7 +92,9 @@ def balance(
     return replace(rw, weights=weights, expansions=expansions)
 
 
-def _ideal(lexical: Any, tokens: list[str], weights: list[float], known_only: bool = True) -> float:
+def _ideal(
+    lexical: TermCounts, tokens: list[str], weights: list[float], known_only: bool = True
+) -> float:
     """Σ weight × IDF over the tokens (only those some passage has, by default)."""
     if not tokens:
         return 0.0
@@ -135,7 +146,7 @@ def dense_text(query: str, glossary: Glossary) -> str | None:
     return " ".join(" ".join([*parts, norm[pos:]]).split())
 
 
-def dense_translation(lexical: Any, rw: Rewritten, glossary: Glossary) -> str | None:
+def dense_translation(lexical: TermStats, rw: Rewritten, glossary: Glossary) -> str | None:
     """The text a cross-lingual query's dense channel also searches, or None.
 
     Decided from the lexical index alone, before anything is embedded, so the
@@ -155,7 +166,9 @@ def dense_translation(lexical: Any, rw: Rewritten, glossary: Glossary) -> str | 
     return text
 
 
-def pick_dense(dense: Any, other: Any, text: str | None) -> tuple[Any, str | None]:
+def pick_dense(
+    dense: Channel | None, other: Channel | None, text: str | None
+) -> tuple[Channel | None, str | None]:
     """(dense channel, translation it searched with or None): the gate.
 
     ``dense`` searched the query as asked, ``other`` its translation ``text``
@@ -178,12 +191,12 @@ def pick_dense(dense: Any, other: Any, text: str | None) -> tuple[Any, str | Non
 
 
 def translated_dense(
-    lexical: Any,
+    lexical: TermStats,
     rw: Rewritten,
     glossary: Glossary,
-    dense: Any,
-    search: Callable[[str], Any],
-) -> tuple[Any, str | None]:
+    dense: Channel | None,
+    search: Callable[[str], Channel | None],
+) -> tuple[Channel | None, str | None]:
     """(dense channel, the text it searched with when that is not the query).
 
     For callers that search one text at a time (the Milvus backend):
@@ -206,7 +219,7 @@ TRANSLATE_PROMPT = (
 )
 
 
-def translate_query(client: Any, query: str, budget_ms: float) -> str | None:
+def translate_query(client: ChatClient, query: str, budget_ms: float) -> str | None:
     """The query in the other language from ``client`` (a ChatClient), or None.
 
     Runs under ``budget_ms`` and returns None on time-out or any model error:
@@ -249,7 +262,7 @@ def add_translation(rw: Rewritten, text: str, weight: float) -> Rewritten:
     )
 
 
-def llm_translation(config: Any, rw: Rewritten, budget_ms: float) -> tuple[Rewritten, str]:
+def llm_translation(config: Config, rw: Rewritten, budget_ms: float) -> tuple[Rewritten, str]:
     """The pipeline's translation step (``config``: the KB's): (rewrite, note for the trace)."""
     from clawkb.llm import load_llm_settings, make_client
 
@@ -264,14 +277,12 @@ def llm_translation(config: Any, rw: Rewritten, budget_ms: float) -> tuple[Rewri
     return add_translation(rw, text, GLOSSARY_WEIGHT), "translated"
 
 
-def merge_dense(a: Any, b: Any, k: int = 20) -> Any:
+def merge_dense(a: Channel, b: Channel, k: int = 20) -> Channel:
     """One dense channel from two searches of one query (as asked, and translated).
 
     Passages in reciprocal-rank order (``k`` as the fusion default), each with
     its better cosine, as long as the longer of the two lists.
     """
-    from clawkb.retrieve.fusion import Channel
-
     score: dict[int, float] = {}
     cos: dict[int, float] = {}
     for ch in (a, b):

@@ -45,7 +45,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
@@ -53,6 +53,9 @@ from clawkb.retrieve.fusion import Fused
 from clawkb.retrieve.term_stats import doc_freqs
 from clawkb.text import tokenize
 from clawkb.text.normalize import nfkc
+
+if TYPE_CHECKING:
+    from clawkb.retrieve.source import RestrictedStats, TermCounts, TermStats
 
 __all__ = ["Anchor", "anchors", "coverage_of", "keep_on_top", "selective"]
 
@@ -142,7 +145,7 @@ def anchors(query: str) -> list[Anchor]:
     return list(out.values())
 
 
-def selective(lexical: Any, found: Sequence[Anchor]) -> list[tuple[Anchor, float]]:
+def selective(lexical: TermCounts, found: Sequence[Anchor]) -> list[tuple[Anchor, float]]:
     """(anchor, IDF weight) for the anchors some passage has and at most √N passages have.
 
     A multi-token anchor (a quoted string) counts by its rarest token.
@@ -163,13 +166,13 @@ def selective(lexical: Any, found: Sequence[Anchor]) -> list[tuple[Anchor, float
     return out
 
 
-def restricted(lexical: Any) -> bool:
+def restricted(lexical: TermStats) -> TypeGuard[RestrictedStats]:
     """True when ``lexical`` can search within given chunk ids (the local index can;
     a remote source's term statistics may not, and then these stages stand aside)."""
     return hasattr(lexical, "segments")
 
 
-def _containing(lexical: Any, a: Anchor, ids: np.ndarray) -> set[int]:
+def _containing(lexical: RestrictedStats, a: Anchor, ids: np.ndarray) -> set[int]:
     """The ids among ``ids`` whose passage contains every token of ``a``."""
     keep: set[int] | None = None
     for t in a.tokens:
@@ -180,7 +183,7 @@ def _containing(lexical: Any, a: Anchor, ids: np.ndarray) -> set[int]:
 
 
 def coverage_of(
-    lexical: Any, weighted: Sequence[tuple[Anchor, float]], ids: np.ndarray
+    lexical: RestrictedStats, weighted: Sequence[tuple[Anchor, float]], ids: np.ndarray
 ) -> dict[int, float]:
     """Per chunk id, the share of the anchors' IDF mass its passage contains."""
     ids = np.unique(ids)
@@ -193,7 +196,7 @@ def coverage_of(
 
 
 def keep_on_top(
-    lexical: Any,
+    lexical: TermStats,
     query: str,
     fused: list[Fused],
     allowed: np.ndarray | None = None,

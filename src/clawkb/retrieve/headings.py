@@ -48,7 +48,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -56,6 +56,10 @@ from clawkb.retrieve.exact import anchors
 from clawkb.retrieve.fusion import Fused
 from clawkb.retrieve.term_stats import doc_freqs
 from clawkb.text import tokenize
+
+if TYPE_CHECKING:
+    from clawkb.retrieve.source import TermCounts
+    from clawkb.store.repo import ChunkRow
 
 __all__ = ["DEPTH", "lift", "match"]
 
@@ -115,11 +119,11 @@ def headings_of(path: Sequence[str], text: str) -> list[str]:
 
 
 def lift(
-    lexical: Any,
+    lexical: TermCounts,
     text: str,
     translated: Sequence[str],
     fused: list[Fused],
-    rows: Callable[[list[int]], Mapping[int, Any]],
+    rows: Callable[[list[int]], Mapping[int, ChunkRow]],
 ) -> tuple[list[Fused], dict[str, Any] | None]:
     """``fused`` with passages whose heading matches the query moved up.
 

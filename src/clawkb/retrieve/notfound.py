@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     import numpy as np
 
     from clawkb.kb import KnowledgeBase
-    from clawkb.types import Hit
+    from clawkb.retrieve.abstain import Confidence
+    from clawkb.types import Anchor, Hit
 
 #: Passages the decision looks at, whatever the requested limit (so a search for
 #: 3 hits and one for 20 decide alike, and ``ask`` decides as ``search`` does).
@@ -40,7 +41,7 @@ class _Judged:
     """A hit as the decision reads it: text fields plus the fusion's channel trace."""
 
     title: str
-    anchor: Any
+    anchor: Anchor
     text: str
     explanation: dict[str, Any]
 
@@ -52,7 +53,7 @@ def judge(
     traces: Sequence[Mapping[str, Any] | None],
     min_confidence: float | None,
     dense_scores: Sequence[float] | np.ndarray | None = None,
-) -> Any | None:
+) -> Confidence | None:
     """The :class:`~clawkb.retrieve.abstain.Confidence` for ``hits`` (None without hits).
 
     ``traces``: each hit's per-channel fusion trace (ranks, dense cosine, the exact

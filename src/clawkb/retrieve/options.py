@@ -14,7 +14,7 @@ setting applies); the docs table shows that setting's default.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,11 @@ from clawkb.errors import ConfigError
 from clawkb.retrieve.settings import FUSIONS, MODES, RetrievalSettings
 
 NORMS = ("minmax", "zscore")
+
+#: A search option's value as a front end parsed it: its ``kind``, a list or tuple of
+#: strings for a ``multiple`` option, None when not given (checked by
+#: :func:`search_kwargs` and the settings).
+OptionValue = str | int | float | bool | Sequence[str] | None
 
 
 def rerankers(builtin_only: bool = False) -> tuple[str, ...]:
@@ -72,7 +77,7 @@ class Option:
         return self.flag
 
     @property
-    def default(self) -> Any:
+    def default(self) -> bool | tuple[()] | None:
         """What "not given" is: False for a flag, () for a list, else None."""
         if self.multiple:
             return ()

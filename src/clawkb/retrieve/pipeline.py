@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import time
 import weakref
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -68,8 +69,11 @@ class Retriever:
         # from the value would keep every KB (and its mapped index files) alive
         self._kb = weakref.ref(kb)
         self.settings = from_config(kb.config)
-        self.cache = TTLCache(self.settings.cache_size, self.settings.cache_ttl_s)
-        self.qvec_cache = TTLCache(512, 3600.0)
+        self.cache: TTLCache[SearchResult] = TTLCache(
+            self.settings.cache_size, self.settings.cache_ttl_s
+        )
+        #: query vectors by (model key, texts)
+        self.qvec_cache: TTLCache[np.ndarray] = TTLCache(512, 3600.0)
         self._dense: DenseIndex | None = None
         self._synonyms: tuple[float, list[SynonymGroup]] | None = None
         self._synonyms_path: tuple[str | None, Path, bool] | None = None
@@ -192,7 +196,7 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         and q.group_of is None
     ):
         key = (q.text, q.limit, s.cache_key(), q.filters, q.explain, q.include_memory,
-               q.snippets, stamp)  # fmt: skip
+               q.snippets, stamp, source.capabilities)  # fmt: skip
         cached: SearchResult | None = r.cache.get(key)
         if cached is not None:
             stages.append({"stage": "cache", "ms": 0.0, "status": "hit"})
@@ -369,7 +373,7 @@ def _boost(fused: list[fusion.Fused], q: Query) -> list[fusion.Fused]:
     return sorted(fused, key=lambda f: -f.score)  # stable: equal scores keep their order
 
 
-def _best_per_group(fused: list[fusion.Fused], group_of: Any) -> list[fusion.Fused]:
+def _best_per_group(fused: list[fusion.Fused], group_of: Mapping[int, str]) -> list[fusion.Fused]:
     seen: set[str] = set()
     out = []
     for f in fused:

@@ -12,7 +12,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -64,6 +64,19 @@ class ChunkBoost:
         return out
 
 
+class QueryFields(TypedDict, total=False):
+    """The :class:`Query` fields :meth:`Query.make` passes through as given."""
+
+    chunk_ids: np.ndarray | None
+    boost: ChunkBoost | None
+    include_memory: bool
+    group_of: Mapping[int, str] | None
+    explain: bool
+    snippets: bool
+    knowledge: KnowledgeOptions | None
+    features: Mapping[str, Any]
+
+
 @dataclass(frozen=True)
 class Query:
     """One search request. Build it with :meth:`make` to validate options."""
@@ -99,7 +112,7 @@ class Query:
         filters: Filters | None = None,
         path_globs: tuple[str, ...] = (),
         options: Mapping[str, Any] | None = None,
-        **rest: Any,
+        **rest: Unpack[QueryFields],
     ) -> Query:
         if not text.strip():
             raise ConfigError("the query is empty")

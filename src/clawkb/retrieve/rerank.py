@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -66,11 +66,18 @@ class EndpointReranker(Reranker):
             payload["model"] = self.model
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         data = post_json(self.url, payload, headers, self.timeout)
-        rows = data.get("results", data) if isinstance(data, dict) else data
+        rows = data.get("results", data) if isinstance(data, Mapping) else data
         out = np.full(len(texts), -np.inf, np.float32)
         try:
+            if not isinstance(rows, list):
+                raise TypeError("no list of results")
             for r in rows:
-                out[int(r["index"])] = float(r.get("relevance_score", r.get("score")))
+                if not isinstance(r, Mapping):
+                    raise TypeError(f"a result is not an object: {r!r}")
+                index, score = r["index"], r.get("relevance_score", r.get("score"))
+                if not isinstance(index, int | str) or not isinstance(score, int | float | str):
+                    raise TypeError(f"a result without a numeric index and score: {r!r}")
+                out[int(index)] = float(score)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise EndpointError(f"{self.url}: unexpected rerank answer ({exc})") from exc
         return out
@@ -129,13 +136,18 @@ def onnx(options: Mapping[str, Any], embedder: Embedder | None) -> Reranker:
     return OnnxCrossEncoder(**options)
 
 
+#: What a ``clawkb.rerankers`` plugin is: ``factory(options, embedder) -> Reranker``.
+RerankerFactory = Callable[[dict[str, Any], Embedder | None], Reranker]
+
+
 def make_reranker(kind: str, options: Mapping[str, Any], embedder: Embedder | None) -> Reranker:
     """Reranker ``kind``: a factory in the ``clawkb.rerankers`` entry-point group."""
     from clawkb.plugins import load_plugin
 
-    factory = load_plugin("clawkb.rerankers", kind, what="reranker")
+    # the group's contract (docs/plugins.md)
+    factory = cast(RerankerFactory, load_plugin("clawkb.rerankers", kind, what="reranker"))
     try:
-        reranker: Reranker = factory(dict(options), embedder)
+        reranker = factory(dict(options), embedder)
     except TypeError as exc:
         raise ConfigError(f"reranker {kind!r}: bad options {sorted(options)} ({exc})") from exc
     return reranker

@@ -66,6 +66,20 @@ class TermStats(TermCounts, Protocol):
         ...
 
 
+class RestrictedStats(TermStats, Protocol):
+    """Term statistics that can also search within given chunk ids (the local index:
+    the ``restricted_lexical`` capability; :func:`clawkb.retrieve.exact.restricted`)."""
+
+    def search(
+        self,
+        terms: Sequence[str],
+        k: int = 10,
+        *,
+        term_weights: Sequence[float] | None = None,
+        allowed: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, int]: ...
+
+
 @dataclass
 class Scope:
     """What one query may see: allowed chunk ids (None = all) and the memory chunks
@@ -84,6 +98,8 @@ CAPABILITIES = {
     " embedded keep their lexical rank in the dense channel)",
     "abstain_model": "local term statistics for the fitted not-found model (else the"
     " cosine rule of remote_min_confidence)",
+    "titles": "section titles embedded beside the KB's vectors, matched with the query's"
+    " vectors (the title channel, :mod:`clawkb.retrieve.titles`)",
 }
 
 

@@ -35,12 +35,15 @@ own model and vectors, and the gate reads nothing of the documents.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from clawkb.embed.titles import Sections, sections, title_index
 from clawkb.retrieve.fusion import Channel
+
+if TYPE_CHECKING:
+    from clawkb.retrieve.source import Scope, Source
 
 __all__ = ["MARGIN", "TOP", "Sections", "channel", "sections", "title_index"]
 
@@ -97,11 +100,12 @@ def channel(
 
 
 def add_channel(
-    source: Any, texts: Sequence[str], channels: dict[str, Channel], scope: Any
+    source: Source, texts: Sequence[str], channels: dict[str, Channel], scope: Scope
 ) -> str | None:
-    """The pipeline's hook: add ``channels["titles"]`` for a local KB with vectors; a trace note."""
+    """The pipeline's hook: add ``channels["titles"]`` when ``source`` has the ``titles``
+    capability (the KB's own vectors) and a dense channel; a trace note."""
     dense = channels.get("dense")
-    if getattr(source, "name", "") != "local" or dense is None or not len(dense.ids):
+    if "titles" not in source.capabilities or dense is None or not len(dense.ids):
         return None
     r = source.retriever
     index = r.dense_index()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
 from clawkb.errors import MissingDependencyError
 
@@ -55,7 +55,9 @@ def _served(settings: ServerSettings) -> str:
     return line
 
 
-def uvicorn_config(app: ASGIApp, settings: ServerSettings, **kw: Any) -> uvicorn.Config:
+def uvicorn_config(
+    app: ASGIApp, settings: ServerSettings, *, lifespan: Literal["auto", "on", "off"] = "auto"
+) -> uvicorn.Config:
     """uvicorn's settings for ``app``: quiet, no Server header, the header deadline."""
     import uvicorn
 
@@ -64,7 +66,7 @@ def uvicorn_config(app: ASGIApp, settings: ServerSettings, **kw: Any) -> uvicorn
     return uvicorn.Config(
         app, host=settings.host, port=settings.port, log_level="warning", access_log=False,
         server_header=False, http=protocol_class(settings.header_timeout_s),
-        timeout_keep_alive=5, **kw,
+        timeout_keep_alive=5, lifespan=lifespan,
     )  # fmt: skip
 
 

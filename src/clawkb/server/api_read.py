@@ -6,8 +6,9 @@ from __future__ import annotations
 import inspect
 import json
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Query, Request, Response
 
@@ -16,8 +17,14 @@ from clawkb.retrieve.hits import anchor_dict
 from clawkb.server.security import PathOutsideRoots, inside_roots
 
 if TYPE_CHECKING:
+    from clawkb.config import Config
     from clawkb.kb import KnowledgeBase
+    from clawkb.memory.model import RecallResult
+    from clawkb.retrieve.options import OptionValue
+    from clawkb.retrieve.result import SearchResult
     from clawkb.server.app import ServerState
+    from clawkb.store.repo import ChunkRow
+    from clawkb.types import JSON
 
 router = APIRouter(prefix="/api/v1", tags=["read"])
 
@@ -25,7 +32,7 @@ Multi = Annotated[list[str], Query()]
 MAX_LIMIT = 100
 
 
-def reply(data: Any) -> Response:
+def reply(data: JSON) -> Response:
     """JSON without FastAPI's re-validation of the library's already plain dicts (hot path)."""
     return Response(json.dumps(data, ensure_ascii=False), media_type="application/json")
 
@@ -52,7 +59,7 @@ async def search(
     include_memory: bool = False,
     board: Multi = [],  # noqa: B006
     board_only: bool = False,
-    **options: Any,
+    **options: OptionValue,
 ) -> Response:
     """Hits carry anchor, path, line span, page, heading path, snippet, highlights, trust
     tier and domain; the schema is `clawkb search --json`'s (docs/json.md). The other
@@ -66,7 +73,7 @@ async def search(
     kwargs = search_kwargs({k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
     st = state_of(request)
 
-    def run(kb: KnowledgeBase) -> tuple[Any, str]:
+    def run(kb: KnowledgeBase) -> tuple[SearchResult, str]:
         res = kb.search(
             q, limit=limit, path_glob=path, explain=explain, include_memory=include_memory,
             boards=board, board_only=board_only, **kwargs,
@@ -91,23 +98,30 @@ def _table_parameters() -> list[inspect.Parameter]:
         extra = {"enum": list(allowed)} if allowed else None
         meta = Query(description=o.help, json_schema_extra=extra)
         if o.multiple:
-            ann: Any = Annotated[list[o.kind], meta]  # type: ignore[name-defined]
+            ann: object = Annotated[list[o.kind], meta]  # type: ignore[name-defined]
         elif o.kind is bool and not o.tristate:
             ann = Annotated[bool, meta]
         else:
             ann = Annotated[o.kind | None, meta]
-        default = [] if o.multiple else o.default
+        default: object = [] if o.multiple else o.default
         out.append(inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                      annotation=ann))  # fmt: skip
     return out
 
 
-def _with_table(fn: Any) -> Any:
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Awaitable[Response]])
+
+
+def _with_table(fn: Endpoint) -> Endpoint:
+    """``fn`` with the table's parameters in place of its ``**options`` (FastAPI reads
+    ``__signature__``)."""
     sig = inspect.signature(fn)
     fixed = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     fixed = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.name != "request" else p
              for p in fixed]  # fmt: skip
-    fn.__signature__ = sig.replace(parameters=[*fixed, *_table_parameters()])
+    fn.__signature__ = sig.replace(  # type: ignore[attr-defined]  # a function object
+        parameters=[*fixed, *_table_parameters()]
+    )
     return fn
 
 
@@ -131,7 +145,7 @@ async def chunk(request: Request, anchor: str, neighbours: int = 0) -> dict[str,
     return await state_of(request).runtime.read(run)
 
 
-def _chunk_dict(row: Any) -> dict[str, Any]:
+def _chunk_dict(row: ChunkRow) -> dict[str, Any]:
     return {
         **anchor_dict(row.to_anchor()),
         "title": row.title,
@@ -188,9 +202,11 @@ async def eval_self(request: Request, per_kind: int = 30) -> dict[str, Any]:
     )
 
 
-def _search_state(data: dict[str, Any], config: Any) -> dict[str, Any]:
+def _search_state(data: dict[str, Any], config: Config) -> dict[str, Any]:
     """What the status view explains: the mode searches run in, the models, vectors pending."""
-    configured = config.retrieval.mode
+    from clawkb.config.retrieval import from_config
+
+    configured = from_config(config).mode
     dense = data.get("dense") or {}
     vectors = int(dense.get("vectors") or 0)
     mode = configured if configured != "auto" else ("hybrid" if vectors else "lexical")
@@ -257,9 +273,9 @@ async def memory_recall(
     return await state_of(request).runtime.read(run)
 
 
-def _recall_dict(query: str, res: Any) -> dict[str, Any]:
+def _recall_dict(query: str, res: RecallResult) -> dict[str, Any]:
     """The same JSON as `clawkb memory recall --json` (docs/json.md)."""
-    data: dict[str, Any] = res.to_dict()
+    data = res.to_dict()
     data["query"] = query
     return data
 

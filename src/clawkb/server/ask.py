@@ -53,8 +53,12 @@ def _answer(kb: KnowledgeBase, body: AskIn, on_token: Callable[[str], None] | No
     )  # fmt: skip
 
 
-@router.post("/ask", summary="Answer a question with [n] citations (JSON, or SSE with stream)")
-async def ask(request: Request, body: AskIn) -> Any:  # JSON or an SSE stream
+@router.post(
+    "/ask",
+    summary="Answer a question with [n] citations (JSON, or SSE with stream)",
+    response_model=None,  # JSON, or an SSE stream
+)
+async def ask(request: Request, body: AskIn) -> dict[str, Any] | StreamingResponse:
     st = state_of(request)
     check_rate(request, st)
     if not body.stream:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from clawkb.errors import NotFoundError
@@ -64,8 +65,12 @@ class Conversations:
             del turns[:-MAX_TURNS]
 
 
-@router.post("/chat", summary="A conversation turn: follow-ups rewritten, citations per turn")
-async def chat(request: Request, body: ChatIn) -> Any:
+@router.post(
+    "/chat",
+    summary="A conversation turn: follow-ups rewritten, citations per turn",
+    response_model=None,  # JSON, or an SSE stream
+)
+async def chat(request: Request, body: ChatIn) -> dict[str, Any] | StreamingResponse:
     from clawkb.answer.followup import standalone
 
     st = state_of(request)

@@ -27,9 +27,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from clawkb.config import Config
+
+if TYPE_CHECKING:
+    import anyio
 from clawkb.kb import KnowledgeBase
 from clawkb.store import db
 
@@ -182,7 +185,7 @@ class Runtime:
         self._slots: list[_Slot] = []
         self._opened_lock = threading.Lock()
         self._repair: concurrent.futures.Future[list[str]] | None = None
-        self._limiter: Any = None
+        self._limiter: anyio.CapacityLimiter | None = None
         self._embedder: tuple[int, Any] | None = None
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._seq = itertools.count()

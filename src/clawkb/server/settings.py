@@ -25,7 +25,7 @@ import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from clawkb.errors import ConfigError
 from clawkb.server.kbs import KBSpec, default_name, parse_specs
@@ -120,6 +120,16 @@ def _paths(value: object, key: str) -> list[Path]:
     return [Path(os.path.expanduser(v)).resolve() for v in value]
 
 
+class Flags(TypedDict, total=False):
+    """Command-line flags of ``clawkb serve`` that win over ``config.yaml`` (None: not given)."""
+
+    host: str | None
+    port: int | None
+    token: str | None
+    watch: bool | None
+    mcp: bool | None
+
+
 def load_settings(
     home: Path,
     raw: dict[str, Any],
@@ -127,7 +137,7 @@ def load_settings(
     paths: list[str],
     inbox: str | None = None,
     add_kbs: list[str] | None = None,
-    **flags: Any,
+    **flags: Unpack[Flags],
 ) -> ServerSettings:
     """Flags win over config (``raw`` is its ``server:`` section); roots are the union
     of PATH arguments and ``server.roots``."""
