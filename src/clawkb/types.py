@@ -19,6 +19,8 @@ SLICE_KINDS = ("text", "code", "table", "list", "formula")
 #: A JSON value as the HTTP API, MCP and ``--json`` write it (read-only views, so a
 #: ``dict[str, int]`` or a ``list[str]`` is one too).
 JSON: TypeAlias = str | int | float | bool | Sequence["JSON"] | Mapping[str, "JSON"] | None
+#: A JSON value as a parser builds it (plain lists and dicts): front matter, metadata.
+JSONValue: TypeAlias = "str | int | float | bool | list[JSONValue] | dict[str, JSONValue] | None"
 
 
 @dataclass(frozen=True, slots=True)

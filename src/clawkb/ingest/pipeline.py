@@ -43,7 +43,7 @@ from clawkb.ingest.writer import write_batch
 from clawkb.parsers.registry import ParserRegistry, default_registry
 from clawkb.store import runs_repo
 from clawkb.store.repo import DocRow, Repository
-from clawkb.types import ParsedDocument
+from clawkb.types import JSON, ParsedDocument
 
 _PREPARE_FILES = "clawkb.ingest.prepare:prepare_files"
 _PREPARE_RECORDS = "clawkb.ingest.prepare:prepare_records"
@@ -117,8 +117,8 @@ class IndexReport:
         noun = "file" if self.reparsed == 1 else "files"
         return f"re-parsed {self.reparsed} {noun}: parser changed ({parts})"
 
-    def to_dict(self) -> dict[str, object]:
-        d = asdict(self)
+    def to_dict(self) -> dict[str, JSON]:
+        d: dict[str, JSON] = asdict(self)
         d["errors"] = [{"path": p, "reason": r} for p, r in self.errors]
         d["skipped_files"] = [{"path": p, "reason": r} for p, r in self.skipped_files]
         d["warnings"] = [{"path": p, "message": m} for p, m in self.warnings]

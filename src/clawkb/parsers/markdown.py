@@ -44,7 +44,7 @@ import html
 import re
 from functools import lru_cache
 from pathlib import PurePath
-from typing import ClassVar, TypeAlias
+from typing import ClassVar
 
 import yaml
 from markdown_it import MarkdownIt
@@ -54,10 +54,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from clawkb.ingest.decode import decode_source
-from clawkb.types import Link, ParsedDocument, Slice
-
-#: A value as JSON can hold it: what front matter becomes (see :func:`_plain`).
-JSONValue: TypeAlias = "str | int | float | bool | list[JSONValue] | dict[str, JSONValue] | None"
+from clawkb.types import JSONValue, Link, ParsedDocument, Slice
 
 _QUOTE_MARKS = re.compile(r"^(?: {0,3}> ?)+")
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
