@@ -51,6 +51,7 @@ GROUPS = (
     "clawkb.rank_stages",
     "clawkb.ingest_hooks",
     "clawkb.doctor_checks",
+    "clawkb.backends",
 )
 BUILTIN_DISTRIBUTION = "clawkb"
 BUILTIN_ORIGIN = "built-in"

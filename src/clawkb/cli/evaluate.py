@@ -12,8 +12,8 @@ from typing import Any
 import click
 
 from clawkb.cli.common import echo, echo_json, handle_errors, open_kb
-from clawkb.evaluate.golden import GoldenReport, check_golden
 from clawkb.evaluate.runner import EvalReport, evaluate_dataset
+from clawkb.retrieve.golden import GoldenReport, check_golden
 
 #: The headline numbers, in the order BEIR tables print them.
 _HEADLINE = ("ndcg@10", "mrr@10", "recall@10", "recall@100")
