@@ -1,4 +1,4 @@
-"""What the parser sandbox costs per file (ingest/sandbox.py).
+"""What the parser sandbox costs per file (parsers/sandbox.py).
 
 One HTML page and one DOCX document, each parsed three ways in the same run:
 in-process (the peer: no isolation at all), in a forked worker with the
@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from clawkb.ingest import sandbox
-from clawkb.ingest.limits import call_isolated
+from clawkb.parsers import sandbox
 from clawkb.parsers.docx import DocxParser
 from clawkb.parsers.html import HtmlParser
+from clawkb.parsers.limits import call_isolated
 
 
 def _html() -> bytes:

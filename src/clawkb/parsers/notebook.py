@@ -22,8 +22,8 @@ from pathlib import PurePath
 from typing import Any, ClassVar
 
 from clawkb.errors import ParseError
-from clawkb.ingest.decode import decode_source
 from clawkb.parsers.safety import guard
+from clawkb.text.decode import decode_source
 from clawkb.types import ParsedDocument, Slice
 
 MAX_OUTPUT_CHARS = 2_000

@@ -36,8 +36,8 @@ from pathlib import PurePath
 from typing import Any, ClassVar
 
 from clawkb.errors import MissingDependencyError, ParseError
-from clawkb.ingest.limits import time_left
 from clawkb.parsers import pdf_ocr
+from clawkb.parsers.limits import time_left
 from clawkb.parsers.pdf_layout import (
     HeadingScale,
     Line,

@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from clawkb.ingest.sandbox import helper, run_helper
+from clawkb.parsers.sandbox import helper, run_helper
 
 #: Languages tried, in Tesseract's ``-l`` order.
 WANTED_LANGUAGES = ("chi_sim", "eng")
@@ -60,7 +60,7 @@ def ocr_page(page: Any, languages: tuple[str, ...] | None = None) -> str:
     """Recognise the text of a pdfium page; raises ``OSError`` when Tesseract fails.
 
     The parser runs sandboxed (no ``exec``, no file writes), so the PNG goes to
-    the ``tesseract`` helper (:mod:`clawkb.ingest.sandbox`), which runs outside
+    the ``tesseract`` helper (:mod:`clawkb.parsers.sandbox`), which runs outside
     the filter and takes only image bytes and a language list.
     """
     langs = languages or tesseract_languages()

@@ -42,8 +42,8 @@ import threading
 from pathlib import PurePath
 from typing import Any, ClassVar
 
-from clawkb.ingest.decode import decode_source
 from clawkb.parsers.safety import guard
+from clawkb.text.decode import decode_source
 from clawkb.types import Link, ParsedDocument, Slice
 
 #: docutils settings: silent (nothing reaches the terminal), no file or raw
