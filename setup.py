@@ -51,8 +51,8 @@ setup(
             extra_compile_args=["-O3", "-Wall", "-Wextra"],
         ),
         Extension(
-            "clawkb.ingest._chunknative",
-            sources=["src/clawkb/ingest/_chunknative.c"],
+            "clawkb.text._chunknative",
+            sources=["src/clawkb/text/_chunknative.c"],
             extra_compile_args=["-O3", "-Wall", "-Wextra"],
         ),
         Extension(

@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from clawkb.backends.evaluate import compare_on_milvus  # noqa: E402
 from clawkb.embed.base import get_embedder  # noqa: E402
 from clawkb.evaluate.compare import MODES, compare_modes  # noqa: E402
+from clawkb.evaluate.milvus import compare_on_milvus  # noqa: E402
 
 SETS = ("cranfield", "cmrc2018-dev", "agentset-msmarco", "qbqtc-dev")
 RESULTS = ROOT / "bench" / "results"

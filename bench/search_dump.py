@@ -15,6 +15,16 @@ corpus with a Milvus Lite backend, client-side fusion), and two remote-only
 folders on that collection (``remote``: client-side fusion, ``server``:
 ``fuse: server``). Vectors come from the ``static`` embedder (cheap; the
 comparison needs the same vectors on both sides, not good ones).
+
+For a change of the lexical index, ``--synth KB CORPUS`` dumps only the raw
+lexical top-10 of a KB built from a synthetic corpus (``bench/.cache/synth-*``,
+``queries.jsonl``; build the same corpus into a KB with each tree)::
+
+    PYTHONPATH=<old tree>/src .venv/bin/python bench/search_dump.py --synth KB_OLD CORPUS - old.json
+    .venv/bin/python bench/search_dump.py --synth KB_NEW CORPUS - new.json
+
+Besides ``kb.search_ids`` it records, for the first 200 queries, a one-term search
+(the exhaustive path) and an exhaustive multi-term search (``prune=False``).
 """
 
 from __future__ import annotations
@@ -156,15 +166,42 @@ def example_runs(work: Path) -> dict[str, Any]:
     return out
 
 
+def synth_runs(kb_dir: Path, corpus: Path) -> dict[str, Any]:
+    """The raw lexical top-10 (chunk ids, scores) of every synthetic-corpus query."""
+    from clawkb.kb import KnowledgeBase
+    from clawkb.text.tokenize import tokenize
+
+    with open(corpus / "queries.jsonl", encoding="utf-8") as fh:
+        queries = [json.loads(line)["text"] for line in fh if line.strip()]
+    res: list[list[Any]] = []
+    other: list[list[Any]] = []
+    with KnowledgeBase.open(kb_dir) as kb:
+        for q in queries:
+            ids, scores = kb.search_ids(q, limit=10)
+            res.append([[int(i) for i in ids], [float(s) for s in scores]])
+        for q in queries[:200]:
+            for terms, prune in ((tokenize(q)[:1], True), (tokenize(q), False)):
+                ids, scores, matched = kb.lexical.search(terms, k=10, prune=prune)
+                other.append([[int(i) for i in ids], [float(s) for s in scores], int(matched)])
+    return {"search_ids": res, "lexical": other}
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("work", type=Path)
+    ap.add_argument("work", type=Path, help="folder of the built KBs (`-` with --synth)")
     ap.add_argument("out", type=Path)
     ap.add_argument("--datasets", type=Path, default=ROOT.parent / "shared" / "datasets")
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--docs", type=int, default=3000)
     ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument(
+        "--synth", nargs=2, type=Path, metavar=("KB", "CORPUS"),
+        help="dump only the raw lexical top-10 of KB, built from the synthetic CORPUS",
+    )  # fmt: skip
     a = ap.parse_args(argv)
+    if a.synth:
+        a.out.write_text(json.dumps(synth_runs(*a.synth)) + "\n")
+        return 0
     a.work.mkdir(parents=True, exist_ok=True)
     dump: dict[str, Any] = {"examples": example_runs(a.work)}
     for name in a.sets.split(","):

@@ -1,4 +1,4 @@
-"""The native token estimate must equal the chunker's regex reference exactly."""
+"""The native token estimate must equal the regex reference (text/estimate.py) exactly."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from clawkb.ingest import chunker
+from clawkb.text import estimate
 
-native = pytest.importorskip("clawkb.ingest._chunknative")
+native = pytest.importorskip("clawkb.text._chunknative")
 
 SAMPLES = [
     "",
@@ -24,7 +24,7 @@ SAMPLES = [
 
 @pytest.mark.parametrize("text", SAMPLES)
 def test_native_weight_equals_reference(text: str) -> None:
-    assert native.weight(text) == chunker._weight_python(text)
+    assert native.weight(text) == estimate._weight_python(text)
 
 
 def test_native_weight_of_a_range_equals_the_slice() -> None:
@@ -33,8 +33,8 @@ def test_native_weight_of_a_range_equals_the_slice() -> None:
     for _ in range(500):
         a = rng.randint(0, len(text))
         b = rng.randint(a, len(text))
-        assert native.weight(text, a, b) == chunker._weight_python(text[a:b])
-    assert native.weight(text, 0, len(text) + 10) == chunker._weight_python(text)
+        assert native.weight(text, a, b) == estimate._weight_python(text[a:b])
+    assert native.weight(text, 0, len(text) + 10) == estimate._weight_python(text)
 
 
 def test_every_code_point_is_classed_like_the_regexes() -> None:
@@ -46,7 +46,7 @@ def test_every_code_point_is_classed_like_the_regexes() -> None:
         chars = [chr(cp) for cp in range(lo, lo + 256)]
         for form in ("{}", "abcd{}ef", "{}{}{}{}{}{}"):
             text = " ".join(form.format(*[ch] * form.count("{}")) for ch in chars)
-            if native.weight(text) != chunker._weight_python(text):
+            if native.weight(text) != estimate._weight_python(text):
                 pytest.fail(f"block U+{lo:04X} ({form!r}) differs")
 
 
@@ -55,4 +55,4 @@ def test_random_mixtures_agree() -> None:
     alphabet = "ab_Z09 \n\t.,;-" + "走线阻抗" + "ＡＢ" + "é" + "\u3000" + "𠀀" + "²"
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
-        assert native.weight(text) == chunker._weight_python(text)
+        assert native.weight(text) == estimate._weight_python(text)

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clawkb.errors import ConfigError
-from clawkb.ingest.chunker import ChunkConfig, chunk_slices, estimate_tokens
+from clawkb.ingest.chunker import ChunkConfig, chunk_slices
 from clawkb.parsers.markdown import MarkdownParser
+from clawkb.text.estimate import estimate_tokens
 from clawkb.types import Chunk, Slice
 
 SENTENCES = [

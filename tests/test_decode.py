@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from clawkb.errors import DecodeError, UnsupportedFileError
-from clawkb.ingest.decode import decode_source, decode_text, looks_binary
+from clawkb.text.decode import decode_source, decode_text, looks_binary
 
 CHINESE = "这是一个中文文档，用于测试编码检测。\n第二行：引脚配置与时钟设置。\n"
 GERMAN = "Größe und Maße für den Prozessor. Die Spannung beträgt 3,3 V.\n"

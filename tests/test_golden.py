@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from clawkb.errors import ConfigError, NotFoundError
-from clawkb.evaluate.golden import GoldenQuery, check_golden, load_golden
+from clawkb.retrieve.golden import GoldenQuery, check_golden, load_golden
 from clawkb.types import Anchor, Hit
 
 DOCS = {

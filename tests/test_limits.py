@@ -15,8 +15,8 @@ import pytest
 
 from clawkb import KnowledgeBase
 from clawkb.errors import ParseError
-from clawkb.ingest.limits import parse_with_limit, time_left
 from clawkb.ingest.pipeline import Ingestor
+from clawkb.parsers.limits import parse_with_limit, time_left
 from clawkb.parsers.registry import ParserRegistry
 from clawkb.parsers.text import TextParser
 from clawkb.types import ParsedDocument, Slice

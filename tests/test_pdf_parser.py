@@ -178,7 +178,7 @@ def test_missing_tesseract_binary_means_needs_ocr(monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.skipif(not HAVE_OCR, reason="tesseract with eng+chi_sim and CJK fonts not installed")
 def test_ocr_is_skipped_and_reported_when_the_time_limit_is_near() -> None:
-    from clawkb.ingest.limits import call_with_alarm
+    from clawkb.parsers.limits import call_with_alarm
 
     data = pdf_samples.scanned_pdf(["Scanned text"])
     doc = call_with_alarm(PdfParser().parse, (data, "s.pdf"), 10.0, "s.pdf")

@@ -19,9 +19,9 @@ import pytest
 
 from clawkb import KnowledgeBase
 from clawkb.errors import ParseError
-from clawkb.ingest import sandbox
-from clawkb.ingest.limits import parse_with_limit
 from clawkb.ingest.pipeline import IndexReport, Ingestor
+from clawkb.parsers import sandbox
+from clawkb.parsers.limits import parse_with_limit
 from clawkb.parsers.registry import ParserRegistry
 from clawkb.types import ParsedDocument, Slice
 
@@ -209,8 +209,8 @@ def test_status_without_libseccomp_keeps_the_limits(tmp_path: Path) -> None:
     code = (
         "import json, sys\n"
         "sys.path.insert(0, sys.argv[1])\n"
-        "from clawkb.ingest import sandbox\n"
-        "from clawkb.ingest.limits import parse_with_limit\n"
+        "from clawkb.parsers import sandbox\n"
+        "from clawkb.parsers.limits import parse_with_limit\n"
         "from clawkb.errors import ParseError\n"
         "from test_sandbox import Glutton, Spawner\n"
         "status = sandbox.sandbox_status()\n"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from clawkb.ingest import sandbox
+from clawkb.parsers import sandbox
 from plugin_helpers import clawkb, install_dist
 
 pytestmark = [

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-# The parser sandbox forks worker processes (clawkb.ingest.limits). With the Milvus
+# The parser sandbox forks worker processes (clawkb.parsers.limits). With the Milvus
 # backend, gRPC's fork handlers would run in those children and crash them under
 # the sandbox's limits; the children never use gRPC, so its fork support stays off.
 # It must be set before grpc is first imported, hence here.
@@ -27,7 +27,7 @@ NATIVE_MODULES = (
     "clawkb.index._bm25native",
     "clawkb.index._blockmax",
     "clawkb.index._postings",
-    "clawkb.ingest._chunknative",
+    "clawkb.text._chunknative",
     "clawkb.text._toknative",
 )
 if os.environ.get("CLAWKB_NO_NATIVE", "") not in ("", "0"):

@@ -22,13 +22,13 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
 from clawkb import __version__
 from clawkb.config import Config
-from clawkb.errors import IndexError_, LockedError, NotFoundError
+from clawkb.errors import ConfigError, IndexError_, LockedError, NotFoundError
 from clawkb.index.lexical import ENGINE, LEXICAL_FIELDS_VERSION, BM25FParams, LexicalIndex
 from clawkb.index.scorer import NATIVE_AVAILABLE
 from clawkb.retrieve.result import SearchResult
@@ -57,6 +57,18 @@ READER_GRACE_S = 10.0
 REPAIR_WAIT_S = 300.0
 #: After a failed background repair (a full disk), how long reads do not start another.
 REPAIR_RETRY_S = 30.0
+#: The ``clawkb.backends`` plugin for a ``backend:`` mapping without ``kind`` and for a
+#: remote-only folder (``remote.yaml``); the facade imports no backend, they plug in.
+DEFAULT_BACKEND = "milvus"
+
+
+class Backend(Protocol):
+    """What a ``clawkb.backends`` entry point gives the facade (docs/plugins.md)."""
+
+    def source(self, kb: KnowledgeBase) -> Source: ...
+    def after_write(self, kb: KnowledgeBase, report: IndexReport) -> IndexReport: ...
+    def status(self, kb: KnowledgeBase) -> dict[str, object]: ...
+    def open_remote(self, home: Path) -> KnowledgeBase: ...
 
 
 class KnowledgeBase:
@@ -102,9 +114,10 @@ class KnowledgeBase:
     def open(cls, home: str | os.PathLike[str], *, create: bool = False) -> KnowledgeBase:
         home = Path(home).expanduser().resolve()
         if not (home / db.DB_NAME).exists() and (home / "remote.yaml").is_file():
-            from clawkb.backends.remote import RemoteKnowledgeBase  # no local store: Milvus only
+            from clawkb.plugins import load_plugin  # no local store: Milvus only
 
-            return RemoteKnowledgeBase.open_remote(home)
+            backend = cast("Backend", load_plugin("clawkb.backends", DEFAULT_BACKEND, "backend"))
+            return backend.open_remote(home)
         conn = db.connect(home, create=create)
         if db.get_meta(conn, "created_at") is None:
             with db.transaction(conn):
@@ -430,11 +443,8 @@ class KnowledgeBase:
 
     def _after_write(self, report: IndexReport) -> IndexReport:
         """With a Milvus backend, replay the new changes there (clawkb.backends)."""
-        if self.config.backend == "local":
-            return report
-        from clawkb.backends.milvus_kb import after_write
-
-        return after_write(self, report)
+        backend = self._backend()
+        return report if backend is None else backend.after_write(self, report)
 
     def reindex(self) -> int:
         """Rebuild the lexical index from the store; returns the chunk count.
@@ -532,18 +542,30 @@ class KnowledgeBase:
         """Where searches get their candidates, picked once from the config: the local
         store and index, or the Milvus collection of ``backend:``."""
         if self._source is None:
-            from clawkb.backends.settings import backend_settings
-
-            settings = backend_settings(self.config.backend, self.home)
-            if settings is None:
+            backend = self._backend()
+            if backend is None:
                 from clawkb.retrieve.source import LocalSource
 
                 self._source = LocalSource(self)
             else:
-                from clawkb.backends.milvus_source import MilvusSource
-
-                self._source = MilvusSource(self, settings)
+                self._source = backend.source(self)
         return self._source
+
+    def _backend(self) -> Backend | None:
+        """The ``clawkb.backends`` plugin of the ``backend:`` setting's ``kind`` (it reads
+        and checks the rest of the setting), or None for ``local``."""
+        raw = self.config.backend
+        kind = raw.get("kind", DEFAULT_BACKEND) if isinstance(raw, Mapping) else raw
+        if kind == "local":
+            return None
+        from clawkb.plugins import load_plugin
+
+        try:  # a string other than `local` goes to the default backend, which refuses it
+            name = str(kind) if isinstance(raw, Mapping) else DEFAULT_BACKEND
+            # the group's contract (docs/plugins.md): the entry point is a Backend
+            return cast("Backend", load_plugin("clawkb.backends", name, "backend kind"))
+        except ConfigError as exc:
+            raise ConfigError(f"{self.home / 'config.yaml'}: {exc}") from exc
 
     def run_query(self, q: Query, *, source: Source | None = None) -> SearchResult:
         """Run a prepared query through the retrieval pipeline (index made current first)."""
@@ -717,12 +739,9 @@ def _dense_status(kb: KnowledgeBase) -> dict[str, Any] | None:
     return dense_status(kb)
 
 
-def _backend_status(kb: KnowledgeBase) -> dict[str, Any]:
-    if kb.config.backend == "local":
-        return {"kind": "local"}
-    from clawkb.backends.milvus_kb import backend_status
-
-    return backend_status(kb)
+def _backend_status(kb: KnowledgeBase) -> dict[str, object]:
+    backend = kb._backend()
+    return {"kind": "local"} if backend is None else backend.status(kb)
 
 
 def __getattr__(name: str) -> object:

@@ -54,6 +54,7 @@ GROUPS = (
     "clawkb.rank_stages",
     "clawkb.ingest_hooks",
     "clawkb.doctor_checks",
+    "clawkb.backends",
 )
 BUILTIN_DISTRIBUTION = "clawkb"
 BUILTIN_ORIGIN = "built-in"

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from clawkb.ingest.chunker import estimate_tokens
 from clawkb.retrieve.merge import join_rows
 from clawkb.store.repo import ChunkRow, Repository
+from clawkb.text.estimate import estimate_tokens
 from clawkb.text.injection import flag_injection
 from clawkb.types import Anchor, Hit
 

@@ -1,8 +1,10 @@
 """The KnowledgeBase's side of the Milvus backend: sync, status, narrowed search.
 
 Search itself is the one pipeline over :class:`clawkb.backends.milvus_source.MilvusSource`
-(``KnowledgeBase.source`` picks it from the config); :func:`kb_search` runs it with
-the Milvus-only narrowing (namespace, datasheets) that ``kb.search`` does not offer.
+(``KnowledgeBase.source`` asks :class:`MilvusBackend` for it); :func:`kb_search` runs it
+with the Milvus-only narrowing (namespace, datasheets) that ``kb.search`` does not offer.
+The facade imports no backend: :class:`MilvusBackend` is the ``milvus`` entry point of
+the ``clawkb.backends`` plugin group.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from clawkb.backends.settings import MilvusSettings, backend_settings
 from clawkb.retrieve.result import SearchResult
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from clawkb.backends.milvus_sync import Progress, SyncReport
     from clawkb.ingest.pipeline import IndexReport
     from clawkb.kb import KnowledgeBase
     from clawkb.retrieve.filters import Filters
+    from clawkb.retrieve.source import Source
 
 
 def kb_backend(kb: KnowledgeBase) -> MilvusSettings | None:
@@ -111,8 +116,36 @@ def backend_status(kb: KnowledgeBase) -> dict[str, Any]:
     return sync_status(kb, s)
 
 
+class MilvusBackend:
+    """The Milvus backend as the :class:`~clawkb.kb.KnowledgeBase` facade sees it: the
+    ``milvus`` entry point of ``clawkb.backends``, looked up by the ``kind`` of the
+    ``backend:`` setting (the facade imports no backend; a backend builds on it)."""
+
+    @staticmethod
+    def source(kb: KnowledgeBase) -> Source:
+        """The KB's candidate source: its Milvus collection (``backend:`` read and
+        checked by :func:`backend_settings`), or the local one for ``kind: local``."""
+        settings = backend_settings(kb.config.backend, kb.home)
+        if settings is None:
+            from clawkb.retrieve.source import LocalSource
+
+            return LocalSource(kb)
+        return MilvusSource(kb, settings)
+
+    after_write = staticmethod(after_write)
+    status = staticmethod(backend_status)
+
+    @staticmethod
+    def open_remote(home: Path) -> KnowledgeBase:
+        """A folder with only ``remote.yaml``: a KB whose source is Milvus (no store)."""
+        from clawkb.backends.remote import RemoteKnowledgeBase
+
+        return RemoteKnowledgeBase.open_remote(home)
+
+
 __all__ = [
     "NO_MODEL",
+    "MilvusBackend",
     "after_write",
     "backend_settings",
     "backend_status",

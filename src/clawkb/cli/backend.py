@@ -97,8 +97,8 @@ def run_milvus_eval(
     dataset_dir: Path, modes: str, embedder: str | None, limit_queries: int | None, as_json: bool
 ) -> None:
     """`clawkb eval --backend milvus`."""
-    from clawkb.backends.evaluate import compare_on_milvus
     from clawkb.evaluate.compare import MODES, format_comparison
+    from clawkb.evaluate.milvus import compare_on_milvus
 
     wanted = MODES if modes.strip() == "all" else tuple(m.strip() for m in modes.split(","))
     result = compare_on_milvus(

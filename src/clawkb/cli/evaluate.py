@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 import click
 
 from clawkb.cli.common import echo, echo_json, handle_errors, open_kb
-from clawkb.evaluate.golden import GoldenReport, check_golden
 from clawkb.evaluate.runner import EvalReport, evaluate_dataset
+from clawkb.retrieve.golden import GoldenReport, check_golden
 
 if TYPE_CHECKING:
     from clawkb.evaluate.self_check import SelfReport

@@ -29,11 +29,15 @@ def mcp_cmd(ctx: click.Context, use_http: bool, host: str, port: int, token: str
     `mcp` extra: pip install 'clawkb[mcp]'.
     """
     from clawkb.config import resolve_home
-    from clawkb.mcp import serve
 
     home = resolve_home(ctx.obj.get("kb") if ctx.obj else None)
     if use_http:
+        from clawkb.server.mcp_http import serve_mcp
         from clawkb.server.settings import ServerSettings
 
         ServerSettings(home=home, host=host, port=port, token=token or None).check()
-    serve(home, http=use_http, host=host, port=port, token=token or None, announce=echo)
+        serve_mcp(home, host=host, port=port, token=token or None, announce=echo)
+    else:
+        from clawkb.mcp import serve
+
+        serve(home)

@@ -217,8 +217,8 @@ def _file_lines(path: str, start: int, end: int) -> list[tuple[int, str]]:
     if not p.is_file():
         return []
     try:
-        from clawkb.ingest.decode import decode_text, looks_binary
         from clawkb.parsers.compressed import readable_bytes
+        from clawkb.text.decode import decode_text, looks_binary
 
         data = readable_bytes(path, p.read_bytes())
         if looks_binary(data):

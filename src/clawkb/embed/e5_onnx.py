@@ -6,7 +6,7 @@ faster. The build is deterministic and offline: dequantise the 4-bit weights
 from the package file, write a float graph with ``onnx.helper``, quantise its
 matrix products to int8 with onnxruntime's dynamic quantiser, and cache the
 result under the user cache folder keyed by the image's content hash and
-:data:`BUILD_VERSION`. Measured choices (bench/dense_ingest.py): fused
+:data:`BUILD_VERSION`. Measured choices (bench/results/dense-ingest.json): fused
 Attention and FastGelu (tanh GELU, +9% speed, cosine unchanged at 3
 decimals) with per-channel int8 weights; residual + LayerNormalization as
 plain ops with onnxruntime's SkipLayerNormFusion disabled (its fused kernel

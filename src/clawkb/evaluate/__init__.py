@@ -1,12 +1,15 @@
 """Retrieval evaluation: BEIR-layout datasets, ranking metrics, golden checks.
 
 ``evaluate_dataset`` scores a dataset in a throw-away knowledge base;
-``check_golden`` runs a hand-written list of must-find queries against an open
-one. Metrics follow pytrec_eval's definitions (see :mod:`.metrics`).
+``check_golden`` (:mod:`clawkb.retrieve.golden`, below the features that read
+golden files) runs a hand-written list of must-find queries against an open one.
+Metrics follow pytrec_eval's definitions (see :mod:`.metrics`).
 """
 
 from clawkb.evaluate.beir import BeirDataset, BeirDoc, BeirQuery, load_beir
-from clawkb.evaluate.golden import (
+from clawkb.evaluate.metrics import hit_at_k, mrr_at_k, ndcg_at_k, recall_at_k
+from clawkb.evaluate.runner import EvalReport, QueryResult, evaluate_dataset
+from clawkb.retrieve.golden import (
     GoldenQuery,
     GoldenReport,
     GoldenResult,
@@ -14,8 +17,6 @@ from clawkb.evaluate.golden import (
     check_golden,
     load_golden,
 )
-from clawkb.evaluate.metrics import hit_at_k, mrr_at_k, ndcg_at_k, recall_at_k
-from clawkb.evaluate.runner import EvalReport, QueryResult, evaluate_dataset
 
 __all__ = [
     "BeirDataset",

@@ -1,6 +1,6 @@
 """Golden hardware queries: ranking with ``--board`` and the alias block, checked together.
 
-Like ``clawkb check`` (see :mod:`clawkb.evaluate.golden`), plus a ``board``
+Like ``clawkb check`` (see :mod:`clawkb.retrieve.golden`), plus a ``board``
 per query and, for alias questions, the exact alias lines expected::
 
     k: 3
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clawkb.errors import ConfigError
-from clawkb.evaluate.golden import GoldenQuery, read_golden_mapping
 from clawkb.hardware.context import hardware_context
+from clawkb.retrieve.golden import GoldenQuery, read_golden_mapping
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase

@@ -38,16 +38,11 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from clawkb.errors import ConfigError
+from clawkb.text.estimate import CJK as _CJK
+from clawkb.text.estimate import weight as _weight
 from clawkb.types import Chunk, Link, Slice
 
-_CJK = (
-    "\u3000-\u303f\u3040-\u30ff\u3100-\u312f\u3400-\u4dbf\u4e00-\u9fff"
-    "\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003134f"
-)
 _TOKEN = re.compile(rf"([{_CJK}])|([^\W{_CJK}]+)|([^\w\s])")
-_CJK_CHAR = re.compile(rf"[{_CJK}]")
-_WORD = re.compile(rf"[^\W{_CJK}]+")
-_SYMBOL = re.compile(rf"[^\w\s{_CJK}]")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
 _LINE_BREAK = re.compile(r"\n")
 _SENTENCE_END = re.compile(r"[。！？；…!?;]+[\"'”’」』）)\]]*[ \t]*|\.[\"'”’)\]]*(?=\s|$)[ \t]*")
@@ -80,43 +75,6 @@ class ChunkConfig:
             raise ConfigError(f"overlap must be in [0, 0.5), got {self.overlap}")
         if self.min_tokens < 0:
             raise ConfigError(f"min_tokens must not be negative, got {self.min_tokens}")
-
-
-def estimate_tokens(text: str) -> int:
-    """Rough model-free token count (see the module docstring)."""
-    return (_weight(text) + 9) // 10
-
-
-def _weight_python(text: str) -> int:
-    """Token estimate in tenths of a token; sub-additive over concatenation.
-
-    The reference (and the fallback without a C compiler): the three token
-    classes counted with one ``findall`` each. The native ``weight`` gives the
-    same numbers in one pass and without slicing the text.
-    """
-    words = _WORD.findall(text)
-    long_words = sum((n * 5 + 1) // 2 for n in map(len, words) if n > 5)
-    short_words = sum(1 for n in map(len, words) if n <= 5)
-    return (
-        7 * len(_CJK_CHAR.findall(text))
-        + 13 * short_words
-        + long_words
-        + 5 * len(_SYMBOL.findall(text))
-    )
-
-
-def _weight_slice(text: str, start: int = 0, end: int | None = None) -> int:
-    return _weight_python(text[start:end])
-
-
-try:
-    from clawkb.ingest._chunknative import weight as _native_weight
-except ImportError:  # pragma: no cover - no compiler on this machine
-    _native_weight = None
-
-#: ``_weight(text, start=0, end=len(text))``: the estimate of ``text[start:end]``
-#: in tenths of a token (runs on every slice of every file).
-_weight: Callable[..., int] = _native_weight or _weight_slice
 
 
 def _token_weight(m: re.Match[str]) -> int:

@@ -20,12 +20,12 @@ from typing import Protocol
 
 from clawkb.errors import ClawkbError, ParseError, UnsupportedFileError
 from clawkb.ingest.chunker import CHUNKER_VERSION, ChunkConfig, chunk_slices
-from clawkb.ingest.decode import looks_binary, normalize_newlines
-from clawkb.ingest.limits import parse_with_limit
 from clawkb.parsers.base import DEFAULT_VERSION, parser_version
+from clawkb.parsers.limits import parse_with_limit
 from clawkb.parsers.registry import ParserRegistry, default_registry
 from clawkb.parsers.text import first_line_title, is_text_name, paragraph_slices
 from clawkb.store.repo import ChunkValues, DocRow, chunk_values, content_hash
+from clawkb.text.decode import looks_binary, normalize_newlines
 from clawkb.types import ParsedDocument
 
 _dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode

@@ -163,7 +163,7 @@ def golden(kb: KnowledgeBase) -> list[dict[str, Any]]:
     file = kb.config.knowledge.golden
     if not file:
         return []
-    from clawkb.evaluate.golden import check_golden
+    from clawkb.retrieve.golden import check_golden
 
     path = Path(file) if Path(file).is_absolute() else kb.home.parent / file
     report = check_golden(kb, path)

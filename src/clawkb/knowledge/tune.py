@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from clawkb.config import Config
-from clawkb.evaluate.golden import GoldenQuery, load_golden
 from clawkb.knowledge.search import OFF
 from clawkb.knowledge.stages import KnowledgeWeights, refine
+from clawkb.retrieve.golden import GoldenQuery, load_golden
 from clawkb.store import knowledge_repo
 from clawkb.types import Hit
 

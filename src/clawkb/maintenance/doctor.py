@@ -97,7 +97,7 @@ def run_doctor(home: Path, *, repair: bool = False, wait: float = 30.0) -> Docto
 
 def check_sandbox(kb: KnowledgeBase) -> Finding:
     """The parser sandbox: informational (the resource limits apply either way)."""
-    from clawkb.ingest.sandbox import sandbox_status
+    from clawkb.parsers.sandbox import sandbox_status
 
     st = sandbox_status()
     state = "on" if st.seccomp else "off"

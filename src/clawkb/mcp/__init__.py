@@ -1,13 +1,14 @@
 """clawkb as an MCP server (``clawkb mcp``): knowledge-base and memory tools for agents.
 
-Needs the ``mcp`` extra. :func:`serve` runs it over stdio or streamable HTTP;
-:func:`build_server` returns the configured SDK server for embedding.
+Needs the ``mcp`` extra. :func:`serve` runs it over stdio; :func:`build_server`
+returns the configured SDK server for embedding (the HTTP server mounts it at
+``/mcp``, and :func:`clawkb.server.mcp_http.serve_mcp` serves it alone over
+streamable HTTP: the MCP package does not import the HTTP server).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,18 +19,8 @@ if TYPE_CHECKING:
 __all__ = ["build_server", "serve"]
 
 
-def serve(
-    home: str | os.PathLike[str],
-    *,
-    http: bool = False,
-    host: str = "127.0.0.1",
-    port: int = 8765,
-    token: str | None = None,
-    announce: Callable[[str], None] = print,
-) -> None:
-    """Open the KB at ``home`` and serve it until the client disconnects (stdio) or Ctrl-C.
-
-    Over HTTP a non-loopback ``host`` needs ``token`` (bearer), as ``clawkb serve`` does.
+def serve(home: str | os.PathLike[str]) -> None:
+    """Open the KB at ``home`` and serve it over stdio until the client disconnects.
 
     The KB is opened before the SDK is imported, so a wrong ``--kb`` fails
     at once with the store's message rather than after a slow import.
@@ -39,7 +30,7 @@ def serve(
     with KnowledgeBase.open(home) as kb:
         from clawkb.mcp.server import run_server
 
-        run_server(kb, http=http, host=host, port=port, token=token, announce=announce)
+        run_server(kb)
 
 
 def build_server(tools: KBTools) -> MCPServer:

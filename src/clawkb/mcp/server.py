@@ -1,4 +1,5 @@
-"""The MCP server: clawkb's tools on the official ``mcp`` SDK, over stdio or HTTP.
+"""The MCP server: clawkb's tools on the official ``mcp`` SDK, over stdio or HTTP
+(the HTTP transport, under the server's guard, is :mod:`clawkb.server.mcp_http`).
 
 Each tool is a typed function (the SDK derives its JSON schema from the
 annotations and ``Field`` descriptions) that calls :class:`KBTools`. A
@@ -279,20 +280,7 @@ def _register_hardware_tool(server: MCPServer, tools: KBTools) -> None:
             return tools.hardware_context(query, boards or (), limit)
 
 
-def run_server(
-    kb: KnowledgeBase,
-    *,
-    http: bool,
-    host: str,
-    port: int,
-    token: str | None = None,
-    announce: Callable[[str], None] = print,
-) -> None:
-    """Serve ``kb`` over stdio, or streamable HTTP at ``http://host:port/mcp``."""
-    server = build_server(KBTools(kb))
-    if http:
-        from clawkb.mcp.http import run_http
-
-        run_http(server, kb.home, host=host, port=port, token=token, announce=announce)
-    else:
-        server.run("stdio")
+def run_server(kb: KnowledgeBase) -> None:
+    """Serve ``kb`` over stdio (streamable HTTP is the HTTP server's:
+    :mod:`clawkb.server.mcp_http`)."""
+    build_server(KBTools(kb)).run("stdio")

@@ -15,7 +15,7 @@ Optional class attributes:
   parser (``compressed``) may define ``version_for(path)`` instead;
 
 * ``isolate = True``: parse in a forked, sandboxed worker under the time
-  limit (:mod:`clawkb.ingest.limits`) — for formats parsed by C code or
+  limit (:mod:`clawkb.parsers.limits`) — for formats parsed by C code or
   complex libraries from untrusted bytes;
 * ``preload()``: for an isolated parser, called in the parent before each
   fork (must be cheap after the first call): import heavy libraries there

@@ -22,9 +22,9 @@ from pathlib import PurePath
 from typing import ClassVar
 
 from clawkb.errors import UnsupportedFileError
-from clawkb.ingest.decode import looks_binary
 from clawkb.parsers.base import Parser, parser_version
 from clawkb.parsers.safety import STREAM_FORMATS, inflate_stream
+from clawkb.text.decode import looks_binary
 from clawkb.types import ParsedDocument
 
 #: Time limit for an isolated inner parse when no outer alarm says otherwise.
@@ -125,7 +125,7 @@ def inner_parser(inner_name: str, data: bytes) -> Parser | None:
 def parse_inner(parser: Parser, data: bytes, path: str) -> ParsedDocument:
     """Parse a file found inside another one: in this worker's sandbox when there is one,
     else in a sandboxed worker of its own if its parser runs isolated."""
-    from clawkb.ingest.limits import in_worker, parse_with_limit, time_left
+    from clawkb.parsers.limits import in_worker, parse_with_limit, time_left
 
     if getattr(parser, "isolate", False) and not in_worker():
         left = time_left()

@@ -45,9 +45,9 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, ClassVar
 
 from clawkb.errors import MissingDependencyError
-from clawkb.ingest.decode import normalize_newlines
 from clawkb.parsers.safety import guard, reject_dtd
 from clawkb.parsers.sniff import decode_text_or_reject
+from clawkb.text.decode import normalize_newlines
 from clawkb.types import Link, ParsedDocument, Slice
 
 if TYPE_CHECKING:

@@ -31,9 +31,9 @@ from pathlib import PurePath
 from typing import ClassVar, TypedDict
 
 from clawkb.errors import ClawkbError, ParseError
-from clawkb.ingest.decode import decode_text, looks_binary
 from clawkb.parsers.safety import guard
 from clawkb.parsers.text import paragraph_slices
+from clawkb.text.decode import decode_text, looks_binary
 from clawkb.types import ParsedDocument, Slice
 
 MAX_MESSAGES = 50_000

@@ -23,7 +23,7 @@ import re
 from pathlib import PurePath
 from typing import ClassVar
 
-from clawkb.ingest.decode import decode_source
+from clawkb.text.decode import decode_source
 from clawkb.types import Link, ParsedDocument, Slice
 
 _SECTIONS = tuple(f".{n}" for n in "123456789")

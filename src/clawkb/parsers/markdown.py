@@ -53,7 +53,7 @@ from markdown_it.rules_block import table as gfm_table
 from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from clawkb.ingest.decode import decode_source
+from clawkb.text.decode import decode_source
 from clawkb.types import JSONValue, Link, ParsedDocument, Slice
 
 _QUOTE_MARKS = re.compile(r"^(?: {0,3}> ?)+")

@@ -23,8 +23,8 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, ClassVar
 
 from clawkb.errors import ParseError
-from clawkb.ingest.decode import decode_source
 from clawkb.parsers.safety import guard
+from clawkb.text.decode import decode_source
 from clawkb.types import ParsedDocument, Slice
 
 if TYPE_CHECKING:

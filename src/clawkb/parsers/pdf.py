@@ -37,8 +37,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, ClassVar
 
 from clawkb.errors import MissingDependencyError, ParseError
-from clawkb.ingest.limits import time_left
 from clawkb.parsers import pdf_ocr
+from clawkb.parsers.limits import time_left
 from clawkb.parsers.pdf_layout import (
     HeadingScale,
     Line,

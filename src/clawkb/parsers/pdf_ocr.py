@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 from typing import TYPE_CHECKING
 
-from clawkb.ingest.sandbox import helper, run_helper
+from clawkb.parsers.sandbox import helper, run_helper
 
 if TYPE_CHECKING:
     from pypdfium2 import PdfPage
@@ -63,7 +63,7 @@ def ocr_page(page: PdfPage, languages: tuple[str, ...] | None = None) -> str:
     """Recognise the text of a pdfium page; raises ``OSError`` when Tesseract fails.
 
     The parser runs sandboxed (no ``exec``, no file writes), so the PNG goes to
-    the ``tesseract`` helper (:mod:`clawkb.ingest.sandbox`), which runs outside
+    the ``tesseract`` helper (:mod:`clawkb.parsers.sandbox`), which runs outside
     the filter and takes only image bytes and a language list.
     """
     langs = languages or tesseract_languages()

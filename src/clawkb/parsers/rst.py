@@ -42,8 +42,8 @@ import threading
 from pathlib import PurePath
 from typing import TYPE_CHECKING, ClassVar
 
-from clawkb.ingest.decode import decode_source
 from clawkb.parsers.safety import guard
+from clawkb.text.decode import decode_source
 from clawkb.types import Link, ParsedDocument, Slice
 
 if TYPE_CHECKING:

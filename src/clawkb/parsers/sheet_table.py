@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from clawkb.ingest.chunker import estimate_tokens
+from clawkb.text.estimate import estimate_tokens
 from clawkb.types import Slice
 
 BLOCK_TOKENS = 260

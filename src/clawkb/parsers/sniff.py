@@ -16,7 +16,7 @@ and filters on, and a renamed file is usually a mistake worth reporting.
 from __future__ import annotations
 
 from clawkb.errors import FormatMismatchError
-from clawkb.ingest.decode import decode_source, looks_binary
+from clawkb.text.decode import decode_source, looks_binary
 
 #: (magic prefix, human name). Longest / most specific first.
 _MAGIC: tuple[tuple[bytes, str], ...] = (

@@ -36,9 +36,9 @@ from typing import ClassVar
 import yaml
 
 from clawkb.errors import ParseError, UnsafeFileError
-from clawkb.ingest.decode import normalize_newlines
 from clawkb.parsers.safety import guard
 from clawkb.parsers.sniff import decode_text_or_reject
+from clawkb.text.decode import normalize_newlines
 from clawkb.types import ParsedDocument, Slice
 
 MAX_DEPTH = 200

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import ClassVar
 
-from clawkb.ingest.decode import decode_source
+from clawkb.text.decode import decode_source
 from clawkb.types import ParsedDocument, Slice
 
 #: Longest title taken from the first line; longer lines are cut.

@@ -76,8 +76,8 @@ def _file_lines(path: str, hardlinks: bool = False) -> tuple[list[str], str]:
     except OSError as exc:
         return [], f"cannot read the file ({exc.strerror}); showing the indexed text"
     from clawkb.errors import ClawkbError
-    from clawkb.ingest.decode import decode_text, looks_binary
     from clawkb.parsers.compressed import readable_bytes
+    from clawkb.text.decode import decode_text, looks_binary
 
     try:
         data = readable_bytes(path, data)  # citations count the decompressed lines

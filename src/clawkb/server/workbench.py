@@ -141,7 +141,7 @@ def golden_path(kb: KnowledgeBase) -> Path:
 
 
 def _golden_data(path: Path) -> dict[str, Any]:
-    from clawkb.evaluate.golden import DEFAULT_K, DEFAULT_THRESHOLD, read_golden_mapping
+    from clawkb.retrieve.golden import DEFAULT_K, DEFAULT_THRESHOLD, read_golden_mapping
 
     if not path.exists():
         return {"k": DEFAULT_K, "threshold": DEFAULT_THRESHOLD, "queries": []}
@@ -164,7 +164,7 @@ async def golden_list(request: Request) -> dict[str, Any]:
 async def _edit_golden(
     request: Request, change: Callable[[list[dict[str, Any]]], None]
 ) -> dict[str, Any]:
-    from clawkb.evaluate.golden import load_golden
+    from clawkb.retrieve.golden import load_golden
 
     st = state_of(request)
     path = await st.runtime.read(golden_path)
@@ -216,7 +216,7 @@ async def golden_remove(request: Request, body: GoldenRemove) -> dict[str, Any]:
 
 @router.post("/golden/check", summary="Run the golden queries (clawkb check)")
 async def golden_check(request: Request) -> dict[str, Any]:
-    from clawkb.evaluate.golden import check_golden
+    from clawkb.retrieve.golden import check_golden
 
     def run(kb: KnowledgeBase) -> dict[str, Any]:
         path = golden_path(kb)

@@ -4,7 +4,7 @@ Two ways to stop a parser that runs too long, chosen per parser:
 
 * **Isolated** (parsers with ``isolate = True``: PDF, DOCX, XLSX, HTML): the
   parse runs in a forked worker process in its own process group, confined
-  by :mod:`clawkb.ingest.sandbox` (none of the parent's descriptors, no
+  by :mod:`clawkb.parsers.sandbox` (none of the parent's descriptors, no
   secrets in its environment, not dumpable, no new privileges, resource
   limits, an allow-list seccomp filter: no sockets, ``exec``, file writes or
   reaching other processes; ``sandbox = False`` on a parser keeps the rest
@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Literal, TypeVar, TypeVarTuple
 
 from clawkb.errors import ClawkbError, ParseError
-from clawkb.ingest import sandbox
+from clawkb.parsers import sandbox
 from clawkb.parsers.base import Parser
 from clawkb.types import ParsedDocument
 
@@ -150,7 +150,7 @@ def call_isolated(
 ) -> T:
     """Run ``fn(*args)`` in a sandboxed, forked worker; kill its process group after
     ``timeout_s`` (``<= 0``: no limit). ``seccomp=False`` keeps only the limits;
-    ``helpers`` starts the broker for :func:`clawkb.ingest.sandbox.run_helper`."""
+    ``helpers`` starts the broker for :func:`clawkb.parsers.sandbox.run_helper`."""
     if seccomp:
         sandbox.prepare()  # here: importing pyseccomp runs ldconfig, which the filter forbids
     else:

@@ -1,7 +1,7 @@
-"""The parser sandbox: what a forked parser worker may do (ARCHITECTURE.md, `ingest/`).
+"""The parser sandbox: what a forked parser worker may do (ARCHITECTURE.md, `ingest/`, which runs the parsers).
 
 Parsers of untrusted formats (PDF, DOCX, XLSX, HTML: C libraries reading
-attacker-made bytes) run in a forked worker (:mod:`clawkb.ingest.limits`).
+attacker-made bytes) run in a forked worker (:mod:`clawkb.parsers.limits`).
 Before the parse starts, :func:`enter` confines that worker:
 
 1. every inherited file descriptor except the result channel (and the helper

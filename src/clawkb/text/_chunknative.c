@@ -1,5 +1,5 @@
 /*
- * Native token estimate of clawkb's chunker (clawkb/ingest/chunker.py keeps
+ * Native token estimate of clawkb's chunker (clawkb/text/estimate.py keeps
  * the regex version as the reference and the fallback; tests check that both
  * give the same numbers).
  *
@@ -7,7 +7,7 @@
  * text[start:end] without copying it: one pass over the characters instead
  * of the reference's three ``findall`` scans and the Python sums over their
  * matches. The classes are the reference's:
- *   - a CJK character (chunker's own _CJK ranges) weighs 7;
+ *   - a CJK character (estimate.py's CJK ranges) weighs 7;
  *   - a word, a maximal run of word characters (\w: alphanumeric or "_")
  *     that are not CJK, weighs 13 up to 5 characters, else ceil(2.5 * n);
  *   - any other character that is not whitespace (\s) weighs 5.
@@ -19,7 +19,7 @@
 
 typedef struct { Py_UCS4 lo, hi; } Range;
 
-/* Keep in sync with _CJK in chunker.py. */
+/* Keep in sync with CJK in estimate.py. */
 static const Range CJK[] = {
     {0x3000, 0x303f}, {0x3040, 0x30ff}, {0x3100, 0x312f}, {0x3400, 0x4dbf},
     {0x4e00, 0x9fff}, {0xac00, 0xd7af}, {0xf900, 0xfaff}, {0xff00, 0xffef},
