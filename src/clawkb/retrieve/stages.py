@@ -237,7 +237,7 @@ class ExactStage:
 
 
 class HeadingsStage:
-    """A query that is a section title lifts that section (:mod:`headings`, opt-in)."""
+    """A query that is a section title lifts that section (:mod:`headings`)."""
 
     order = 20
     needs = frozenset({"restricted_lexical"})
@@ -253,5 +253,10 @@ class HeadingsStage:
         rw = ctx.rw
         glossed = rw.tokens[len(rw.tokens) - rw.n_glossary :] if rw.n_glossary else []
         return headings.lift(
-            ctx.stats, ctx.q.text, glossed, fused, lambda ids: ctx.source.rows(ids, ctx.scope)
+            ctx.stats,
+            ctx.q.text,
+            glossed,
+            fused,
+            lambda ids: ctx.source.rows(ids, ctx.scope),
+            ctx.s.headings_floor,
         )
