@@ -20,9 +20,10 @@ The rule, the same for Markdown, reStructuredText, HTML or PDF headings:
   whole heading and nothing else scores 1; "Summary" against "Summary of
   changes" scores less than against "Summary". A cross-lingual query is
   matched through its glossary translation too (the better of the two counts):
-  the translation plus the query's words no language owns (identifiers, Latin
-  words in a Chinese query), so translating the filler of "X 怎么配置" cannot
-  make a "Configuration" heading look like the answer.
+  the translation plus the query's words it does not stand for (identifiers,
+  Latin words in a Chinese query, words the glossary could not translate), so
+  translating the filler of "X 怎么配置" cannot make a "Configuration" heading
+  look like the answer, nor translating one word of "硬件栈保护" a "Hardware" one.
 * **Floor.** A passage is lifted only when the query is (nearly) its heading:
   both coverages must reach ``floor`` (``retrieval.headings_floor``, 0.8,
   fitted on the dev half of the section titles of esp-idf-docs, see
@@ -55,7 +56,7 @@ from the store); a query that matches no heading passes through untouched.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -142,11 +143,14 @@ def lift(
     fused: list[Fused],
     rows: Callable[[list[int]], Mapping[int, Any]],
     floor: float = 0.0,
+    covered: Collection[str] | None = None,
 ) -> tuple[list[Fused], dict[str, Any] | None]:
     """``fused`` with passages whose heading matches the query moved up.
 
     ``translated`` are the glossary translation tokens of the query (may be
-    empty). Returns the new list and a trace for ``--explain`` (None when no
+    empty); ``covered`` the query's own tokens that those translations stand for
+    (the tokens of the glossary phrases found in it; None: every CJK token).
+    Returns the new list and a trace for ``--explain`` (None when no
     candidate's heading matches, and the list is returned as it was).
     """
     if not fused:
@@ -169,9 +173,15 @@ def lift(
     idf = lexical.idf(np.asarray(doc_freqs(lexical, terms), np.int64)).tolist()
     weight = {t: max(float(w), 1e-3) for t, w in zip(terms, idf, strict=True)}
     mine = {t: weight[t] for t in own}
-    # the query as written in the other language: the translation plus the words
-    # no language owns (identifiers, Latin words in a Chinese query)
-    other = {t: weight[t] for t in tr + [t for t in own if not _CJK.search(t)]} if tr else {}
+    # the query as written in the other language: the translation plus the words it
+    # does not stand for (identifiers, Latin words in a Chinese query, and the words
+    # the glossary could not translate, which no heading of the other language holds:
+    # "硬件栈保护" translated as "hardware" alone is not the heading "Hardware")
+    if covered is None:
+        rest = [t for t in own if not _CJK.search(t)]
+    else:
+        rest = [t for t in own if t not in covered]
+    other = {t: weight[t] for t in tr + rest} if tr else {}
     full = {cid: match([mine], hs, weight) >= FULL for cid, hs in cand.items()}
     forms = [mine, other] if other else [mine]
     score = {cid: match(forms, hs, weight, floor) for cid, hs in cand.items()}
