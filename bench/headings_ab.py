@@ -85,6 +85,7 @@ def main() -> None:
     ap.add_argument("--floors", default="0,0.8", help="comma list of headings_floor values")
     ap.add_argument("--skip-titles", action="store_true")
     ap.add_argument("--skip-golden", action="store_true")
+    ap.add_argument("--no-off", action="store_true", help="do not score the stage off")
     ap.add_argument("--langs", default="en,zh", help="title trees to score (en,zh)")
     ap.add_argument("--out", type=Path, help="write the results as JSON here")
     add_datasets_flag(ap)
@@ -94,7 +95,8 @@ def main() -> None:
     kbs = {
         lang: build(data / "esp-idf-docs" / d, cache / f"lex-{lang}") for lang, d in TREES.items()
     }
-    floors: list[float | None] = [None, *(float(x) for x in a.floors.split(",") if x)]
+    floors: list[float | None] = [] if a.no_off else [None]
+    floors += [float(x) for x in a.floors.split(",") if x]
     res: dict[str, Any] = {}
     for floor in floors:
         name = "off" if floor is None else f"floor={floor:g}"
