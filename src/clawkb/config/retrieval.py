@@ -63,9 +63,9 @@ class RetrievalSettings:
     glossary: bool = True  # zh<->en glossary expansion (clawkb.text.glossary)
     glossary_share: float = 0.5  # best translated passage vs best own-words passage (crossling)
     adaptive: bool = True  # query-adaptive fusion weights (clawkb.retrieve.adaptive)
-    headings: bool = (
-        False  # opt-in: a query that is a section title lifts that section (headings.py)
-    )
+    headings: bool = True  # a query that is a section title lifts that section (headings.py)
+    # both coverages (query in heading, heading in query) must reach this to lift a passage
+    headings_floor: float = 0.8
     titles: bool = True  # the query against section titles in the model's space (titles.py)
     exact: bool = True  # passages with the query's rare identifiers stay on top (exact.py)
     translate: bool = False  # translate the query with the configured LLM (crossling)
@@ -90,6 +90,10 @@ class RetrievalSettings:
                 )
         if min(self.w_lexical, self.w_dense, self.w_recency) < 0:
             raise ConfigError("fusion weights w_lexical, w_dense and w_recency must be >= 0")
+        if not 0.0 <= self.headings_floor <= 1.0:
+            raise ConfigError(
+                f"retrieval headings_floor must be between 0 and 1, got {self.headings_floor}"
+            )
         if self.candidates < 1 or self.rrf_k < 0:
             raise ConfigError("retrieval candidates must be >= 1 and rrf_k >= 0")
         if self.rerank:

@@ -20,11 +20,21 @@ The rule, the same for Markdown, reStructuredText, HTML or PDF headings:
   whole heading and nothing else scores 1; "Summary" against "Summary of
   changes" scores less than against "Summary". A cross-lingual query is
   matched through its glossary translation too (the better of the two counts):
-  the translation plus the query's words no language owns (identifiers, Latin
-  words in a Chinese query), so translating the filler of "X 怎么配置" cannot
-  make a "Configuration" heading look like the answer.
+  the translation plus the query's words it does not stand for (identifiers,
+  Latin words in a Chinese query, words the glossary could not translate), so
+  translating the filler of "X 怎么配置" cannot make a "Configuration" heading
+  look like the answer, nor translating one word of "硬件栈保护" a "Hardware" one.
+* **Floor.** A passage is lifted only when the query is (nearly) its heading:
+  both coverages must reach ``floor`` (``retrieval.headings_floor``, 0.8,
+  fitted on the dev half of the section titles of esp-idf-docs, see
+  bench/results/formats-latest.md). A title typed as it reads, or with a word
+  left out, clears it; a question that mentions a heading's words does not
+  ("How much flash memory does the STM32F401RE have?" holds under half of
+  "STM32F401RE memory map and registers", and that heading is under half of
+  the question), so its answering passage keeps its place. This is what lets
+  the stage be on by default. ``floor`` 0 lifts any heading that shares a word.
 * **Combining** treats the match as one more ranked list over the candidates
-  (best match first, only matches above zero) fused with the ranking it is
+  (best match first, only matches that clear the floor) fused with the ranking it is
   given by reciprocal ranks, the way the project fuses its channels; no weight
   is fitted. A full match (1.0) of the query's own words is a tier of its
   own: those passages come first, in the order the channels gave them (a
@@ -46,7 +56,7 @@ from the store); a query that matches no heading passes through untouched.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -71,15 +81,21 @@ FULL = 0.999
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
-def _f1(query: Mapping[str, float], heading: frozenset[str], weight: Mapping[str, float]) -> float:
+def coverages(
+    query: Mapping[str, float], heading: frozenset[str], weight: Mapping[str, float]
+) -> tuple[float, float]:
+    """How much of the query the heading holds, and how much of the heading the query
+    holds (both IDF-weighted; 0, 0 when they share nothing)."""
     if not query or not heading:
-        return 0.0
+        return 0.0, 0.0
     common = sum(w for t, w in query.items() if t in heading)
     if common <= 0:
-        return 0.0
-    qc = common / sum(query.values())
-    hc = common / sum(weight.get(t, 1.0) for t in heading)
-    return 2 * qc * hc / (qc + hc)
+        return 0.0, 0.0
+    return common / sum(query.values()), common / sum(weight.get(t, 1.0) for t in heading)
+
+
+def _f1(qc: float, hc: float) -> float:
+    return 2 * qc * hc / (qc + hc) if qc > 0 and hc > 0 else 0.0
 
 
 @lru_cache(maxsize=8192)
@@ -88,14 +104,20 @@ def _tokens(heading: str) -> frozenset[str]:
 
 
 def match(
-    queries: Sequence[Mapping[str, float]], headings: Sequence[str], weight: Mapping[str, float]
+    queries: Sequence[Mapping[str, float]],
+    headings: Sequence[str],
+    weight: Mapping[str, float],
+    floor: float = 0.0,
 ) -> float:
-    """Best F1 of any query form against any heading (0 when nothing is shared)."""
+    """Best F1 of any query form against any heading whose two coverages both reach
+    ``floor`` (0 when no pair shares a word or reaches it)."""
     best = 0.0
     for h in headings:
         toks = _tokens(h)
         for q in queries:
-            best = max(best, _f1(q, toks, weight))
+            qc, hc = coverages(q, toks, weight)
+            if qc > 0 and min(qc, hc) >= floor:
+                best = max(best, _f1(qc, hc))
     return best
 
 
@@ -124,11 +146,15 @@ def lift(
     translated: Sequence[str],
     fused: list[Fused],
     rows: Callable[[list[int]], Mapping[int, ChunkRow]],
+    floor: float = 0.0,
+    covered: Collection[str] | None = None,
 ) -> tuple[list[Fused], dict[str, Any] | None]:
     """``fused`` with passages whose heading matches the query moved up.
 
     ``translated`` are the glossary translation tokens of the query (may be
-    empty). Returns the new list and a trace for ``--explain`` (None when no
+    empty); ``covered`` the query's own tokens that those translations stand for
+    (the tokens of the glossary phrases found in it; None: every CJK token).
+    Returns the new list and a trace for ``--explain`` (None when no
     candidate's heading matches, and the list is returned as it was).
     """
     if not fused:
@@ -151,11 +177,18 @@ def lift(
     idf = lexical.idf(np.asarray(doc_freqs(lexical, terms), np.int64)).tolist()
     weight = {t: max(float(w), 1e-3) for t, w in zip(terms, idf, strict=True)}
     mine = {t: weight[t] for t in own}
-    # the query as written in the other language: the translation plus the words
-    # no language owns (identifiers, Latin words in a Chinese query)
-    other = {t: weight[t] for t in tr + [t for t in own if not _CJK.search(t)]} if tr else {}
+    # the query as written in the other language: the translation plus the words it
+    # does not stand for (identifiers, Latin words in a Chinese query, and the words
+    # the glossary could not translate, which no heading of the other language holds:
+    # "硬件栈保护" translated as "hardware" alone is not the heading "Hardware")
+    if covered is None:
+        rest = [t for t in own if not _CJK.search(t)]
+    else:
+        rest = [t for t in own if t not in covered]
+    other = {t: weight[t] for t in tr + rest} if tr else {}
     full = {cid: match([mine], hs, weight) >= FULL for cid, hs in cand.items()}
-    score = {cid: match([mine, other] if other else [mine], hs, weight) for cid, hs in cand.items()}
+    forms = [mine, other] if other else [mine]
+    score = {cid: match(forms, hs, weight, floor) for cid, hs in cand.items()}
     if not any(s > 0 for s in score.values()):
         return fused, None
     by_match = sorted((cid for cid, s in score.items() if s > 0), key=lambda c: -score[c])
@@ -180,5 +213,5 @@ def lift(
         g.trace["headings"] = {"match": round(score.get(f.chunk_id, 0.0), 4),
                                "before": round(f.score, 6)}  # fmt: skip
         out.append(g)
-    trace = {"full": sum(full.values()), "matched": len(by_match)}
+    trace = {"full": sum(full.values()), "matched": len(by_match), "floor": floor}
     return out + fused[DEPTH:], trace

@@ -24,6 +24,7 @@ from clawkb.retrieve.hits import make_hit
 from clawkb.retrieve.merge import Candidate
 from clawkb.retrieve.settings import RetrievalSettings
 from clawkb.store.repo import ChunkRow
+from clawkb.text import tokenize
 from clawkb.types import Hit
 
 if TYPE_CHECKING:
@@ -237,7 +238,7 @@ class ExactStage:
 
 
 class HeadingsStage:
-    """A query that is a section title lifts that section (:mod:`headings`, opt-in)."""
+    """A query that is a section title lifts that section (:mod:`headings`)."""
 
     order = 20
     needs = frozenset({"restricted_lexical"})
@@ -252,6 +253,19 @@ class HeadingsStage:
     def apply(ctx: RankContext, fused: list[fusion.Fused]) -> tuple[list[fusion.Fused], Any]:
         rw = ctx.rw
         glossed = rw.tokens[len(rw.tokens) - rw.n_glossary :] if rw.n_glossary else []
+        # the query's own tokens the translations stand for
+        covered = {
+            t
+            for e in rw.expansions
+            if e.get("source") == "glossary"
+            for t in tokenize(str(e.get("from", "")))
+        }
         return headings.lift(
-            ctx.stats, ctx.q.text, glossed, fused, lambda ids: ctx.source.rows(ids, ctx.scope)
+            ctx.stats,
+            ctx.q.text,
+            glossed,
+            fused,
+            lambda ids: ctx.source.rows(ids, ctx.scope),
+            ctx.s.headings_floor,
+            covered,
         )
