@@ -137,16 +137,15 @@ def matrix_rows(conn: sqlite3.Connection, mkey: str) -> list[tuple[int, bytes]]:
     return [(int(r[0]), r[1]) for r in rows]
 
 
-def live_ids(conn: sqlite3.Connection, mkey: str) -> list[int]:
-    """The chunk ids :func:`matrix_rows` would return, without reading a vector."""
+def linked_ids(conn: sqlite3.Connection, mkey: str) -> list[int]:
+    """Live chunks linked to an ``mkey`` vector, by id: :func:`matrix_rows`' ids without
+    reading a vector (a link to a missing vector, which only damage leaves, included)."""
     rows = conn.execute(
-        "SELECT cv.chunk_id FROM chunk_vectors cv"
-        " JOIN chunks c ON c.id = cv.chunk_id WHERE cv.model = ? AND EXISTS"
-        " (SELECT 1 FROM vectors v WHERE v.model = cv.model AND v.key = cv.key)"
-        " ORDER BY cv.chunk_id",
+        "SELECT cv.chunk_id FROM chunk_vectors cv JOIN chunks c ON c.id = cv.chunk_id"
+        " WHERE cv.model = ? ORDER BY cv.chunk_id",
         (mkey,),
     )
-    return [int(r[0]) for r in rows]
+    return [r[0] for r in rows]
 
 
 def health_counts(conn: sqlite3.Connection, mkey: str) -> tuple[int, int, int]:
