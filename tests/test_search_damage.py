@@ -13,23 +13,10 @@ import pytest
 
 from clawkb import KnowledgeBase
 from clawkb.maintenance.doctor import run_doctor
+from safety_helpers import uart_notes_kb
 from server_helpers import serving
 
 QUERIES = ("uart baud", "ddr4 impedance ohm", "pull ups", "uart3 baud", "impedance ohm")
-
-
-def _corpus(root: Path) -> Path:
-    docs = root / "docs"
-    docs.mkdir()
-    for i in range(12):
-        (docs / f"n{i}.md").write_text(
-            f"# Note {i}\n\nThe UART{i} runs at {115200 * (i + 1)} baud; DDR4 impedance"
-            f" is {40 + i} ohm. I2C{i} needs pull-ups of {i}.7k.\n",
-            encoding="utf-8",
-        )
-    with KnowledgeBase.open(root / "kb", create=True) as kb:
-        kb.index([docs])
-    return root / "kb"
 
 
 def _damage_in_place(home: Path) -> Path:
@@ -48,7 +35,7 @@ def _damage_in_place(home: Path) -> Path:
 
 
 def test_a_reader_hands_the_damage_to_a_writer_and_answers(tmp_path: Path) -> None:
-    home = _corpus(tmp_path)
+    home = uart_notes_kb(tmp_path)
     with KnowledgeBase.open(home) as kb:
         assert kb.search(QUERIES[0], limit=3).hits  # the segment is mapped now
         seg = _damage_in_place(home)
@@ -63,7 +50,7 @@ def test_a_reader_hands_the_damage_to_a_writer_and_answers(tmp_path: Path) -> No
 
 
 def test_under_serve_the_writer_rebuilds_and_the_search_answers(tmp_path: Path) -> None:
-    home = _corpus(tmp_path)
+    home = uart_notes_kb(tmp_path)
     with serving(home) as s:
         assert s.ok("GET", "/api/v1/search", params={"q": QUERIES[0]})["hits"]
         seg = _damage_in_place(home)
