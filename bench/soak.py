@@ -6,7 +6,7 @@
 
 The default (issue 20) runs `clawkb serve` with 8 HTTP reader clients, a writer
 through the API (`/index`, `/memory`), a terminal `index` every 30 s and one
-`embed` and one `reindex`, and samples the server's RSS
+`embed` and one `reindex`, and samples the RSS of the server and of its embedding worker
 (:func:`run_server`). Targets: 0 errors, 0 empty or wrong results, p99 <= 100
 ms, RSS flat after warm-up. The older mode is described below.
 
@@ -330,6 +330,22 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
+def _children_rss_kb(pid: int) -> int:
+    """RSS of ``pid``'s child processes (the server's embedding worker)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                total += _rss_kb(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 def _cpu_s(pid: int) -> float:
     """CPU seconds (user + system, all threads) a process has used so far."""
     with open(f"/proc/{pid}/stat") as fh:
@@ -422,6 +438,7 @@ def run_server(
         count(name, out.returncode == 0, out.stderr.strip())
 
     rss: list[tuple[float, int]] = []
+    worker_rss: list[tuple[float, int]] = []
     rounds = [0]
 
     def api_writer() -> None:  # every second: rewrite 5 files, delete one, add one; a memory
@@ -477,12 +494,14 @@ def run_server(
         if cpu_quiet is None and time.time() >= start + quiet:
             cpu_quiet = _cpu_s(server.pid) - cpu0
         rss.append((time.time() - start, _rss_kb(server.pid)))
+        worker_rss.append((time.time() - start, _children_rss_kb(server.pid)))
         time.sleep(min(5.0, max(0.05, start + quiet - time.time())) if cpu_quiet is None else 5)
     server_cpu = _cpu_s(server.pid) - cpu0
     load = os.getloadavg()
     for w in workers:
         w.join()
     rss.append((time.time() - start, _rss_kb(server.pid)))
+    worker_rss.append((time.time() - start, _children_rss_kb(server.pid)))
     if spy is not None:
         spy.wait(timeout=120)
     results = {name: _collect(p, seconds + 600) for name, p in procs.items()}
@@ -505,6 +524,7 @@ def run_server(
     with KnowledgeBase.open(home) as kb:
         final = kb.repo.counts()
     warm = [kb for t, kb in rss if t >= seconds * 0.25]
+    second_half = [kb for t, kb in rss if t >= seconds * 0.5]
     return {
         "seconds": seconds,
         "readers": readers,
@@ -535,6 +555,13 @@ def run_server(
         "rss_after_warmup_mb": (round(warm[0] / 1024, 1), round(warm[-1] / 1024, 1))
         if warm
         else None,
+        "rss_second_half_range_mb": (
+            round(min(second_half) / 1024, 1),
+            round(max(second_half) / 1024, 1),
+        )
+        if second_half
+        else None,
+        "worker_rss_mb": [(round(t), round(kb / 1024, 1)) for t, kb in worker_rss],
         "jobs": jobs,
         "api_rounds": rounds[0],
         "crashed": crashed,
@@ -599,6 +626,22 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
             else []
         ),
         f"| server RSS after warm-up (25% in -> end) | {warm[0]} -> {warm[1]} MB | flat |",
+        *(
+            [
+                "| server RSS in the second half (min / max) |"
+                f" {r['rss_second_half_range_mb'][0]} / {r['rss_second_half_range_mb'][1]} MB | |"
+            ]
+            if r.get("rss_second_half_range_mb")
+            else []
+        ),
+        *(
+            [
+                "| embedding worker RSS at the end (a child of the server) |"
+                f" {r['worker_rss_mb'][-1][1]} MB | |"
+            ]
+            if r.get("worker_rss_mb")
+            else []
+        ),
         f"| API `/index` rounds ok / failed | {job('api_index')} | 0 failed |",
         f"| API `/memory` ok / failed | {job('api_memory')} | 0 failed |",
         f"| terminal `index` ok / failed | {job('terminal_index')} | 0 failed |",
@@ -611,6 +654,12 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
         "",
         "Server RSS (seconds in, MB): " + ", ".join(f"{t}: {mb}" for t, mb in r["rss_mb"]),
     ]
+    if r.get("worker_rss_mb"):
+        lines += [
+            "",
+            "Embedding worker RSS (seconds in, MB): "
+            + ", ".join(f"{t}: {mb}" for t, mb in r["worker_rss_mb"]),
+        ]
     errs = [("reader", r["first_error"]), ("result", r["first_wrong"])]
     errs += [(name, why) for name, (_, _, why) in j.items() if why]
     errs = [(k, v) for k, v in errs if v]

@@ -96,3 +96,21 @@ if __name__ == "__main__":  # a searcher process: home, seconds, ids (json), sto
     pause = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
     out = search_loop(sys.argv[1], json.loads(sys.argv[3]), float(sys.argv[2]), sys.argv[4], pause)
     print(json.dumps(out))
+
+
+def uart_notes_kb(root: Path) -> Path:
+    """A KB (``root/kb``) of 12 short notes on UARTs, DDR4 impedance and pull-ups, all
+    indexed in one run (one segment); returns its home."""
+    from clawkb import KnowledgeBase
+
+    docs = root / "docs"
+    docs.mkdir()
+    for i in range(12):
+        (docs / f"n{i}.md").write_text(
+            f"# Note {i}\n\nThe UART{i} runs at {115200 * (i + 1)} baud; DDR4 impedance"
+            f" is {40 + i} ohm. I2C{i} needs pull-ups of {i}.7k.\n",
+            encoding="utf-8",
+        )
+    with KnowledgeBase.open(root / "kb", create=True) as kb:
+        kb.index([docs])
+    return root / "kb"

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clawkb import KnowledgeBase
 from clawkb.errors import ClawkbError, IndexCorruptError
 from clawkb.index.lexical import LexicalIndex
+from safety_helpers import uart_notes_kb
 
 FUZZ = settings(
     max_examples=int(os.environ.get("CLAWKB_FUZZ_EXAMPLES", "40")),
@@ -35,18 +35,7 @@ QUERIES = (["uart", "baud"], ["ddr4", "impedance", "ohm"], ["pull", "ups"], ["mi
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real lexical index of a few documents, written by the indexer."""
-    root = tmp_path_factory.mktemp("fuzzseg")
-    docs = root / "docs"
-    docs.mkdir()
-    for i in range(12):
-        (docs / f"n{i}.md").write_text(
-            f"# Note {i}\n\nThe UART{i} runs at {115200 * (i + 1)} baud; DDR4 impedance"
-            f" is {40 + i} ohm. I2C{i} needs pull-ups of {i}.7k.\n",
-            encoding="utf-8",
-        )
-    with KnowledgeBase.open(root / "kb", create=True) as kb:
-        kb.index([docs])
-    return root / "kb" / "index" / "lexical"
+    return uart_notes_kb(tmp_path_factory.mktemp("fuzzseg")) / "index" / "lexical"
 
 
 def _files(folder: Path) -> list[Path]:

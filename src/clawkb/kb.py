@@ -28,7 +28,7 @@ import numpy as np
 
 from clawkb import __version__
 from clawkb.config import Config
-from clawkb.errors import ConfigError, IndexError_, LockedError, NotFoundError
+from clawkb.errors import ConfigError, IndexCorruptError, IndexError_, LockedError, NotFoundError
 from clawkb.index.lexical import ENGINE, LEXICAL_FIELDS_VERSION, BM25FParams, LexicalIndex
 from clawkb.index.scorer import NATIVE_AVAILABLE
 from clawkb.retrieve.result import SearchResult
@@ -210,19 +210,24 @@ class KnowledgeBase:
 
     @contextmanager
     def writer(
-        self, wait: float = 30.0, on_wait: Callable[[str], None] | None = None
+        self,
+        wait: float = 30.0,
+        on_wait: Callable[[str], None] | None = None,
+        *,
+        full_check: bool = False,
     ) -> Iterator[None]:
         """Hold the exclusive write lock with a writable index; wait up to ``wait`` seconds.
 
         On entry a damaged index, one from another store or one ahead of the
         store (a restored older store) is rebuilt; on exit the KB reads the
-        generation it published.
+        generation it published. ``full_check``: checksum every index file on
+        entry, whatever its size (a search found a damaged segment).
         """
         if self._writing:
             with self.write_lock(wait, on_wait):
                 yield
             return
-        unclean = self._unclean_writer()
+        unclean = True if full_check else self._unclean_writer()
         with self.write_lock(wait, on_wait):
             old = self.lexical
             self.lexical = self._open_lexical(writable=True, full_check=unclean)
@@ -358,9 +363,10 @@ class KnowledgeBase:
         warnings.append(f"repaired: {problem}")
         return warnings
 
-    #: Set by a host that has its own writer (the server): ``fn() -> Future`` that
+    #: Set by a host that has its own writer (the server): ``fn(suspect) -> Future`` that
     #: runs :meth:`repair_index` there. ``None``: :func:`repair_in_background`.
-    repair_handler: Callable[[], Future[list[str]]] | None = None
+    #: ``suspect``: a damaged segment a search found (the repair checksums every file).
+    repair_handler: Callable[[str | None], Future[list[str]]] | None = None
 
     def _writer_active(self) -> bool:
         from clawkb.store.locking import is_locked
@@ -370,9 +376,9 @@ class KnowledgeBase:
         except OSError:  # a read-only KB folder: no writer here
             return False
 
-    def _hand_off_repair(self) -> Future[list[str]]:
+    def _hand_off_repair(self, suspect: str | None = None) -> Future[list[str]]:
         handler = self.repair_handler
-        fut = handler() if handler is not None else repair_in_background(self.home)
+        fut = handler(suspect) if handler is not None else repair_in_background(self.home, suspect)
         if not hasattr(self, "_handed_off"):
             self._handed_off: list[Future[list[str]]] = []
         self._handed_off = [f for f in self._handed_off if not f.done()]
@@ -408,12 +414,14 @@ class KnowledgeBase:
         if self.lexical.damaged:
             raise IndexError_(f"{self.lexical.damaged}; run `clawkb doctor --repair`")
 
-    def repair_index(self, wait: float = 30.0) -> list[str]:
+    def repair_index(self, wait: float = 30.0, suspect: str | None = None) -> list[str]:
         """Writers: bring the lexical index up to date with the store (a damaged one
-        is rebuilt from it); the repairs done, one line each."""
+        is rebuilt from it); the repairs done, one line each. ``suspect``: the
+        damage a search found inside a segment (every file is checksummed, so the
+        changed one is found and the index rebuilt)."""
         from clawkb.ingest.sync import sync_lexical
 
-        with self.writer(wait=wait):
+        with self.writer(wait=wait, full_check=suspect is not None):
             sync_lexical(self.repo, self.lexical, self.config.index_batch_chunks)
         return list(self.repairs)
 
@@ -568,11 +576,35 @@ class KnowledgeBase:
             raise ConfigError(f"{self.home / 'config.yaml'}: {exc}") from exc
 
     def run_query(self, q: Query, *, source: Source | None = None) -> SearchResult:
-        """Run a prepared query through the retrieval pipeline (index made current first)."""
+        """Run a prepared query through the retrieval pipeline (index made current first).
+
+        A segment found damaged while searching (a change the quick check on open
+        cannot see) is handed to a writer, which checksums every file and rebuilds
+        the index from the store; this read waits for it and runs once more on the
+        repaired generation (readers never write), or fails with one line.
+        """
         warnings = self.ensure_fresh()
-        res = self.run_prepared(q, source=source)
+        try:
+            res = self.run_prepared(q, source=source)
+        except IndexCorruptError as exc:
+            self._repair_found_damage(str(exc))
+            res = self.run_prepared(q, source=source)
+            warnings.append(f"repaired: {exc}")
         res.warnings += warnings
         return res
+
+    def _repair_found_damage(self, problem: str) -> None:
+        """A search met ``problem`` (a damaged segment): a writer repairs, this read waits."""
+        with _repairs_lock:
+            repair = _damage_reported.get(problem)
+        if self._writing or (repair is not None and repair.done()):  # once, never a loop
+            raise IndexCorruptError(f"{problem}; run `clawkb doctor --repair`")
+        pinned = self.conn.in_transaction
+        if repair is None:  # the first read to meet it asks; the others wait for the same
+            repair = self._hand_off_repair(suspect=problem)
+            with _repairs_lock:
+                _damage_reported.setdefault(problem, repair)
+        self._wait_for_repair(repair, problem, pinned)
 
     def run_prepared(self, q: Query, *, source: Source | None = None) -> SearchResult:
         """Run ``q`` on ``source`` (default :attr:`source`) through the query stages
@@ -690,9 +722,11 @@ class KnowledgeBase:
 
 _repairs: dict[Path, Future[list[str]]] = {}
 _repairs_lock = threading.Lock()
+#: Damage a search of this process found, and the writer's repair of it (each once).
+_damage_reported: dict[str, Future[list[str]]] = {}
 
 
-def repair_in_background(home: Path) -> Future[list[str]]:
+def repair_in_background(home: Path, suspect: str | None = None) -> Future[list[str]]:
     """Run :meth:`KnowledgeBase.repair_index` for ``home`` on a thread of its own
     (its own connection, under the write lock); one at a time per KB folder."""
     with _repairs_lock:
@@ -710,7 +744,7 @@ def repair_in_background(home: Path) -> Future[list[str]]:
             return
         try:
             with KnowledgeBase.open(home) as kb:
-                fut.set_result(kb.repair_index())
+                fut.set_result(kb.repair_index(suspect=suspect))
         except BaseException as exc:
             fut.failed_at = time.monotonic()  # type: ignore[attr-defined]
             fut.set_exception(exc)

@@ -99,7 +99,11 @@ class RemoteKnowledgeBase(KnowledgeBase):
     # -- writes are for ingesting machines ---------------------------------
     @contextmanager
     def writer(
-        self, wait: float = 30.0, on_wait: Callable[[str], None] | None = None
+        self,
+        wait: float = 30.0,
+        on_wait: Callable[[str], None] | None = None,
+        *,
+        full_check: bool = False,
     ) -> Iterator[None]:
         raise ConfigError(
             f"{self.home}: a remote-only knowledge base (remote.yaml) is read-only;"

@@ -51,6 +51,11 @@ class Embedder(ABC):
     def warm(self) -> None:  # noqa: B027 - optional hook, most embedders need none
         """Load whatever the first call would (model files, sessions); budgets exclude it."""
 
+    def loading(self) -> bool:
+        """True while the model loads elsewhere (:mod:`clawkb.embed.worker`): searches
+        stay lexical meanwhile instead of waiting for it."""
+        return False
+
     def signature(self) -> dict[str, Any]:
         """What must match between the stored vectors and a query embedding."""
         return {

@@ -139,7 +139,7 @@ class DenseIndex:
             with _REBUILDING:
                 meta = _read_meta(self.folder / "meta.json")
                 if self._outdated(meta, stamp):
-                    meta = self._rebuild(stamp)
+                    meta = self._update(stamp, meta)
         problem = verify(self.folder, meta)
         if problem is not None:
             raise DenseDamaged(problem)
@@ -161,18 +161,70 @@ class DenseIndex:
             or "files" not in meta  # written before files were checksummed
         )
 
+    def _update(self, stamp: list[int], old: dict[str, Any]) -> dict[str, Any]:
+        """Bring the copy up to ``stamp`` from the old one where it can be trusted: rows
+        of deleted chunks dropped, only the vectors added since read from the store,
+        and just ``meta.json`` rewritten when no vector changed (most writes). In full
+        from the store when the old copy is of another model or epoch, fails its
+        size and checksum, or when an ANN graph is (or becomes) part of it."""
+        epoch = vectors_repo.epoch(self.conn)
+        dim = int(self.signature["dim"])
+        if (
+            old.get("model") != self.mkey
+            or old.get("epoch") != epoch
+            or old.get("ann") is not None
+            or old.get("ann_threshold") != self.ann_threshold
+            or "files" not in old
+            or verify(self.folder, old) is not None
+        ):
+            return self._rebuild(stamp)
+        try:
+            old_ids = npyfile.load(self.folder / "ids.npy")
+            old_mat = npyfile.load(self.folder / "vecs.npy", mmap=True)
+        except (OSError, ValueError):
+            return self._rebuild(stamp)
+        if old_mat.ndim != 2 or old_mat.shape != (len(old_ids), dim):
+            return self._rebuild(stamp)
+        live = np.asarray(vectors_repo.linked_ids(self.conn, self.mkey), np.int64)
+        if len(live) >= self.ann_threshold:
+            return self._rebuild(stamp)
+        keep = np.isin(old_ids, live)
+        new_ids = np.setdiff1d(live, old_ids)
+        if keep.all() and not len(new_ids):  # the same vectors: a new stamp only
+            meta = {**old, "stamp": stamp}
+            _write_meta(self.folder, meta)
+            return meta
+        rows = dict(vectors_repo.vectors_of(self.conn, self.mkey, new_ids.tolist()))
+        new_ids = np.asarray([i for i in new_ids.tolist() if i in rows], np.int64)
+        added = np.frombuffer(b"".join(rows[i] for i in new_ids.tolist()), "<f4")
+        ids = np.concatenate([old_ids[keep], new_ids])
+        mat = np.concatenate([np.asarray(old_mat[keep]), added.reshape(len(new_ids), dim)])
+        if len(ids) > 1 and not bool(np.all(ids[1:] > ids[:-1])):  # ids are kept sorted
+            order = np.argsort(ids, kind="stable")
+            ids, mat = ids[order], mat[order]
+        return self._write(stamp, ids, mat, epoch, incremental=True)
+
     def _rebuild(self, stamp: list[int]) -> dict[str, Any]:
+        """The copy in full from the store's vectors."""
+        epoch = vectors_repo.epoch(self.conn)
         rows = vectors_repo.matrix_rows(self.conn, self.mkey)
         dim = int(self.signature["dim"])
         ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
         mat = np.frombuffer(b"".join(r[1] for r in rows), "<f4").reshape(len(rows), dim)
+        return self._write(stamp, ids, mat, epoch, incremental=False)
+
+    def _write(
+        self, stamp: list[int], ids: np.ndarray, mat: np.ndarray, epoch: int, *, incremental: bool
+    ) -> dict[str, Any]:
         self.folder.mkdir(parents=True, exist_ok=True)
         meta: dict[str, Any] = {
             "stamp": stamp,
             "model": self.mkey,
+            "epoch": epoch,
             "count": len(ids),
             "ann_threshold": self.ann_threshold,
             "ann": None,
+            "built": "incremental" if incremental else "full",
         }
         with tempfile.TemporaryDirectory(dir=self.folder, prefix=".build-") as tmp:
             np.save(Path(tmp) / "ids.npy", ids)
@@ -188,6 +240,11 @@ class DenseIndex:
             for name in ("ids.npy", "vecs.npy", "ann.bin", "meta.json"):  # meta last
                 if (Path(tmp) / name).exists():
                     os.replace(Path(tmp) / name, self.folder / name)
+        for name, want in meta["files"].items():  # just checksummed: not again on load
+            with contextlib.suppress(OSError):
+                st = (self.folder / name).stat()
+                if st.st_size == want["bytes"]:
+                    _verified.add((str(self.folder / name), st.st_ino, st.st_mtime_ns, st.st_size))
         return meta
 
     def _build_ann(self, mat: np.ndarray, path: Path) -> dict[str, Any]:
@@ -278,6 +335,19 @@ def _fingerprint(path: Path) -> dict[str, Any]:
         while block := fh.read(1 << 20):
             digest.update(block)
     return {"bytes": path.stat().st_size, "blake2b": digest.hexdigest()}
+
+
+def _write_meta(folder: Path, meta: dict[str, Any]) -> None:
+    """Replace ``meta.json`` at once (a reader sees the old one or the new one)."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".meta-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(meta))
+        os.replace(tmp, folder / "meta.json")
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _read_meta(path: Path) -> dict[str, Any]:

@@ -326,10 +326,11 @@ def _glossary_forms(
     return list(terms), forms
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=512)
 def _passage_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """A passage's tokens and their stems. The same passages come back search after
-    search (every not-found decision reads the best 8), so this is kept per text."""
+    search (every not-found decision reads the best 8), so this is kept per text:
+    512 passages (a few MB; at 4,096 a long-running server held ~130 MB here)."""
     have = frozenset(tokenize(text))
     return have, frozenset(_stem(t) for t in have)
 

@@ -180,6 +180,9 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
     if resolved in ("dense", "hybrid") and not source.has_vectors():
         warnings.append(source.no_vectors(resolved))
         resolved = "lexical"
+    elif resolved in ("dense", "hybrid") and r.embedder.loading():
+        warnings.append("the embedding model is still loading; lexical results only")
+        resolved = "lexical"
     elif resolved in ("dense", "hybrid") and (damage := source.dense_damage()) is not None:
         warnings.append(f"{damage}; lexical results only: run `clawkb doctor --repair`")
         resolved = "lexical"

@@ -33,6 +33,8 @@ from clawkb.config import Config
 
 if TYPE_CHECKING:
     import anyio
+
+    from clawkb.embed.base import Embedder
 from clawkb.kb import KnowledgeBase
 from clawkb.store import db
 
@@ -187,6 +189,7 @@ class Runtime:
         self._repair: concurrent.futures.Future[list[str]] | None = None
         self._limiter: anyio.CapacityLimiter | None = None
         self._embedder: tuple[int, Any] | None = None
+        self._retired: list[Any] = []  # embedders of an older config, stopped at close
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self._seq = itertools.count()
         self.queued = 0
@@ -220,43 +223,55 @@ class Runtime:
 
         A view is a new :class:`KnowledgeBase` after each write, and each would
         otherwise build its own embedder and load its model (an ONNX session,
-        tokenizers) on its first query of every generation."""
+        tokenizers) on its first query of every generation. The shared one runs
+        the model in a child process (:mod:`clawkb.embed.worker`), started here
+        when the KB first has vectors: its load holds no lock of this process,
+        and searches stay lexical until it is ready."""
         from clawkb.embed import vectors
-        from clawkb.embed.run import kb_embedder, set_kb_embedder
+        from clawkb.embed.run import set_kb_embedder
+        from clawkb.embed.worker import worker_embedder
 
         with self._opened_lock:
             shared = self._embedder
             if shared is None or shared[0] != self.config_version:
                 if vectors.stored_signature(kb.conn) is None:
                     return  # lexical only: no model to build (yet)
+                section = kb.config.embedding
                 try:
-                    shared = self._embedder = (self.config_version, kb_embedder(kb))
+                    embedder = worker_embedder(section.model, dict(section.options))
                 except Exception:  # a model that cannot load: each search says why itself
                     return
+                if shared is not None:  # a view may still hold it: stopped at close
+                    self._retired.append(shared[1])
+                shared = self._embedder = (self.config_version, embedder)
             set_kb_embedder(kb, shared[1])
 
-    def warm(self) -> None:
-        """At start, when the KB has vectors: load the embedding model now, before any
-        request (a model load can hold the GIL for a second, stalling every request
-        in flight)."""
+    def warm(self, timeout: float = 300.0) -> None:
+        """At start, when the KB has vectors: start the embedding worker and wait until
+        its model is loaded and has embedded one query, before any request."""
 
-        def run(kb: KnowledgeBase) -> None:
+        def run(kb: KnowledgeBase) -> Embedder | None:
             from clawkb.embed import vectors
             from clawkb.embed.run import kb_embedder
 
-            if vectors.stored_signature(kb.conn) is not None:
-                kb_embedder(kb).warm()
+            if vectors.stored_signature(kb.conn) is None:
+                return None
+            return kb_embedder(kb)
 
         with contextlib.suppress(Exception):  # a model that cannot load: searches say why
-            self.read_sync(run)
+            embedder = self.read_sync(run)
+            if embedder is not None and hasattr(embedder, "wait_ready"):
+                embedder.wait_ready(timeout)
 
-    def request_repair(self) -> concurrent.futures.Future[list[str]]:
-        """A reader found the index behind or damaged: the writer thread repairs it
-        (readers never write); one repair job queued at a time."""
+    def request_repair(self, suspect: str | None = None) -> concurrent.futures.Future[list[str]]:
+        """A reader found the index behind or damaged (``suspect``: a damaged segment
+        a search met): the writer thread repairs it (readers never write); one
+        repair job queued at a time."""
         with self._opened_lock:
             fut = self._repair
             if fut is None or fut.done():
-                fut = self._repair = self.submit(lambda kb: kb.repair_index(), "repair")
+                job = lambda kb: kb.repair_index(suspect=suspect)  # noqa: E731
+                fut = self._repair = self.submit(job, "repair")
             return fut
 
     def _release_idle(self) -> None:
@@ -351,3 +366,9 @@ class Runtime:
                 if slot.kb is not None:
                     slot.kb.close()
             self._slots.clear()
+            embedders = [*self._retired, *(self._embedder[1:] if self._embedder else ())]
+            self._embedder, self._retired = None, []
+        for embedder in embedders:
+            close = getattr(embedder, "close", None)
+            if close is not None:
+                close()

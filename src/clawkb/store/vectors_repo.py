@@ -17,6 +17,9 @@ from clawkb.store import db
 #: counter bumped on every committed vector batch.
 SIGNATURE_KEY = "dense_signature"
 VERSION_KEY = "dense_version"
+#: bumped when every vector is dropped (``reindex --vectors``): a search copy made
+#: before that is rebuilt in full, never updated row by row
+EPOCH_KEY = "dense_epoch"
 
 
 def model_key(signature: dict[str, Any]) -> str:
@@ -39,11 +42,17 @@ def data_version(conn: sqlite3.Connection) -> int:
     return int(db.get_meta(conn, VERSION_KEY) or 0)
 
 
+def epoch(conn: sqlite3.Connection) -> int:
+    """How many times every vector was dropped (see :data:`EPOCH_KEY`)."""
+    return int(db.get_meta(conn, EPOCH_KEY) or 0)
+
+
 def delete_all(conn: sqlite3.Connection, signature_key: str) -> None:
     """Forget every vector and the recorded embedder signature."""
     conn.execute("DELETE FROM chunk_vectors")
     conn.execute("DELETE FROM vectors")
     conn.execute("DELETE FROM meta WHERE key = ?", (signature_key,))
+    db.set_meta(conn, EPOCH_KEY, str(epoch(conn) + 1))
 
 
 def drop_deleted_chunks(conn: sqlite3.Connection, mkey: str) -> None:
@@ -128,6 +137,17 @@ def matrix_rows(conn: sqlite3.Connection, mkey: str) -> list[tuple[int, bytes]]:
     return [(int(r[0]), r[1]) for r in rows]
 
 
+def linked_ids(conn: sqlite3.Connection, mkey: str) -> list[int]:
+    """Live chunks linked to an ``mkey`` vector, by id: :func:`matrix_rows`' ids without
+    reading a vector (a link to a missing vector, which only damage leaves, included)."""
+    rows = conn.execute(
+        "SELECT cv.chunk_id FROM chunk_vectors cv JOIN chunks c ON c.id = cv.chunk_id"
+        " WHERE cv.model = ? ORDER BY cv.chunk_id",
+        (mkey,),
+    )
+    return [r[0] for r in rows]
+
+
 def health_counts(conn: sqlite3.Connection, mkey: str) -> tuple[int, int, int]:
     """``(orphan links, links to a missing vector, unused vectors)`` for ``mkey``."""
 
@@ -159,12 +179,17 @@ def drop_stray(conn: sqlite3.Connection, mkey: str) -> None:
 
 
 def vectors_of(conn: sqlite3.Connection, mkey: str, ids: Sequence[int]) -> list[tuple[int, bytes]]:
-    """``(chunk id, float32 bytes)`` of the given chunks' ``mkey`` vectors."""
-    marks = ",".join("?" * len(ids))
-    rows = conn.execute(
-        "SELECT cv.chunk_id, v.vec FROM chunk_vectors cv JOIN vectors v"
-        " ON v.model = cv.model AND v.key = cv.key"
-        f" WHERE cv.model = ? AND cv.chunk_id IN ({marks})",
-        [mkey, *ids],
-    ).fetchall()
-    return [(r[0], r[1]) for r in rows]
+    """``(chunk id, float32 bytes)`` of the given chunks' ``mkey`` vectors (any number
+    of ids: asked 900 at a time)."""
+    out: list[tuple[int, bytes]] = []
+    for i in range(0, len(ids), 900):
+        part = [int(c) for c in ids[i : i + 900]]
+        marks = ",".join("?" * len(part))
+        rows = conn.execute(
+            "SELECT cv.chunk_id, v.vec FROM chunk_vectors cv JOIN vectors v"
+            " ON v.model = cv.model AND v.key = cv.key"
+            f" WHERE cv.model = ? AND cv.chunk_id IN ({marks})",
+            [mkey, *part],
+        ).fetchall()
+        out.extend((r[0], r[1]) for r in rows)
+    return out
