@@ -21,20 +21,19 @@ the store's change log from the last applied sequence.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clawkb.errors import IndexCorruptError, IndexError_
+from clawkb.errors import IndexError_
 from clawkb.index import generations as gens
 from clawkb.index import npyfile
 from clawkb.index.scorer import (
@@ -54,6 +53,8 @@ from clawkb.index.segment import (
     merge_segments,
     write_segment,
 )
+from clawkb.index.segment import damaged_segment as _damaged
+from clawkb.index.segment import reading_segment as _reading
 
 ENGINE = "clawkb-bm25f-segments/4"  # /2: FNV-1a + splitmix64 hashes; /3: block bounds;
 # /4: bit-packed postings (segment format 4)
@@ -107,7 +108,6 @@ class _Manifest:
 
 _SEG_NAME = re.compile(r"seg-\d+")
 
-
 #: What the kernel caches per block the first time it bounds it (valid until the
 #: next write, which changes the average lengths). True: the block's exact bound
 #: (its best doc's BM25F pseudo-frequency, which decodes the block). Off: measured
@@ -116,24 +116,6 @@ _SEG_NAME = re.compile(r"seg-\d+")
 #: False: the cheap bound from the block's max tf and min lengths, which the
 #: kernel otherwise recomputed for every block of every query term (issue 24).
 EXACT_BLOCK_BOUNDS = False
-
-
-def _damaged(folder: Path, exc: Exception) -> IndexCorruptError:
-    """One line naming a segment whose arrays contradict themselves (found while
-    reading it: a change the quick check on open cannot see)."""
-    what = exc.args[-1] if exc.args else type(exc).__name__
-    return IndexCorruptError(f"{folder}: damaged segment ({what})")
-
-
-@contextlib.contextmanager
-def _reading(folder: Path) -> Iterator[None]:
-    """Reads of the segment in ``folder``: the kernels' ValueError on damaged
-    arrays, and numpy's IndexError where the Python fallback indexes with
-    them, become :class:`IndexCorruptError`."""
-    try:
-        yield
-    except (ValueError, IndexError) as exc:
-        raise _damaged(folder, exc) from None
 
 
 class LexicalIndex:
