@@ -75,8 +75,12 @@ editors: $(STAMP)
 	  done; \
 	fi
 
+# The older tree `make bench` measures next to this one and the peers (lexical engine, same
+# run): the commit the issue-24 speed work started from; `make bench BENCH_OLD_REF=main`.
+BENCH_OLD_REF ?= 4a2f33d
+
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/run_all.py --old-ref $(BENCH_OLD_REF)
 	$(BIN)/python bench/embed_speed.py
 	$(BIN)/python bench/cli_latency.py
 	$(BIN)/python bench/lsp_hover.py

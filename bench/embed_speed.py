@@ -40,8 +40,6 @@ import random
 import resource
 import subprocess
 import sys
-import tarfile
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -50,10 +48,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
+from old_tree import ISSUE24_BASE, old_src  # noqa: E402
 from shared_data import add_datasets_flag, datasets_dir, write_results  # noqa: E402
 
 #: The commit the embedding speed work (issue 24) started from.
-OLD_REF = "4a2f33d"
+OLD_REF = ISSUE24_BASE
 CACHE = HERE / ".cache" / "embed-speed"
 SETS = ("esp-en", "esp-zh", "cranfield", "cmrc2018")
 ESP = {"esp-en": "en", "esp-zh": "zh_CN"}
@@ -184,21 +183,7 @@ def run_child(src: Path, texts_file: Path, out: Path) -> dict[str, Any]:
 def old_tree(args: argparse.Namespace) -> tuple[Path, str]:
     if args.old_src:
         return Path(args.old_src).resolve(), f"--old-src {Path(args.old_src).name}"
-    rev = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "--short", args.old_ref],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    dest = CACHE / f"old-{rev}"
-    if not (dest / "src" / "clawkb").is_dir():
-        dest.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile() as fh:
-            subprocess.run(["git", "-C", str(REPO), "archive", rev, "src"], check=True, stdout=fh)
-            fh.seek(0)
-            with tarfile.open(fileobj=fh) as tar:
-                tar.extractall(dest, filter="data")
-    return dest / "src", f"git {rev}"
+    return old_src(args.old_ref)
 
 
 # ---------------------------------------------------------------- the report

@@ -37,11 +37,19 @@ sys.path.insert(0, str(HERE))
 
 from peers import dir_size  # noqa: E402
 
-#: name -> keyword arguments of LexicalIndex.search
+#: name -> keyword arguments of LexicalIndex.search; the keys starting with "_" are
+#: not: ``_impacts`` sets ``clawkb.index.lexical.IMPACTS`` (the kernel's per-posting
+#: impact cache) and ``_cold`` drops the index's caches (factors, block bounds,
+#: impacts) before every pass, as a write does: one pass of distinct queries
+#: then pays for filling them.
 CONFIGS: dict[str, dict[str, Any]] = {
     "default": {},
     "exhaustive": {"prune": False},
+    "no-impacts": {"_impacts": False},
+    "cold": {"_cold": True},
+    "no-impacts-cold": {"_impacts": False, "_cold": True},
 }
+DEFAULT_CONFIGS = "default,exhaustive"
 
 
 def open_kb(kb_dir: Path, corpus: Path) -> Any:
@@ -67,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kb", type=Path, required=True, help="knowledge base folder (reused)")
     ap.add_argument("--corpus", type=Path, required=True, help="folder with docs.txt, queries")
     ap.add_argument("--passes", type=int, default=3)
-    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--configs", default=DEFAULT_CONFIGS, help=f"of {', '.join(CONFIGS)}")
     ap.add_argument("--out", type=Path, help="also write the figures as JSON here")
     ap.add_argument("--old-src", type=Path, help="compare with the tree whose src/ is here")
     ap.add_argument("--rounds", type=int, default=3, help="old/new rounds with --old-src")
@@ -75,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.old_src:
         return compare_trees(args)
 
+    from clawkb.index import lexical
     from clawkb.text.tokenize import tokenize
 
     kb = open_kb(args.kb, args.corpus)
@@ -88,7 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[list[int]]] = {}
     for _ in range(args.passes):
         for n in names:
-            kw = CONFIGS[n]
+            kw = {k: v for k, v in CONFIGS[n].items() if not k.startswith("_")}
+            impacts = CONFIGS[n].get("_impacts", True)
+            if hasattr(lexical, "IMPACTS") and (
+                impacts != lexical.IMPACTS or CONFIGS[n].get("_cold")
+            ):
+                lexical.IMPACTS = impacts
+                lex._invalidate()
             out = []
             c0 = time.process_time()
             for q in queries:

@@ -111,6 +111,38 @@ def ratio_table(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def summary_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The one table to quote: each engine's query CPU time, q/s, build time, peak
+    RSS and self-hit@10, and the new tree's ratio to each (old tree and peers, same run)."""
+    by = {r["engine"]: r for r in rows if "error" not in r}
+    ours = by.get("clawkb")
+    if ours is None:
+        return ["_The summary needs the clawkb run._"]
+    out = [
+        "| engine | CPU ms/query | q/s | index s | peak RSS MB | self@10 | "
+        "clawkb CPU/query ÷ engine | clawkb q/s ÷ engine | clawkb build ÷ engine "
+        "| clawkb peak RSS ÷ engine |",
+        "|---|" + "---:|" * 9,
+    ]
+
+    def ratio(key: str, r: dict[str, Any]) -> str:
+        a, b = get(ours, key), get(r, key)
+        return f"{a / b:.2f}×" if a is not None and b else "–"
+
+    for name, r in by.items():
+        hits = (r.get("self_hit_at_k") or {}).get("all")
+        out.append(
+            f"| {name} | {fmt(get(r, 'query.cpu_ms'))} | {fmt(get(r, 'query.qps'))} | "
+            f"{fmt(get(r, 'build_s'))} | {fmt(get(r, 'rss_peak_mb'))} | "
+            f"{'–' if hits is None else f'{hits:.3f}'} | "
+            + " | ".join(
+                ratio(k, r) for k in ("query.cpu_ms", "query.qps", "build_s", "rss_peak_mb")
+            )
+            + " |"
+        )
+    return out
+
+
 def quality_section(quality: dict[str, Any]) -> list[str]:
     out = ["## Quality on the real sets", ""]
     if quality.get("skipped"):
@@ -157,8 +189,19 @@ def render(doc: dict[str, Any]) -> str:
         "one engine per process, single-threaded BLAS/OpenMP. See bench/README.md for definitions.",
         "",
     ]
+    if doc.get("old_tree"):
+        lines += [f"`clawkb-old` is clawkb at {doc['old_tree']}, `clawkb` this tree.", ""]
     for size in doc["sizes"]:
         rows = doc["lexical"].get(str(size), [])
-        lines += [f"## {size:,} documents", "", *engine_table(rows), "", *ratio_table(rows), ""]
+        lines += [
+            f"## {size:,} documents",
+            "",
+            *summary_table(rows),
+            "",
+            *engine_table(rows),
+            "",
+            *ratio_table(rows),
+            "",
+        ]
     lines += quality_section(doc.get("quality", {"skipped": "not run"}))
     return "\n".join(lines)

@@ -4,6 +4,7 @@
     BENCH_SIZES=20000 .venv/bin/python bench/run_all.py    # quick run
     .venv/bin/python bench/run_all.py --sizes 100000 --engines clawkb,bm25s --no-quality
     .venv/bin/python bench/run_all.py --old-src ../base/src ...   # + clawkb from another tree
+    .venv/bin/python bench/run_all.py --old-ref main ...          # + clawkb at another commit
 
 Each engine runs at each size in its own subprocess (bench/lexical.py), so peak
 RSS is per engine.  Writes bench/results/lexical-<date>.json and
@@ -32,6 +33,7 @@ sys.path.insert(0, str(HERE))
 
 import report  # noqa: E402
 import synth  # noqa: E402
+from old_tree import old_src  # noqa: E402
 from shared_data import add_datasets_flag, datasets_dir  # noqa: E402
 
 ENGINES = ["clawkb", "bm25s-numba", "tantivy", "tantivy-own"]
@@ -189,6 +191,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"another checkout's src/ (native modules built): adds engine {OLD}",
     )
     ap.add_argument(
+        "--old-ref",
+        help=f"a commit: its src is archived and built under bench/.cache and run as {OLD}"
+        " (make bench passes the commit the issue-24 work started from)",
+    )
+    ap.add_argument(
         "--pdf", action="store_true", help="run only the PDF extraction benchmark (pdf_extract.py)"
     )
     add_datasets_flag(ap)
@@ -205,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         return pdf_extract.main(["--out-dir", str(args.out_dir)])
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    old_label = None
+    if args.old_ref and not args.old_src:
+        args.old_src, old_label = old_src(args.old_ref, native=True)
     if args.old_src and OLD not in engines:
         engines.insert(1, OLD)
     started = time.perf_counter()
@@ -213,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         "environment": environment(),
         "sizes": sizes,
         "engines": engines,
+        "old_tree": old_label or (str(args.old_src) if args.old_src else None),
         "seed": args.seed,
         "n_queries": args.queries,
         "warmup": WARMUP,

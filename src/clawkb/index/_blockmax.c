@@ -11,7 +11,10 @@
  *    "non-essential" (a doc matching only those cannot enter); a window whose
  *    bounds all together stay below theta is skipped without reading postings
  *    (this is where long, low-idf lists such as CJK unigrams are skipped);
- *  - essential terms are added term at a time into a window accumulator;
+ *  - essential terms are added term at a time into a window accumulator, as
+ *    upper bounds read from per-posting impact bytes once a block's impacts
+ *    are cached (impact_code; the first query to add a block fills them), else
+ *    as BM25F computed from the block's frequencies;
  *  - each candidate then gets its non-essential terms (found by skipping
  *    blocks) only while its partial score plus the remaining bounds can still
  *    reach theta; survivors are scored exactly.
@@ -45,6 +48,8 @@ typedef struct {
     int64_t b0;          /* first block of the term */
     const float *bub;    /* bound of each of its blocks */
     float ub, w;         /* largest block bound; idf x query weight */
+    float wq;            /* w (k1 + 1) / 255: a posting's bound per unit of its impact */
+    int use_imp;         /* the segment's impact cache covers this term's postings */
     float wub;           /* largest block bound inside the current window */
     int64_t cb;          /* block whose docs are in bd (-1: none) */
     const uint8_t *bp;   /* its packed bytes: frequencies are read from there */
@@ -235,7 +240,42 @@ typedef struct {
     const int64_t *ids;   /* heap key of each doc (chunk ids); NULL: doc numbers */
     Py_ssize_t n_docs;
     int64_t n_blocks;     /* slots of xmax (a damaged dictionary may point past them) */
+    uint8_t *imp;         /* impact of each posting (impact_code), filled a block at a
+                             time the first time a query adds the block into the window
+                             accumulator; NULL: none */
+    uint8_t *imp_ok;      /* per block: 1 once its impacts are filled */
+    int64_t n_imp;        /* postings imp holds */
 } SegCtx;
+
+/* A posting's impact: x / (x + k1) (its BM25F saturation, below 1) in 255ths,
+   rounded up with room to spare (the floor plus one of 255.003 x / (x + k1), at
+   most 255), so w (k1 + 1) code / 255 bounds its contribution w (k1 + 1) x /
+   (x + k1) from above whatever the float rounding of either; 0 only when x is
+   not positive (the posting adds nothing). One byte read in order replaces
+   three frequency reads, a random load of the doc's length factors and a
+   division; the bound serves pruning only, the survivors are scored exactly. */
+static inline uint8_t impact_code(float x, float k1) {
+    if (!(x > 0.0f)) return 0;
+    int q = (int)(x / (x + k1) * (255.0f * 1.00001f)) + 1;
+    return (uint8_t)(q > 255 ? 255 : q);
+}
+
+/* Fill the impacts of block b of term t, whose docs are decoded (not damaged). */
+static void fill_impacts(const SegCtx *c, const Term *t, int64_t b, float k1) {
+    const Seg *g = &c->g;
+    int64_t st = block_start(t, b);
+    int n = (int)(block_end(t, b) - st);
+    uint8_t *out = c->imp + st;
+    for (int i = 0; i < n; i++) {
+        const float *f = g->factor + 3 * (size_t)t->bd[i];
+        float x = 0.0f;
+        for (int k = 0; k < 3; k++)
+            if (t->tf_w[k])
+                x += (float)read_bits(t->bp, t->tf_bit[k] + (uint64_t)i * t->tf_w[k], t->tf_w[k]) * f[k];
+        out[i] = impact_code(x, k1);
+    }
+    c->imp_ok[b] = 1;
+}
 
 /* Bound of block blk's pseudo-frequency from its max tf and min length per
    field (taken from possibly different docs: looser than block_xmax, but no
@@ -303,6 +343,8 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
         Term *tm = &terms[t];
         tm->pos = tm->s;
         tm->ub = 0.0f;
+        tm->wq = tm->w * kp1 / 255.0f;
+        tm->use_imp = c->imp != NULL && tm->e <= c->n_imp;
         tm->bub = bub + used;
         tm->cb = -1;
         if (tm->e <= tm->s) { tm->e = tm->s; continue; }
@@ -366,7 +408,7 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
             scored++;
             warmed++;
             seen[d >> 6] |= 1ULL << (d & 63);
-            if (score <= 0.0f) continue;
+            if (score <= 0.0f || (h == k && (k == 0 || score < heap[0].score))) continue;
             Entry en = {score, c->ids ? c->ids[d] : (int64_t)d};
             heap_offer(heap, &h, k, en);
             if (h == k && k > 0 && heap[0].score > theta) theta = heap[0].score;
@@ -414,6 +456,24 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
                 int64_t b = block_of(tm, p);
                 ensure_block(g, tm, b);
                 int64_t st = block_start(tm, b), be = block_end(tm, b);
+                if (tm->use_imp && !*g->err) {
+                    /* the block's impacts: one byte per posting, in order */
+                    if (!c->imp_ok[b]) fill_impacts(c, tm, b, k1);
+                    const uint8_t *ip = c->imp + st;
+                    const float wq = tm->wq;
+                    int stop = 0;
+                    for (; p < be; p++) {
+                        uint32_t i = (uint32_t)(p - st), d = tm->bd[i];
+                        if (d >= hi) { stop = 1; break; }
+                        uint32_t q = ip[i];
+                        if (!q) continue;
+                        uint32_t r = d - lo;
+                        if (!(bits[r >> 6] & (1ULL << (r & 63)))) { bits[r >> 6] |= 1ULL << (r & 63); acc[r] = 0.0f; }
+                        acc[r] += wq * (float)q;
+                    }
+                    if (stop) break;
+                    continue;
+                }
                 const uint8_t *bp = tm->bp;
                 uint32_t tb0 = tm->tf_bit[0], tb1 = tm->tf_bit[1], tb2 = tm->tf_bit[2];
                 int w0 = tm->tf_w[0], w1 = tm->tf_w[1], w2 = tm->tf_w[2];
@@ -455,13 +515,18 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
                     if ((partial + tm->bub[blk - tm->b0] + prefix[i]) * SLACK < theta) { pruned = 1; break; }
                     seek(g, tm, d);
                     if (cur_doc(g, tm) != d) continue;
-                    partial += contribution(g, tm, d, k1);
+                    if (tm->use_imp && c->imp_ok[tm->cb])
+                        partial += tm->wq * (float)c->imp[tm->pos];
+                    else
+                        partial += contribution(g, tm, d, k1);
                 }
                 if (pruned || partial * SLACK < theta) continue;
                 /* candidates ascend: cursors only move forward */
                 float score = exact_score(g, terms, T, d, k1);
                 scored++;
-                if (score <= 0.0f) continue;
+                /* a doc below the full heap's least cannot enter: its chunk id
+                   (a random load) is read only for one that may */
+                if (score <= 0.0f || (h == k && (k == 0 || score < heap[0].score))) continue;
                 Entry en = {score, c->ids ? c->ids[d] : (int64_t)d};
                 heap_offer(heap, &h, k, en);
                 if (h == k && k > 0 && heap[0].score > theta) theta = heap[0].score;
@@ -510,7 +575,7 @@ static PyObject *topk(PyObject *Py_UNUSED(self), PyObject *args) {
     int err = 0;
     SegCtx c = {{b[0].buf, b[1].buf, b[11].buf, b[5].buf, b[2].buf, b[0].len, n_docs, &err},
                 NULL, 0, b[6].buf, o_live == Py_None ? NULL : b[12].buf, NULL, n_docs,
-                common_blocks(&b[1], &b[11], &b[5], &b[6])};
+                common_blocks(&b[1], &b[11], &b[5], &b[6]), NULL, NULL, 0};
     if (n_docs < 0 || b[2].len / 12 < n_docs || (o_live != Py_None && b[12].len < n_docs) ||
         b[3].len / 16 < b[7].len / 4 || b[4].len / 8 < b[7].len / 4) {
         set_damaged(0, "arrays disagree in length");
@@ -551,7 +616,7 @@ done:
     return result;
 }
 
-#define SEG_ITEMS 12
+#define SEG_ITEMS 14
 
 /* search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact]) -> n or -1
  *
@@ -562,12 +627,17 @@ done:
  * heap keyed by (score, chunk id), so the bar carries from segment to
  * segment. Each item of `segs` is (terms, dfs, dict_index, packed,
  * blk_pos, blk_last, blk_maxtf, blk_minlen, factor, live or None, chunk_ids
- * [, block x cache or None]): the optional last item is a writable float32
- * array with one slot per block, 0 where unknown; the kernel fills the slots
- * of the blocks it bounds with their largest pseudo-frequency (valid while
- * `factor` is) and bounds those blocks by it: the exact maximum over the
- * block's docs when `exact` is true (the default), else the cheap bound from
- * max tf and min length, which then is computed once per block, not per query.
+ * [, block x cache or None[, impacts or None, impact flags or None]]): the
+ * block x cache is a writable float32 array with one slot per block, 0 where
+ * unknown; the kernel fills the slots of the blocks it bounds with their
+ * largest pseudo-frequency (valid while `factor` is) and bounds those blocks
+ * by it: the exact maximum over the block's docs when `exact` is true (the
+ * default), else the cheap bound from max tf and min length, which then is
+ * computed once per block, not per query. The impacts (writable uint8, one
+ * per posting) and their flags (one per block), zeros at first and valid
+ * while `factor` and k1 are, hold each posting's impact_code once its block
+ * was first added into a window: later queries add those bytes instead of
+ * computing BM25F per posting (bounds only: scores stay exact).
  * Returns -1 without scoring when a weight is not positive (the caller then
  * takes the general path). */
 static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -603,16 +673,16 @@ static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
     for (Py_ssize_t i = 0; i < S; i++) {
         PyObject *tup = PyList_GET_ITEM(o_segs, i);
         Py_ssize_t n_items = PyTuple_Check(tup) ? PyTuple_GET_SIZE(tup) : 0;
-        if (n_items != SEG_ITEMS - 1 && n_items != SEG_ITEMS) {
-            PyErr_SetString(PyExc_TypeError, "each segment must be a tuple of 11 or 12 arrays");
+        if (n_items != 11 && n_items != 12 && n_items != 14) {
+            PyErr_SetString(PyExc_TypeError, "each segment must be a tuple of 11, 12 or 14 items");
             goto done;
         }
         for (int j = 0; j < n_items; j++) {
             PyObject *o = PyTuple_GET_ITEM(tup, j);
-            if ((j == 9 || j == 11) && o == Py_None) continue;
-            if (j == 11) {
+            if ((j == 9 || j >= 11) && o == Py_None) continue;
+            if (j >= 11) {
                 if (PyObject_GetBuffer(o, &sb[i * SEG_ITEMS + j], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
-                    PyErr_SetString(PyExc_TypeError, "block x cache must be a writable float32 array");
+                    PyErr_SetString(PyExc_TypeError, "the block and impact caches must be writable arrays");
                     goto done;
                 }
             } else if (get_buf(o, &sb[i * SEG_ITEMS + j], "segment array") < 0) {
@@ -648,6 +718,18 @@ static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
                 goto done;
             }
             ctx[i].xmax = b[11].buf;
+        }
+        ctx[i].imp = NULL;
+        ctx[i].imp_ok = NULL;
+        ctx[i].n_imp = 0;
+        if (has[i * SEG_ITEMS + 12] && has[i * SEG_ITEMS + 13]) {
+            if (b[13].len < ctx[i].n_blocks) {
+                PyErr_SetString(PyExc_ValueError, "impact flags must have one byte per block");
+                goto done;
+            }
+            ctx[i].imp = b[12].buf;
+            ctx[i].imp_ok = b[13].buf;
+            ctx[i].n_imp = b[12].len;
         }
     }
     terms = calloc(Q ? Q : 1, sizeof(Term));

@@ -1,5 +1,5 @@
 /* Compressed postings blocks (segment format 4), shared by _postings.c (encode,
-   decode) and _blockmax.c (decodes only the blocks it cannot skip).
+   checked decode) and _blockmax.c (decodes only the blocks it cannot skip).
 
    A term's postings are cut into blocks of PBLOCK (the last may be shorter).
    Block b starts at byte blk_pos[b] of the segment's `packed` array:
@@ -44,35 +44,6 @@ static inline void unpack_bits(const uint8_t *base, uint64_t *bit, int w, int n,
     *bit = pos;
 }
 
-/* Where block b's frequencies are: bit offset (from the block's first byte)
-   and width of field f's values; returns the doc gap width. */
-static inline int block_layout(const uint8_t *packed, const uint32_t *blk_pos,
-                               const uint8_t *maxtf, int64_t b, int n, uint32_t tf_bit[3],
-                               uint8_t tf_w[3]) {
-    int wd = packed[blk_pos[b]];
-    uint32_t bit = 8 + (uint32_t)n * (uint32_t)wd;
-    for (int f = 0; f < 3; f++) {
-        tf_w[f] = (uint8_t)bit_width(maxtf[3 * b + f]);
-        tf_bit[f] = bit;
-        bit += (uint32_t)n * tf_w[f];
-    }
-    return wd;
-}
-
-/* Only the docs of block b (n postings). */
-static inline void decode_docs(const uint8_t *packed, const uint32_t *blk_pos,
-                               const uint32_t *blk_last, int64_t b, int first_of_term, int n,
-                               uint32_t *docs) {
-    const uint8_t *p = packed + blk_pos[b];
-    uint64_t bit = 8;
-    unpack_bits(p, &bit, p[0], n, docs);
-    uint32_t prev = first_of_term ? 0 : blk_last[b - 1];
-    for (int i = 0; i < n; i++) {
-        prev += docs[i];
-        docs[i] = prev;
-    }
-}
-
 /* Whether block b (n postings, the term's first block when first_of_term)
    can be decoded without reading outside its arrays and decodes to docs that
    agree with blk_last: the block's bytes (width byte, bit stream, the 8-byte
@@ -81,7 +52,8 @@ static inline void decode_docs(const uint8_t *packed, const uint32_t *blk_pos,
    doc (0 for a term's first block), end exactly at blk_last[b] < n_docs. They
    then ascend (gaps are unsigned) inside [blk_last[b - 1], blk_last[b]]. The
    caller has checked 0 <= b < its block count. On success docs[0:n] hold the
-   block's docs and tf_bit, tf_w what block_layout gives; returns 0, or -1 on
+   block's docs and tf_bit, tf_w the bit offset (from the block's first
+   byte) and width of each field's frequencies; returns 0, or -1 on
    damage (the outputs then undefined). */
 static inline int decode_docs_checked(const uint8_t *packed, int64_t plen, const uint32_t *blk_pos,
                                       const uint32_t *blk_last, const uint8_t *maxtf, int64_t b,
@@ -91,7 +63,7 @@ static inline int decode_docs_checked(const uint8_t *packed, int64_t plen, const
     if (n <= 0 || n > PBLOCK || at + 1 > plen) return -1;
     int wd = packed[at];
     if (wd > 32) return -1;
-    uint32_t bits = 8 + (uint32_t)n * (uint32_t)wd; /* block_layout's offsets, as a by-product */
+    uint32_t bits = 8 + (uint32_t)n * (uint32_t)wd; /* where each field's frequencies start */
     for (int f = 0; f < 3; f++) {
         tf_w[f] = (uint8_t)bit_width(maxtf[3 * b + f]);
         tf_bit[f] = bits;
@@ -108,34 +80,26 @@ static inline int decode_docs_checked(const uint8_t *packed, int64_t plen, const
     return (prev == blk_last[b] && (int64_t)prev < n_docs) ? 0 : -1;
 }
 
-/* One value of w bits (w <= 8 for frequencies) at bit `bit` of `base`. */
-static inline uint32_t read_bits(const uint8_t *base, uint64_t bit, int w) {
-    return (uint32_t)((load64(base + (bit >> 3)) >> (bit & 7)) & ((1ull << w) - 1));
-}
-
-/* Decode block b (n postings) into docs[n] and tfs[3 n] (row per posting). */
-static inline void decode_block(const uint8_t *packed, const uint32_t *blk_pos,
-                                const uint32_t *blk_last, const uint8_t *maxtf, int64_t b,
-                                int first_of_term, int n, uint32_t *docs, uint8_t *tfs) {
-    const uint8_t *p = packed + blk_pos[b];
-    int wd = p[0];
-    uint64_t bit = 8;
-    unpack_bits(p, &bit, wd, n, docs);
-    uint32_t prev = first_of_term ? 0 : blk_last[b - 1];
-    for (int i = 0; i < n; i++) {
-        prev += docs[i];
-        docs[i] = prev;
-    }
+/* The frequencies of a block whose docs decode_docs_checked accepted (so its
+   bytes are known to lie inside the array): p is the block's first byte,
+   tf_bit and tf_w what the check gave; fills tfs[3 n] (row per posting). */
+static inline void decode_tfs(const uint8_t *p, const uint32_t tf_bit[3], const uint8_t tf_w[3],
+                              int n, uint8_t *tfs) {
     uint32_t tmp[PBLOCK];
     for (int f = 0; f < 3; f++) {
-        int w = bit_width(maxtf[3 * b + f]);
-        if (w == 0) {
+        if (tf_w[f] == 0) {
             for (int i = 0; i < n; i++) tfs[3 * i + f] = 0;
             continue;
         }
-        unpack_bits(p, &bit, w, n, tmp);
+        uint64_t bit = tf_bit[f];
+        unpack_bits(p, &bit, tf_w[f], n, tmp);
         for (int i = 0; i < n; i++) tfs[3 * i + f] = (uint8_t)tmp[i];
     }
+}
+
+/* One value of w bits (w <= 8 for frequencies) at bit `bit` of `base`. */
+static inline uint32_t read_bits(const uint8_t *base, uint64_t bit, int w) {
+    return (uint32_t)((load64(base + (bit >> 3)) >> (bit & 7)) & ((1ull << w) - 1));
 }
 
 #endif

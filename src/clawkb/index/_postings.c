@@ -151,7 +151,7 @@ static PyObject *unpack(PyObject *Py_UNUSED(self), PyObject *args) {
             uint8_t tf_w[3];
             if (decode_docs_checked(packed, b[1].len, pos, last, maxtf, blk, s == off[t], n,
                                     INT64_MAX, docs + s, tf_bit, tf_w) < 0) { bad = 2; break; }
-            decode_block(packed, pos, last, maxtf, blk, s == off[t], n, docs + s, tfs + 3 * s);
+            decode_tfs(packed + pos[blk], tf_bit, tf_w, n, tfs + 3 * s);
         }
     }
     Py_END_ALLOW_THREADS
@@ -236,6 +236,55 @@ done:
 
 #define MERGE_ITEMS 7
 
+/* ValueError((input number, what)): the caller names the segment's folder. */
+static void set_damaged(Py_ssize_t seg, const char *what) {
+    PyObject *v = Py_BuildValue("(ns)", seg, what);
+    if (v) {
+        PyErr_SetObject(PyExc_ValueError, v);
+        Py_DECREF(v);
+    }
+}
+
+/* What is wrong with merge input bi (terms, offsets, packed, blk_pos,
+   blk_last, blk_maxtf, remap), or NULL: checked before any of it is decoded,
+   as the search kernels check theirs. Terms strictly ascend; there is one
+   offset more than terms, from 0, never decreasing; every per-block array
+   holds the blocks the offsets imply. Each block is then checked as it is
+   decoded (decode_docs_checked: bytes inside `packed`, docs ending at
+   blk_last and below the remap's length), so a damaged segment gives one
+   ValueError and no read outside an array. */
+static const char *check_merge_input(const Py_buffer *bi) {
+    int64_t T = bi[0].len / 8;
+    const uint64_t *terms = bi[0].buf;
+    const int64_t *off = bi[1].buf;
+    if (bi[1].len / 8 < T + 1) return "fewer offsets than terms";
+    if (off[0] != 0) return "offsets do not start at 0";
+    int64_t B = bi[3].len / 4, need = 0;
+    if (bi[4].len / 4 < B) B = bi[4].len / 4;
+    if (bi[5].len / 3 < B) B = bi[5].len / 3;
+    for (int64_t t = 0; t < T; t++) {
+        if (t > 0 && terms[t] <= terms[t - 1]) return "terms out of order";
+        if (off[t + 1] < off[t] || off[t + 1] - off[t] > DICT_MAX) return "offsets out of order";
+        need += (off[t + 1] - off[t] + PBLOCK - 1) / PBLOCK;
+        if (need > B) return "fewer blocks than the offsets need";
+    }
+    return NULL;
+}
+
+/* Decode block blkno of an input (checked) into bd and bt; -1 on damage. */
+static inline int merge_block(const Py_buffer *bi, int64_t blkno, int first, int n, uint32_t *bd,
+                              uint8_t *bt) {
+    const uint8_t *packed = bi[2].buf;
+    const uint32_t *pos = bi[3].buf;
+    uint32_t tf_bit[3];
+    uint8_t tf_w[3];
+    if (decode_docs_checked(packed, bi[2].len, pos, bi[4].buf, bi[5].buf, blkno, first, n,
+                            bi[6].len / 4, bd, tf_bit, tf_w) < 0)
+        return -1;
+    decode_tfs(packed + pos[blkno], tf_bit, tf_w, n, bt);
+    return 0;
+}
+
 /* merge(inputs) -> (terms uint64[T], offsets int64[T+1], docs uint32[P], tfs uint8[P*3]) bytes
  *
  * Each input is (terms, offsets, packed, blk_pos, blk_last, blk_maxtf, remap int32[n_docs]);
@@ -278,6 +327,11 @@ static PyObject *merge(PyObject *Py_UNUSED(self), PyObject *args) {
                 goto done;
             got = (int)(i * MERGE_ITEMS + j + 1);
         }
+        const char *why = check_merge_input(&b[i * MERGE_ITEMS]);
+        if (why) {
+            set_damaged(i, why);
+            goto done;
+        }
         Py_ssize_t T = b[i * MERGE_ITEMS].len / 8;
         maxT += T;
         maxP += ((const int64_t *)b[i * MERGE_ITEMS + 1].buf)[T];
@@ -292,10 +346,11 @@ static PyObject *merge(PyObject *Py_UNUSED(self), PyObject *args) {
     odocs = ob[2].buf;
     otfs = ob[3].buf;
     int64_t T_out = 0, P = 0;
+    Py_ssize_t bad = 0; /* 1 + the damaged input */
     uint32_t bd[PBLOCK];
     uint8_t bt[3 * PBLOCK];
     Py_BEGIN_ALLOW_THREADS
-    for (;;) {
+    while (!bad) {
         uint64_t h = 0;
         int any = 0;
         for (Py_ssize_t i = 0; i < S; i++) {
@@ -305,7 +360,7 @@ static PyObject *merge(PyObject *Py_UNUSED(self), PyObject *args) {
         }
         if (!any) break;
         int64_t start = P;
-        for (Py_ssize_t i = 0; i < S; i++) {
+        for (Py_ssize_t i = 0; i < S && !bad; i++) {
             Py_buffer *bi = &b[i * MERGE_ITEMS];
             Py_ssize_t t = cur[i];
             if (t >= bi[0].len / 8 || ((const uint64_t *)bi[0].buf)[t] != h) continue;
@@ -313,8 +368,7 @@ static PyObject *merge(PyObject *Py_UNUSED(self), PyObject *args) {
             const int32_t *remap = bi[6].buf;
             for (int64_t st = off[t]; st < off[t + 1]; st += PBLOCK, blkno[i]++) {
                 int n = (int)((off[t + 1] - st) < PBLOCK ? (off[t + 1] - st) : PBLOCK);
-                decode_block(bi[2].buf, bi[3].buf, bi[4].buf, bi[5].buf, blkno[i], st == off[t], n,
-                             bd, bt);
+                if (merge_block(bi, blkno[i], st == off[t], n, bd, bt) < 0) { bad = i + 1; break; }
                 for (int q = 0; q < n; q++) {
                     int32_t nd = remap[bd[q]];
                     if (nd < 0) continue;
@@ -333,6 +387,10 @@ static PyObject *merge(PyObject *Py_UNUSED(self), PyObject *args) {
     }
     ooff[T_out] = P;
     Py_END_ALLOW_THREADS
+    if (bad) {
+        set_damaged(bad - 1, "damaged packed postings");
+        goto done;
+    }
     result = Py_BuildValue("(LL)", (long long)T_out, (long long)P);
 done:
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
@@ -413,6 +471,11 @@ static PyObject *merge_packed(PyObject *Py_UNUSED(self), PyObject *args) {
                 goto done;
             got = (int)(i * MERGE_ITEMS + j + 1);
         }
+        const char *why = check_merge_input(&b[i * MERGE_ITEMS]);
+        if (why) {
+            set_damaged(i, why);
+            goto done;
+        }
         maxT += b[i * MERGE_ITEMS].len / 8;
         maxB += b[i * MERGE_ITEMS + 3].len / 4;
     }
@@ -429,11 +492,12 @@ static PyObject *merge_packed(PyObject *Py_UNUSED(self), PyObject *args) {
     uint8_t *o_minlen = ob[7].buf;
     Py_ssize_t n_lens = lb.len / 12;
     int64_t P = 0, nblk = 0, T_out = 0;
+    Py_ssize_t bad = 0; /* 1 + the damaged input */
     size_t used = 0;
     uint32_t bd[PBLOCK];
     uint8_t bt[3 * PBLOCK];
     Py_BEGIN_ALLOW_THREADS
-    for (;;) {
+    while (!bad) {
         uint64_t h = 0;
         int any = 0;
         for (Py_ssize_t i = 0; i < S; i++) {
@@ -443,7 +507,7 @@ static PyObject *merge_packed(PyObject *Py_UNUSED(self), PyObject *args) {
         }
         if (!any) break;
         size_t tn = 0; /* this term's postings, gathered */
-        for (Py_ssize_t i = 0; i < S && !oom; i++) {
+        for (Py_ssize_t i = 0; i < S && !oom && !bad; i++) {
             Py_buffer *bi = &b[i * MERGE_ITEMS];
             Py_ssize_t t = cur[i];
             if (t >= bi[0].len / 8 || ((const uint64_t *)bi[0].buf)[t] != h) continue;
@@ -462,8 +526,7 @@ static PyObject *merge_packed(PyObject *Py_UNUSED(self), PyObject *args) {
             }
             for (int64_t st = off[t]; st < off[t + 1]; st += PBLOCK, blkno[i]++) {
                 int n = (int)((off[t + 1] - st) < PBLOCK ? (off[t + 1] - st) : PBLOCK);
-                decode_block(bi[2].buf, bi[3].buf, bi[4].buf, bi[5].buf, blkno[i], st == off[t], n,
-                             bd, bt);
+                if (merge_block(bi, blkno[i], st == off[t], n, bd, bt) < 0) { bad = i + 1; break; }
                 for (int q = 0; q < n; q++) {
                     int32_t nd = remap[bd[q]];
                     if (nd < 0) continue;
@@ -474,7 +537,7 @@ static PyObject *merge_packed(PyObject *Py_UNUSED(self), PyObject *args) {
             }
             cur[i]++;
         }
-        if (oom) break;
+        if (oom || bad) break;
         if (!tn) continue;
         o_terms[T_out] = h;
         o_off[T_out] = P;
@@ -508,13 +571,17 @@ static PyObject *merge_packed(PyObject *Py_UNUSED(self), PyObject *args) {
         if (oom) break;
         P += (int64_t)tn;
     }
-    if (!oom) {
+    if (!oom && !bad) {
         o_off[T_out] = P;
         o_tblk[T_out] = (uint32_t)nblk;
         memset(o_packed + used, 0, 8);
         used += 8;
     }
     Py_END_ALLOW_THREADS
+    if (bad) {
+        set_damaged(bad - 1, "damaged packed postings");
+        goto done;
+    }
     if (oom) {
         PyErr_SetString(PyExc_MemoryError, "merge: out of memory (or packed postings over 4 GiB)");
         goto done;

@@ -21,22 +21,22 @@ the store's change log from the last applied sequence.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from clawkb.errors import IndexCorruptError, IndexError_
+from clawkb.errors import IndexError_
 from clawkb.index import generations as gens
 from clawkb.index import npyfile
+from clawkb.index.blocks import BLOCK
 from clawkb.index.scorer import (
     BLOCKMAX_AVAILABLE,
     score_topk,
@@ -54,6 +54,8 @@ from clawkb.index.segment import (
     merge_segments,
     write_segment,
 )
+from clawkb.index.segment import damaged_segment as _damaged
+from clawkb.index.segment import reading_segment as _reading
 
 ENGINE = "clawkb-bm25f-segments/4"  # /2: FNV-1a + splitmix64 hashes; /3: block bounds;
 # /4: bit-packed postings (segment format 4)
@@ -107,7 +109,6 @@ class _Manifest:
 
 _SEG_NAME = re.compile(r"seg-\d+")
 
-
 #: What the kernel caches per block the first time it bounds it (valid until the
 #: next write, which changes the average lengths). True: the block's exact bound
 #: (its best doc's BM25F pseudo-frequency, which decodes the block). Off: measured
@@ -117,23 +118,26 @@ _SEG_NAME = re.compile(r"seg-\d+")
 #: kernel otherwise recomputed for every block of every query term (issue 24).
 EXACT_BLOCK_BOUNDS = False
 
+#: Per-posting impact bytes (``_blockmax.c``: a posting's BM25F saturation in
+#: 255ths, rounded up), filled by the kernel a block at a time the first time a
+#: query adds the block up and kept until the next write: later queries add one
+#: byte per posting (an upper bound for pruning; survivors are scored exactly,
+#: so results are identical) instead of three frequencies, a random load of
+#: the doc's length factors and a division. Memory: one byte per posting of the
+#: blocks queries touched (zeroed pages cost nothing until then).
+IMPACTS = True
 
-def _damaged(folder: Path, exc: Exception) -> IndexCorruptError:
-    """One line naming a segment whose arrays contradict themselves (found while
-    reading it: a change the quick check on open cannot see)."""
-    what = exc.args[-1] if exc.args else type(exc).__name__
-    return IndexCorruptError(f"{folder}: damaged segment ({what})")
 
-
-@contextlib.contextmanager
-def _reading(folder: Path) -> Iterator[None]:
-    """Reads of the segment in ``folder``: the kernels' ValueError on damaged
-    arrays, and numpy's IndexError where the Python fallback indexes with
-    them, become :class:`IndexCorruptError`."""
+def _impact_cache(seg: Segment) -> tuple[np.ndarray, np.ndarray]:
+    """Zeroed impact bytes (one per posting) and their per-block flags for the
+    kernel to fill; a damaged dictionary's posting count is clamped to what the
+    blocks can hold (the kernel uses impacts only for postings inside them)."""
+    n_blocks = len(seg.packed["blk_last"])
     try:
-        yield
-    except (ValueError, IndexError) as exc:
-        raise _damaged(folder, exc) from None
+        n = seg.n_postings
+    except (IndexError, ValueError):
+        n = 0
+    return np.zeros(max(0, min(n, n_blocks * BLOCK)), np.uint8), np.zeros(n_blocks, np.uint8)
 
 
 class LexicalIndex:
@@ -744,6 +748,7 @@ class LexicalIndex:
                         # on the next write). Zeroed pages cost no memory until
                         # a query touches them.
                         np.zeros(len(p["blk_last"]), np.float32),
+                        *(_impact_cache(seg) if IMPACTS else (None, None)),
                         None,  # the live array last seen ...
                         None,  # ... and what to pass for it (None: every doc live)
                     ]
@@ -751,18 +756,18 @@ class LexicalIndex:
             self._native_args = args
         out = []
         for entry in self._native_args:
-            seg, head, tail, xmax = entry[:4]
+            seg, head, tail, xmax, imp, imp_ok = entry[:6]
             live: np.ndarray | None = seg.live
             if allowed is not None:
                 mask = np.zeros(seg.n_docs, np.uint8)
                 mask[seg.locate(allowed)] = 1
                 live = mask & seg.live
-            elif live is entry[4]:
-                live = entry[5]
+            elif live is entry[6]:
+                live = entry[7]
             else:  # checked once per live array, not per query
-                entry[4], entry[5] = seg.live, (None if seg.live.all() else seg.live)
-                live = entry[5]
-            out.append((*head, *tail, live, seg.chunk_ids, xmax))
+                entry[6], entry[7] = seg.live, (None if seg.live.all() else seg.live)
+                live = entry[7]
+            out.append((*head, *tail, live, seg.chunk_ids, xmax, imp, imp_ok))
         return out
 
     def _block_params(self) -> np.ndarray:

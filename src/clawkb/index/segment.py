@@ -34,6 +34,7 @@ binary search in a memory-mapped array, with no vocabulary to load.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import json
@@ -49,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from clawkb.errors import IndexCorruptError
 from clawkb.index import npyfile, packing, termdict
 from clawkb.index.blocks import BLOCK_ARRAYS, block_arrays, minlen_codes
 from clawkb.index.generations import replace_atomically
@@ -70,6 +72,24 @@ try:  # the native module computes the same hashes, much faster
     from clawkb.index import _bm25native as _native  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - no compiler on this machine
     _native = None
+
+
+def damaged_segment(folder: Path, exc: Exception) -> IndexCorruptError:
+    """One line naming a segment whose arrays contradict themselves (found while
+    reading it: a change the quick check on open cannot see)."""
+    what = exc.args[-1] if exc.args else type(exc).__name__
+    return IndexCorruptError(f"{folder}: damaged segment ({what})")
+
+
+@contextlib.contextmanager
+def reading_segment(folder: Path) -> Iterator[None]:
+    """Reads of the segment in ``folder``: the kernels' ValueError on damaged
+    arrays, and numpy's IndexError where the Python fallback indexes with
+    them, become :class:`IndexCorruptError`."""
+    try:
+        yield
+    except (ValueError, IndexError) as exc:
+        raise damaged_segment(folder, exc) from None
 
 
 def term_hash(term: str) -> int:
@@ -766,6 +786,9 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
 
     Two passes over the inputs keep memory near the size of the output: the
     first counts postings per term, the second scatters one segment at a time.
+    A segment whose arrays turn out damaged (a change the quick check on open
+    cannot see) stops the merge with one :class:`IndexCorruptError` naming
+    it; nothing is written.
     """
     keep = [np.flatnonzero(s.live) for s in segments]
     chunk_ids = np.concatenate([s.chunk_ids[k] for s, k in zip(segments, keep, strict=True)])
@@ -777,10 +800,11 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
             remap = np.full(s.n_docs, -1, np.int32)
             remap[k] = np.arange(base, base + len(k), dtype=np.int32)
             base += len(k)
-            p, maxtf = s.packed, s.blocks["blk_maxtf"]
-            inputs.append(
-                (s.terms, s.offsets, p["packed"], p["blk_pos"], p["blk_last"], maxtf, remap)
-            )
+            with reading_segment(s.folder):
+                p, maxtf = s.packed, s.blocks["blk_maxtf"]
+                inputs.append(
+                    (s.terms, s.offsets, p["packed"], p["blk_pos"], p["blk_last"], maxtf, remap)
+                )
             s.drop_unpacked()  # the input tuple holds the derived offsets
         # streamed term by term in C, packed as it goes: raw postings are
         # held for one term at a time, never for the whole output
@@ -788,13 +812,20 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
             "chunk_ids": chunk_ids.astype(np.int64),
             "lens": lens.astype(np.uint32),
         }
-        arrays.update(packing.merge_packed(inputs, arrays["lens"]))
+        try:
+            arrays.update(packing.merge_packed(inputs, arrays["lens"]))
+        except ValueError as exc:  # the C merge names the damaged input by its place
+            n = exc.args[0] if len(exc.args) == 2 and isinstance(exc.args[0], int) else -1
+            raise damaged_segment(
+                segments[n].folder if 0 <= n < len(segments) else folder, exc
+            ) from None
         _write_folder(folder, arrays)
         return
     terms = np.unique(np.concatenate([np.asarray(s.terms) for s in segments]))
     counts = np.zeros(len(terms), np.int64)
     for s in segments:
-        counts += _live_term_counts(s, np.searchsorted(terms, s.terms), len(terms))
+        with reading_segment(s.folder):
+            counts += _live_term_counts(s, np.searchsorted(terms, s.terms), len(terms))
     offsets = np.zeros(len(terms) + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     docs = np.empty(int(offsets[-1]), np.uint32)
@@ -807,29 +838,42 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
         remap = np.full(s.n_docs, -1, np.int32)
         remap[k] = np.arange(base, base + len(k), dtype=np.int32)
         base += len(k)
-        tpos = np.searchsorted(terms, s.terms).astype(np.int32)
-        post_term = np.repeat(tpos, np.diff(s.offsets))
-        new_doc = remap[s.docs]
-        ok = new_doc >= 0
-        if not ok.all():
-            post_term, new_doc = post_term[ok], new_doc[ok]
-        # postings of one term inside one segment are contiguous and ascending
-        tcounts = np.bincount(post_term, minlength=len(terms))
-        first = np.r_[0, np.cumsum(tcounts)[:-1]]
-        dest = fill[post_term]
-        dest -= first[post_term]
-        dest += np.arange(len(post_term))
-        del first
-        docs[dest] = new_doc
-        tfs[dest] = s.tfs[ok] if not ok.all() else s.tfs
-        fill += tcounts
-        del remap, post_term, new_doc, ok, dest, tcounts
+        with reading_segment(s.folder):
+            _scatter(s, terms, remap, fill, docs, tfs)
         s.drop_unpacked()
     nonempty = counts > 0
     if not nonempty.all():
         terms = terms[nonempty]
         offsets = np.r_[0, np.cumsum(counts[nonempty])]
     write_segment(folder, chunk_ids, lens, terms, offsets, docs, tfs)
+
+
+def _scatter(
+    s: Segment,
+    terms: np.ndarray,
+    remap: np.ndarray,
+    fill: np.ndarray,
+    docs: np.ndarray,
+    tfs: np.ndarray,
+) -> None:
+    """Copy the live postings of ``s`` to their places in the merged arrays
+    (``fill``: each merged term's next free slot, advanced)."""
+    tpos = np.searchsorted(terms, s.terms).astype(np.int32)
+    post_term = np.repeat(tpos, np.diff(s.offsets))
+    new_doc = remap[s.docs]
+    ok = new_doc >= 0
+    if not ok.all():
+        post_term, new_doc = post_term[ok], new_doc[ok]
+    # postings of one term inside one segment are contiguous and ascending
+    tcounts = np.bincount(post_term, minlength=len(terms))
+    first = np.r_[0, np.cumsum(tcounts)[:-1]]
+    dest = fill[post_term]
+    dest -= first[post_term]
+    dest += np.arange(len(post_term))
+    del first
+    docs[dest] = new_doc
+    tfs[dest] = s.tfs[ok] if not ok.all() else s.tfs
+    fill += tcounts
 
 
 def _live_term_counts(seg: Segment, tpos: np.ndarray, n_terms: int) -> np.ndarray:
