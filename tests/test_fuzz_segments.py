@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from clawkb.errors import ClawkbError, IndexCorruptError
 from clawkb.index.lexical import LexicalIndex
+from clawkb.kb import KnowledgeBase
 from safety_helpers import uart_notes_kb
 
 FUZZ = settings(
