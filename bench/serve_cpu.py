@@ -33,12 +33,6 @@ CLAWKB = str(Path(sys.executable).parent / "clawkb")
 ENDPOINTS = ("/healthz", "/api/v1/search")
 
 
-def cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as fh:
-        f = fh.read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def start(src: str, home: Path, corpus: Path) -> tuple[subprocess.Popen[str], str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWKB_")}
     env["PYTHONPATH"] = str(Path(src).resolve())
@@ -93,16 +87,18 @@ def main() -> None:
             for _ in range(rounds):
                 for ep in ENDPOINTS:
                     for s, (p, url) in zip(srcs, servers, strict=True):
-                        c0 = cpu_s(p.pid)
+                        c0 = soak._cpu_s(p.pid)
                         batch(url, ep, n, conc)
-                        per[(s, ep)].append(1000 * (cpu_s(p.pid) - c0) / n)
+                        per[(s, ep)].append(1000 * (soak._cpu_s(p.pid) - c0) / n)
         finally:
             for p, _ in servers:
                 p.terminate()
                 p.wait(20)
     for (s, ep), values in per.items():
         v = sorted(values)
-        print(f"{s}  {ep}  server CPU ms/request: median {v[len(v) // 2]:.2f}, rounds {[round(x, 2) for x in values]}")
+        print(
+            f"{s}  {ep}  server CPU ms/request: median {v[len(v) // 2]:.2f}, rounds {[round(x, 2) for x in values]}"
+        )
 
 
 if __name__ == "__main__":
