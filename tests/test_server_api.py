@@ -92,6 +92,40 @@ def test_search_options_and_errors(srv: Server) -> None:
     error(srv.get("/api/v1/nothing-here"), 404, "not_found")
 
 
+def test_plain_search_answers_as_the_validated_route(srv: Server) -> None:
+    """`?q=..&limit=N` takes the plain route (no per-request parameter validation); any
+    other parameter takes the documented one: same hits, same errors."""
+    from starlette.routing import Match
+
+    from clawkb.server.api_read import PlainSearch, _plain_query
+
+    def match(method: str, path: str, qs: bytes) -> Match:
+        scope = {"type": "http", "method": method, "path": path, "query_string": qs}
+        return PlainSearch().matches(scope)[0]
+
+    assert match("GET", "/api/v1/search", b"q=x&limit=3") is Match.FULL
+    assert match("GET", "/api/v1/search", b"q=x&explain=true") is Match.NONE
+    assert match("POST", "/api/v1/search", b"q=x") is Match.NONE
+    assert match("GET", "/api/v1/searches", b"q=x") is Match.NONE
+    assert _plain_query(b"q=UART2&limit=3") and _plain_query(b"limit=5&q=x") and _plain_query(b"q=")
+    for raw in (b"", b"limit=3", b"q=a&q=b", b"q=a&limit=-1", b"q=a&limit=1e3", b"q=a&mode=dense",
+                b"q=a&limit=3&limit=4", b"q=a&limit=1000"):  # fmt: skip
+        assert not _plain_query(raw), raw
+    for q in ("DDR 走线阻抗", "UART2", "LED pin"):
+        plain = srv.ok("GET", "/api/v1/search", params={"q": q, "limit": 3})
+        checked = srv.ok("GET", "/api/v1/search", params={"q": q, "limit": 3, "explain": "false"})
+        assert plain["hits"] and plain["hits"] == checked["hits"]
+        assert {k for k in plain if k != "took_ms"} == {k for k in checked if k != "took_ms"}
+    for params in ({"q": "x", "limit": 0}, {"q": "x", "limit": 101}, {"q": " "}):
+        plain_msg = error(srv.get("/api/v1/search", params=params), 400, "bad_request")
+        checked = error(
+            srv.get("/api/v1/search", params={**params, "explain": "false"}), 400, "bad_request"
+        )
+        assert plain_msg == checked
+    error(srv.get("/api/v1/search", params={"q": "x", "limit": "ten"}), 422, "invalid_request")
+    assert srv.post("/api/v1/search", params={"q": "x"}).status_code == 405
+
+
 def test_chunk_source_status_runs(srv: Server, setup: tuple[Path, ...]) -> None:
     hit = srv.ok("GET", "/api/v1/search", params={"q": "UART3 40-pin"})["hits"][0]
     chunk = srv.ok("GET", f"/api/v1/chunks/{hit['anchor']}", params={"neighbours": 1})

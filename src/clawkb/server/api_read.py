@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Query, Request, Response
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
 from clawkb.errors import ConfigError
 from clawkb.retrieve.hits import anchor_dict
@@ -64,12 +66,22 @@ async def search(
     """Hits carry anchor, path, line span, page, heading path, snippet, highlights, trust
     tier and domain; the schema is `clawkb search --json`'s (docs/json.md). The other
     parameters are the search options of `clawkb search` (docs/search-options.md)."""
-    from clawkb.retrieve.options import all_options, search_kwargs
+    from clawkb.retrieve.options import all_options
+
+    given = {o.key: options.get(o.name, o.default) for o in all_options()}
+    return await _search(request, q, limit, path, explain, include_memory, board, board_only, given)
+
+
+async def _search(
+    request: Request, q: str, limit: int, path: list[str], explain: bool, include_memory: bool,
+    board: list[str], board_only: bool, given: dict[str, Any],
+) -> Response:  # fmt: skip
+    """The search itself, for the validated route and the plain one (:class:`PlainSearch`)."""
+    from clawkb.retrieve.options import search_kwargs
 
     _limit(limit)
     if board_only and not board:
         raise ConfigError("board_only needs at least one board")
-    given = {o.key: options.get(o.name, o.default) for o in all_options()}
     kwargs = search_kwargs({k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
     st = state_of(request)
 
@@ -85,6 +97,47 @@ async def search(
     res, body = await st.runtime.read(run)
     st.metrics.observe_search(res, time.perf_counter() - t0)
     return Response(body, media_type="application/json")
+
+
+_PLAIN_KEYS = frozenset({b"q", b"limit"})
+
+
+class PlainSearch(Route):
+    """``GET /api/v1/search?q=...[&limit=N]`` -- the common call -- without FastAPI's
+    per-request validation of the ~30 documented query parameters (about a fifth of a
+    search's CPU). Any other query string does not match, and the documented route
+    (:func:`search`, which stays the OpenAPI entry) validates it as before."""
+
+    def __init__(self) -> None:
+        super().__init__(router.prefix + "/search", self._endpoint, methods=["GET"],
+                         include_in_schema=False)  # fmt: skip
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is not Match.FULL or not _plain_query(scope.get("query_string", b"")):
+            return Match.NONE, {}
+        return match, {**child, "route": self}
+
+    async def _endpoint(self, request: Request) -> Response:
+        from clawkb.retrieve.options import all_options
+
+        params = request.query_params
+        given = {o.key: o.default for o in all_options()}
+        return await _search(request, params["q"], int(params.get("limit", "10")), [], False,
+                             False, [], False, given)  # fmt: skip
+
+
+def _plain_query(raw: bytes) -> bool:
+    """True for ``q=...`` with at most a ``limit=`` of 1-3 digits, each key once."""
+    seen: set[bytes] = set()
+    for part in raw.split(b"&"):
+        key, _, value = part.partition(b"=")
+        if key not in _PLAIN_KEYS or key in seen:
+            return False
+        if key == b"limit" and not (value.isdigit() and len(value) <= 3):
+            return False
+        seen.add(key)
+    return b"q" in seen
 
 
 def _table_parameters() -> list[inspect.Parameter]:

@@ -139,6 +139,9 @@ def create_app(
                workbench.router)  # fmt: skip
     for router in routers:
         app.include_router(router)
+    app.router.routes.insert(
+        0, api_read.PlainSearch()
+    )  # the common search, before the validated one
     _install_errors(app)
     _install_pages(app, state)
     if mcp_app is not None:
