@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from clawkb.index.segment import hash_terms
+from clawkb.retrieve.exact import identifier_led
 from clawkb.retrieve.fusion import Channel
 
 if TYPE_CHECKING:
@@ -142,7 +143,17 @@ def channel_weights(f: Mapping[str, float]) -> tuple[float, float]:
       half the channels' top-10 agreement, at least :data:`MIN_WEIGHT`: on
       natural-language English questions e5 is the stronger channel, and the
       lexical list should only outvote it where the two agree.
+    * A query that spells identifiers and nothing else (``bare``:
+      :func:`clawkb.retrieve.exact.bare`, e.g. ``ESP_BT_VS_DTM_RX_TEST_START_OCF``)
+      has no meaning beyond its spelling. The dense model sees it as sub-word
+      pieces it never saw together, and its neighbours are passages full of
+      other identifiers of the same shape, so lexical keeps its full weight and
+      dense steps down to :data:`MIN_WEIGHT`: a vote that breaks ties, never one
+      that buries the passages holding the spelling (or, when the index lacks
+      the whole run, most of its pieces).
     """
+    if f.get("bare", 0.0) > 0:
+        return 1.0, MIN_WEIGHT
     other = max(f.get("dense_other", 0.0), f.get("kb_other", 0.0))
     trusted = f.get("exact", 0.0) > 0 or other >= OTHER_FROM
     if trusted or f["cjk"] >= 0.5 or f["translated"] > 0:
@@ -173,8 +184,9 @@ def tune(
     """
     f = features(lexical, rw.tokens, rw.weights, rw.n_glossary, channels)
     f["exact"] = exact_lead(lexical, rw.query, channels.get("lexical")) if settings.exact else 0.0
+    f["bare"] = 1.0 if identifier_led(lexical, rw.query) else 0.0
     wl, wd = channel_weights(f)
-    if dense_translated:
+    if dense_translated and not f["bare"]:
         wd = 1.0
     w_lex, w_dense = round(settings.w_lexical * wl, 4), round(settings.w_dense * wd, 4)
     tuned = replace(settings, w_lexical=w_lex, w_dense=w_dense)

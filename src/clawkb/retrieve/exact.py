@@ -57,7 +57,7 @@ from clawkb.text.normalize import nfkc
 if TYPE_CHECKING:
     from clawkb.retrieve.source import RestrictedStats, TermCounts, TermStats
 
-__all__ = ["Anchor", "anchors", "coverage_of", "keep_on_top", "selective"]
+__all__ = ["Anchor", "anchors", "bare", "coverage_of", "identifier_led", "keep_on_top", "selective"]
 
 #: Passages fetched per anchor search (they join the fused list when missing).
 FETCH = 20
@@ -145,6 +145,41 @@ def anchors(query: str) -> list[Anchor]:
     return list(out.values())
 
 
+def bare(query: str) -> bool:
+    """True when the query spells identifiers and nothing else (``esp_wifi_init``,
+    ``0x4002_3800 GPIOB_PUPDR``): no word is left once its anchors are taken out."""
+    found = anchors(query)
+    if not found:
+        return False
+    rest = nfkc(query)
+    for a in sorted(found, key=lambda a: -len(a.text)):
+        rest = rest.replace(a.text, " ")
+    return not tokenize(rest)
+
+
+def identifier_led(lexical: TermCounts, query: str) -> bool:
+    """True when the query's identifiers carry at least half of its IDF mass: a
+    bare identifier (:func:`bare`), or one wrapped in words most passages hold
+    (``BLE_GAP_ADV_ITVL_MS 是做什么用的？``, ``where is CONFIG_SMP set``). Such a
+    query asks about the spelling; the words around it say little the KB does
+    not say everywhere. Words no passage holds count for nothing."""
+    found = anchors(query)
+    if not found:
+        return False
+    rest = nfkc(query)
+    for a in sorted(found, key=lambda a: -len(a.text)):
+        rest = rest.replace(a.text, " ")
+    spelled = list(dict.fromkeys(t for a in found for t in a.tokens))
+    around = [t for t in dict.fromkeys(tokenize(rest)) if t not in spelled]
+    if not around:
+        return True
+    df = doc_freqs(lexical, spelled + around)
+    idf = lexical.idf(df)
+    # a word no passage holds (a question in the other language) says nothing here
+    near = float((idf[len(spelled) :] * (df[len(spelled) :] > 0)).sum())
+    return float(idf[: len(spelled)].sum()) >= near
+
+
 def selective(lexical: TermCounts, found: Sequence[Anchor]) -> list[tuple[Anchor, float]]:
     """(anchor, IDF weight) for the anchors some passage has and at most √N passages have.
 
@@ -213,7 +248,12 @@ def keep_on_top(
     if not weighted:
         return fused, None
     tokens = [t for a, _ in weighted for t in a.tokens]
-    ids, _, _ = lexical.search(tokens, k=FETCH * len(weighted), allowed=allowed)
+    ids, spelled, _ = lexical.search(tokens, k=FETCH * len(weighted), allowed=allowed)
+    # a query that is nothing but identifiers has no meaning beyond its spelling for
+    # the dense channel to judge: within a coverage level, the anchors' own BM25F
+    # (how much a passage is about that spelling: its title, its heading, its count)
+    # orders the passages, not the fused score
+    by_spelling = dict(zip(ids.tolist(), spelled.tolist(), strict=True)) if bare(query) else {}
     have = {f.chunk_id for f in fused}
     hide = set(hidden.tolist()) if hidden is not None and len(hidden) else set()
     extra = [int(i) for i in ids.tolist() if int(i) not in have and int(i) not in hide]
@@ -222,7 +262,14 @@ def keep_on_top(
     lo = min((f.score for f in pool), default=0.0)
     hi = max((f.score for f in pool), default=0.0)
     span = (hi - lo) + 1e-6
-    order = sorted(range(len(pool)), key=lambda i: (-round(cover[pool[i].chunk_id], 6), i))
+    order = sorted(
+        range(len(pool)),
+        key=lambda i: (
+            -round(cover[pool[i].chunk_id], 6),
+            -by_spelling.get(pool[i].chunk_id, 0.0),
+            i,
+        ),
+    )
     levels = sorted({round(c, 6) for c in cover.values()})
     out = []
     for i in order:
