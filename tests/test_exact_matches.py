@@ -112,3 +112,41 @@ def test_chinese_heading_finds_its_english_page(esp):
         pages = list(dict.fromkeys(h.anchor.path for h in res.hits))
         found += any(p.endswith(expect) for p in pages[:3])
     assert len(rows) == 10 and found >= 9, found
+
+
+def test_bare_means_identifiers_and_nothing_else():
+    from clawkb.retrieve.exact import bare
+
+    assert bare("esp_wifi_init")
+    assert bare("0x4002_3800 GPIOB_PUPDR")
+    assert bare("esp_wifi_init()")
+    assert not bare("BLE_ATT_ERR_INSUFFICIENT_RES 怎么配置")
+    assert not bare("how to set CONFIG_SMP")
+    assert not bare("hello world")
+
+
+def test_identifier_led_weighs_the_words_around_the_spelling(esp):
+    from clawkb.retrieve.exact import identifier_led
+
+    stats = esp.lexical
+    assert identifier_led(stats, "ESP_PING_PROF_TTL")
+    # words no English passage holds say nothing about this KB
+    assert identifier_led(stats, "ESP_PING_PROF_TTL 是做什么用的？")
+    # a real question whose words carry more than the identifier does
+    assert not identifier_led(stats, "ping session statistics timeout interval packets TTL")
+    assert not identifier_led(stats, "what is the ping interval")
+
+
+def test_identifier_led_query_gives_dense_a_small_vote(esp):
+    """A bare identifier the index does not hold as one token (only its pieces): lexical
+    keeps its full weight and dense steps down, so dense neighbours full of other
+    identifiers cannot bury the pieces' match."""
+    from clawkb.retrieve.adaptive import MIN_WEIGHT
+
+    res = esp.search("ESP_PING_PROF_UNHEARD_OF_NAME", limit=5, explain=True, early_return=0)
+    fusion = next(s for s in res.stages if s["stage"] == "fusion")
+    assert "w_lexical=1.0" in fusion["note"], fusion["note"]
+    assert f"w_dense={MIN_WEIGHT}" in fusion["note"], fusion["note"]
+    res = esp.search("how do I measure ping round trip time", limit=5, explain=True, early_return=0)
+    fusion = next(s for s in res.stages if s["stage"] == "fusion")
+    assert "w_dense=1.0" in fusion["note"], fusion["note"]
