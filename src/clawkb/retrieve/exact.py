@@ -149,12 +149,16 @@ def bare(query: str) -> bool:
     """True when the query spells identifiers and nothing else (``esp_wifi_init``,
     ``0x4002_3800 GPIOB_PUPDR``): no word is left once its anchors are taken out."""
     found = anchors(query)
-    if not found:
-        return False
+    return bool(found) and not _around(query, found)
+
+
+def _around(query: str, found: Sequence[Anchor]) -> list[str]:
+    """The query's tokens outside its anchors (``found``), each once."""
     rest = nfkc(query)
     for a in sorted(found, key=lambda a: -len(a.text)):
         rest = rest.replace(a.text, " ")
-    return not tokenize(rest)
+    spelled = {t for a in found for t in a.tokens}
+    return [t for t in dict.fromkeys(tokenize(rest)) if t not in spelled]
 
 
 def identifier_led(lexical: TermCounts, query: str) -> bool:
@@ -166,11 +170,8 @@ def identifier_led(lexical: TermCounts, query: str) -> bool:
     found = anchors(query)
     if not found:
         return False
-    rest = nfkc(query)
-    for a in sorted(found, key=lambda a: -len(a.text)):
-        rest = rest.replace(a.text, " ")
     spelled = list(dict.fromkeys(t for a in found for t in a.tokens))
-    around = [t for t in dict.fromkeys(tokenize(rest)) if t not in spelled]
+    around = _around(query, found)
     if not around:
         return True
     df = doc_freqs(lexical, spelled + around)
