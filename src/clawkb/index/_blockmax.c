@@ -157,17 +157,24 @@ static inline float contribution(const Seg *g, Term *t, uint32_t d, float k1) {
    pseudo_tf does (same float operations), so the block's bound is the bound
    of its best doc rather than of max tf and min length taken from different
    docs. Leaves the term's decoded block unset (cb = -1). */
+/* The length-normalised term frequency x of the i-th posting of t's decoded block
+ * (sum over the three fields of tf times the doc's field factor). */
+static inline float posting_x(const Seg *g, const Term *t, int i) {
+    const float *f = g->factor + 3 * (size_t)t->bd[i];
+    float x = 0.0f;
+    for (int k = 0; k < 3; k++)
+        if (t->tf_w[k])
+            x += (float)read_bits(t->bp, t->tf_bit[k] + (uint64_t)i * t->tf_w[k], t->tf_w[k]) * f[k];
+    return x;
+}
+
 static float block_xmax(const Seg *g, Term *t, int64_t b) {
     ensure_block(g, t, b);
     if (*g->err) { t->cb = -1; return 0.0f; }
     int n = (int)(block_end(t, b) - block_start(t, b));
     float best = 0.0f;
     for (int i = 0; i < n; i++) {
-        const float *f = g->factor + 3 * (size_t)t->bd[i];
-        float x = 0.0f;
-        for (int k = 0; k < 3; k++)
-            if (t->tf_w[k])
-                x += (float)read_bits(t->bp, t->tf_bit[k] + (uint64_t)i * t->tf_w[k], t->tf_w[k]) * f[k];
+        float x = posting_x(g, t, i);
         if (x > best) best = x;
     }
     t->cb = -1;
@@ -267,11 +274,7 @@ static void fill_impacts(const SegCtx *c, const Term *t, int64_t b, float k1) {
     int n = (int)(block_end(t, b) - st);
     uint8_t *out = c->imp + st;
     for (int i = 0; i < n; i++) {
-        const float *f = g->factor + 3 * (size_t)t->bd[i];
-        float x = 0.0f;
-        for (int k = 0; k < 3; k++)
-            if (t->tf_w[k])
-                x += (float)read_bits(t->bp, t->tf_bit[k] + (uint64_t)i * t->tf_w[k], t->tf_w[k]) * f[k];
+        float x = posting_x(g, t, i);
         out[i] = impact_code(x, k1);
     }
     c->imp_ok[b] = 1;
