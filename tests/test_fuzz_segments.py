@@ -147,6 +147,16 @@ DAMAGE: dict[str, tuple[str, Callable[[Path], object], int]] = {
 }
 
 
+def _damage(seg: Path, what: str) -> None:
+    """Write the data byte ``DAMAGE[what]`` names into segment ``seg`` (skip without it)."""
+    name, where, value = DAMAGE[what]
+    if not (seg / f"{name}.npy").exists():
+        pytest.skip("segments without packed postings (written without the native build)")
+    arr = np.load(seg / f"{name}.npy")
+    arr[where(seg)] = value  # type: ignore[index]
+    np.save(seg / f"{name}.npy", arr)
+
+
 @pytest.mark.parametrize("what", sorted(DAMAGE))
 def test_kernels_read_nothing_outside_the_arrays(pristine: Path, tmp_path: Path, what: str) -> None:
     """Every query path (whole-query kernel, one term, no pruning) refuses a
@@ -155,12 +165,7 @@ def test_kernels_read_nothing_outside_the_arrays(pristine: Path, tmp_path: Path,
     folder = tmp_path / "lexical"
     shutil.copytree(pristine, folder)
     (seg,) = sorted(folder.glob("seg-*"))
-    name, where, value = DAMAGE[what]
-    if not (seg / f"{name}.npy").exists():
-        pytest.skip("segments without packed postings (written without the native build)")
-    arr = np.load(seg / f"{name}.npy")
-    arr[where(seg)] = value  # type: ignore[index]
-    np.save(seg / f"{name}.npy", arr)
+    _damage(seg, what)
     index = LexicalIndex(folder, full_check=False)
     try:
         assert index.damaged is None  # opens: only the data changed
@@ -233,12 +238,7 @@ def test_a_merge_refuses_a_damaged_segment(two_segments: Path, tmp_path: Path, w
     folder = tmp_path / "lexical"
     shutil.copytree(two_segments, folder)
     seg = sorted(folder.glob("seg-*"))[0]
-    name, where, value = DAMAGE[what]
-    if not (seg / f"{name}.npy").exists():
-        pytest.skip("segments without packed postings (written without the native build)")
-    arr = np.load(seg / f"{name}.npy")
-    arr[where(seg)] = value  # type: ignore[index]
-    np.save(seg / f"{name}.npy", arr)
+    _damage(seg, what)
     index = LexicalIndex(folder, writable=True, full_check=False)
     try:
         before = [s.name for s in index.segments]
