@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: run test bench lint venv clean system-deps install uninstall editors
+.PHONY: run test bench calibrate lint venv clean system-deps install uninstall editors
 
 $(STAMP): pyproject.toml setup.py src/clawkb/index/_bm25native.c src/clawkb/index/_blockmax.c src/clawkb/index/_postings.c src/clawkb/index/_packed.h src/clawkb/index/_dict.h src/clawkb/index/_bounds.h src/clawkb/index/_topk.h src/clawkb/text/_toknative.c src/clawkb/text/_chunknative.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -79,18 +79,26 @@ editors: $(STAMP)
 # run): the commit the issue-24 speed work started from; `make bench BENCH_OLD_REF=main`.
 BENCH_OLD_REF ?= 4a2f33d
 
+# `make bench`: every stage of bench/stages.py (lexical embed relevance service formats
+# milvus); `make bench BENCH_STAGES="relevance formats"` runs some, BENCH_QUICK=1 each on a
+# small input (its files go to bench/.cache/quick, the recorded results stay). bench/README.md.
+BENCH_STAGES ?=
+BENCH_QUICK ?=
+
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py --old-ref $(BENCH_OLD_REF)
-	$(BIN)/python bench/embed_speed.py
-	$(BIN)/python bench/cli_latency.py
-	$(BIN)/python bench/lsp_hover.py
-	$(BIN)/python bench/hardware_context.py
-	$(BIN)/python bench/soak.py
-	$(BIN)/python bench/server.py
+	$(BIN)/python bench/stages.py $(BENCH_STAGES) --old-ref $(BENCH_OLD_REF) $(if $(BENCH_QUICK),--quick)
+
+# `make calibrate`: refit the abstain model `search` and `ask` ship
+# (src/clawkb/retrieve/abstain_model.json) with tools/abstain_model.py; CALIBRATE_ARGS adds
+# options, e.g. CALIBRATE_ARGS="--kb esp-idf-en=DIR --kb esp-idf-zh=DIR". tools/README.md.
+CALIBRATE_ARGS ?=
+
+calibrate: $(STAMP)
+	OMP_NUM_THREADS=1 nice -n 10 $(BIN)/python tools/abstain_model.py $(CALIBRATE_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff format --check src tests bench tools
 	$(BIN)/mypy
 	$(BIN)/mypy --strict src/clawkb/retrieve src/clawkb/backends src/clawkb/store src/clawkb/kb.py
 

@@ -25,7 +25,6 @@ import csv
 import datetime as dt
 import io
 import json
-import platform
 import random
 import statistics
 import sys
@@ -35,6 +34,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from shared_data import environment  # noqa: E402
+
 COLUMNS = ["Part", "Qty", "Value", "Tolerance", "Package", "Vendor", "Price", "Updated"]
 
 
@@ -166,7 +169,7 @@ def main() -> int:
     print("\n".join(lines))
     args.out_dir.mkdir(parents=True, exist_ok=True)
     out = args.out_dir / f"formats-{dt.date.today().isoformat()}.json"
-    env = {"python": platform.python_version(), "machine": platform.machine()}
+    env = environment(("clawkb", "openpyxl", "pandas"))
     out.write_text(
         json.dumps({"rows": args.rows, "environment": env, "results": results}, indent=2) + "\n"
     )

@@ -17,10 +17,10 @@ clawkb.retrieve.abstain_model.decide), run exactly as `clawkb search` runs it
   agentset-msmarco, cmrc2018-dev <-> qbqtc-dev); for esp-idf-docs, the section
   headings (zh2en, en2zh queries) of pages left out of the KB;
 * unanswerable, "nonsense" — generated: random Latin letter strings, random CJK
-  characters, keyboard runs and written off-topic questions (bench/calibrate_abstain.py).
+  characters, keyboard runs and written off-topic questions (bench/abstain_questions.py).
 
 Each query falls in the dev or the held-out half by a hash of its text
-(bench/abstain_model.is_dev, as the model's fit did); rates are reported on the
+(tools/abstain_model.is_dev, as the model's fit did); rates are reported on the
 held-out half (the dev half is printed beside it). P(answerable) is recorded for
 every query, so the table also gives the rates at other thresholds.
 Writes bench/results/notfound-rates.json and .md.
@@ -42,7 +42,7 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from calibrate_abstain import OFF_TOPIC, OTHER
+from abstain_questions import OFF_TOPIC, OTHER
 from shared_data import add_datasets_flag, datasets_dir
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,10 +24,7 @@ from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-sys.path.insert(0, str(BENCH))
-
-import docs_tree  # noqa: E402
+from docs_tree import MARKERS, write_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 PDF = Path(__file__).parent / "data" / "pdf_producers" / "chromium.pdf"
@@ -75,7 +72,7 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     root = tmp_path_factory.mktemp("newcomer")
     shutil.copytree(ROOT / "examples" / "notes", root / "notes")
     shutil.copytree(ROOT / "examples" / "datasheets", root / "datasheets")
-    docs_tree.write_tree(root / "book")
+    write_tree(root / "book")
     (root / "manuals").mkdir()
     shutil.copyfile(PDF, root / "manuals" / "ckb7-manual.pdf")
     kb = root / "kb"
@@ -103,12 +100,12 @@ def test_index_succeeds_without_library_noise(ws: Workspace) -> None:
 
 
 SEARCHES = [  # (query, expected file suffix) — five English, five Chinese
-    (docs_tree.MARKERS["en"], "book/src/ch042.md"),
+    (MARKERS["en"], "book/src/ch042.md"),
     ("Nucleo-F401RE ST-LINK virtual COM port", "datasheets/nucleo-f401re.md"),
     ("BME280 chip id register", "sensors/bme280.md"),
     ("TJA1051 CAN transceiver", "can/tja1051.md"),
     ("STM32 bootloader synchronisation byte", "stm32f401re/bootloader.md"),
-    (docs_tree.MARKERS["zh"], "book/src/ch045.md"),
+    (MARKERS["zh"], "book/src/ch045.md"),
     ("DDR 走线阻抗", "lx-rk3568/ddr-layout.md"),
     ("上电时序", "lx-rk3568/power-tree.md"),
     ("怎么进入 maskrom 模式", "lx-rk3568/boot-flow.md"),
@@ -125,11 +122,11 @@ def test_ten_searches_in_both_languages(ws: Workspace, query: str, expected: str
 
 
 def test_markdown_heading_paths_in_the_generated_book(ws: Workspace) -> None:
-    (hit,) = ws.search(docs_tree.MARKERS["en"], "--limit", "1")["hits"]
+    (hit,) = ws.search(MARKERS["en"], "--limit", "1")["hits"]
     assert hit["heading_path"] == ["Chapter 42: Memory storage backend", "Limits"]
     lines = (ws.root / "book" / "src" / "ch042.md").read_text(encoding="utf-8").split("\n")
     assert lines[hit["line_start"] - 1] == "## Limits"
-    assert docs_tree.MARKERS["en"] in lines[hit["line_end"] - 1]
+    assert MARKERS["en"] in lines[hit["line_end"] - 1]
 
 
 def test_browser_printed_pdf_table_keeps_header_and_chapter(ws: Workspace) -> None:
@@ -177,7 +174,7 @@ def test_a_file_ignored_later_is_removed(ws: Workspace, tmp_path: Path) -> None:
     run = ws.cli("index", str(book), kb=kb)
     assert run.code == 0
     assert re.search(r"removed (\d+)", run.out) and "removed 0" not in run.out
-    after = ws.cli("search", docs_tree.MARKERS["en"], "--json", kb=kb).json()
+    after = ws.cli("search", MARKERS["en"], "--json", kb=kb).json()
     assert after["hits"] == []
 
 

@@ -8,7 +8,7 @@ knowledge base scores low however high the raw BM25 score of its common
 words is. Below :data:`DEFAULT_MIN_CONFIDENCE` the answer is "not found in
 the knowledge base" with the nearest passages, never an invented answer.
 
-The threshold was calibrated with ``bench/calibrate_abstain.py`` on the
+The threshold was calibrated with ``tools/calibrate_abstain.py`` on the
 shared BEIR-layout sets (see docs/answers.md for the method and numbers):
 for each set half of the queries have their relevant documents removed from
 the corpus (unanswerable), the other half keep them (answerable), and the
@@ -52,7 +52,7 @@ __all__ = [
 #: Calibrated abstain threshold (see the module docstring); config: ``answer.min_confidence``.
 DEFAULT_MIN_CONFIDENCE = 0.57
 #: Threshold when the KB has vectors and the dense cosine joins the evidence
-#: (bench/calibrate_abstain.py --dense; bench/results/abstain-latest.md).
+#: (tools/calibrate_abstain.py --dense; bench/results/abstain-latest.md).
 DENSE_MIN_CONFIDENCE = 0.64
 #: e5-small top cosine mapped to confidence 0 and 1 (same calibration).
 DENSE_COS_LOW, DENSE_COS_HIGH = 0.84, 0.90

@@ -42,7 +42,7 @@ pipeline already has separate them better together:
   (a feature name ``a*b`` in the model file is the product of the two).
 
 :func:`features` computes them, :func:`probability` combines them with the
-coefficients in ``abstain_model.json`` (fitted by ``bench/abstain_model.py``
+coefficients in ``abstain_model.json`` (fitted by ``tools/abstain_model.py``
 on dev splits of the shared sets, the examples and generated unanswerable
 questions; one model for KBs without vectors, one with), and ``ask`` abstains
 below the shipped probability threshold. An explicit ``min_confidence``
@@ -293,7 +293,7 @@ def model_confidence(
     ``vectors``: the KB has vectors (searches run hybrid). The hybrid model is
     used when the dense channel ran (``cosine`` known); when the lexical
     channel was decisive and dense was skipped (early return), the lexical
-    model decides, as in the fit (bench/abstain_model.py).
+    model decides, as in the fit (tools/abstain_model.py).
     """
     from dataclasses import replace
 

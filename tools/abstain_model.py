@@ -1,6 +1,6 @@
 """Fit the abstain model `search` and `ask` share (clawkb.retrieve.abstain_model); held-out rates.
 
-    CLAWKB_DATASETS=<shared>/datasets OMP_NUM_THREADS=1 .venv/bin/python bench/abstain_model.py \
+    CLAWKB_DATASETS=<shared>/datasets OMP_NUM_THREADS=1 .venv/bin/python tools/abstain_model.py \
         --kb esp-idf-en=<embedded KB of some en/ pages> --kb esp-idf-zh=<... zh_CN/ pages>
 
 1. Questions per corpus (the shared sets whose e5 KB is in bench/.cache/dense —
@@ -55,7 +55,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from calibrate_abstain import OFF_TOPIC, OTHER
+import bench_path  # noqa: F401  (bench/ helpers below)
+from abstain_questions import OFF_TOPIC, OTHER
 from clawkb.evaluate.beir import load_beir
 from clawkb.retrieve.abstain_model import AGREE_RANK, derived, value
 from notfound_rates import engdocs_queries, nonsense
@@ -493,7 +494,7 @@ def main() -> None:
     OUT.write_text(
         json.dumps(
             {
-                "about": "fitted by bench/abstain_model.py; see clawkb/retrieve/abstain_model.py",
+                "about": "fitted by tools/abstain_model.py; see clawkb/retrieve/abstain_model.py",
                 "models": {k: v["model"] for k, v in report.items() if k != "dropped"},
             },
             indent=2,
@@ -512,7 +513,7 @@ def markdown(report: dict) -> str:
         "# `ask` abstain: fitted model, held-out error rates",
         "",
         "`CLAWKB_DATASETS=<shared>/datasets OMP_NUM_THREADS=1 .venv/bin/python"
-        " bench/abstain_model.py` (method in the script's docstring; model in",
+        " tools/abstain_model.py` (method in the script's docstring; model in",
         "src/clawkb/retrieve/abstain_model.py, coefficients in abstain_model.json).",
         "Targets: false-abstain <= 5 % on answerable, false-answer <= 10 % on unanswerable",
         "questions. Rates on the held-out half of each corpus (never seen by the fit or the",

@@ -6,8 +6,8 @@ Builds the knowledge bases once under ``WORK`` (kept between runs, so a dump
 before and after a change searches the same stores and collections), then
 writes one JSON file. Run it with each tree and compare the files::
 
-    PYTHONPATH=<old tree>/src .venv/bin/python bench/search_dump.py WORK old.json
-    .venv/bin/python bench/search_dump.py WORK new.json
+    PYTHONPATH=<old tree>/src .venv/bin/python tools/search_dump.py WORK old.json
+    .venv/bin/python tools/search_dump.py WORK new.json
     cmp old.json new.json
 
 KBs per dataset: ``local`` (the store and its segments), ``milvus`` (the same
@@ -20,8 +20,8 @@ For a change of the lexical index, ``--synth KB CORPUS`` dumps only the raw
 lexical top-10 of a KB built from a synthetic corpus (``bench/.cache/synth-*``,
 ``queries.jsonl``; build the same corpus into a KB with each tree)::
 
-    PYTHONPATH=<old tree>/src .venv/bin/python bench/search_dump.py --synth KB_OLD CORPUS - old.json
-    .venv/bin/python bench/search_dump.py --synth KB_NEW CORPUS - new.json
+    PYTHONPATH=<old tree>/src .venv/bin/python tools/search_dump.py --synth KB_OLD CORPUS - old.json
+    .venv/bin/python tools/search_dump.py --synth KB_NEW CORPUS - new.json
 
 Besides ``kb.search_ids`` it records, for the first 200 queries, a one-term search
 (the exhaustive path) and an exhaustive multi-term search (``prune=False``).

@@ -1,6 +1,6 @@
 """Calibrate `ask`'s abstain threshold on several kinds of corpus and report error rates.
 
-    .venv/bin/python bench/calibrate_abstain.py [--queries 200] [--data DIR]
+    .venv/bin/python tools/calibrate_abstain.py [--queries 200] [--data DIR]
 
 For each of the four shared sets and the bundled examples, a throw-away KB
 holds the whole corpus. Answerable questions: the set's own judged queries
@@ -12,7 +12,7 @@ computes (clawkb.retrieve.abstain) from the top passages `kb.search` returns.
 Reported per set at the shipped threshold: false-abstain (answerable but
 abstained) and false-answer (unanswerable but answered); and the threshold
 range that keeps false-abstain <= 5 % on every set. Writes
-bench/results/abstain-threshold.md and abstain.json (the fitted model that replaced this rule: bench/abstain_model.py).
+bench/results/abstain-threshold.md and abstain.json (the fitted model that replaced this rule: tools/abstain_model.py).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+import bench_path  # noqa: F401  (bench/ helpers below)
+from abstain_questions import OFF_TOPIC, OTHER
 from clawkb.evaluate.beir import load_beir
 from clawkb.evaluate.runner import _records
 from clawkb.kb import KnowledgeBase
@@ -44,35 +46,6 @@ from clawkb.retrieve.abstain import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-OTHER = {
-    "cranfield": "agentset-msmarco",
-    "agentset-msmarco": "cranfield",
-    "cmrc2018-dev": "qbqtc-dev",
-    "qbqtc-dev": "cmrc2018-dev",
-}
-#: Off-topic questions for the examples KB (embedded-engineering notes).
-OFF_TOPIC = [
-    "What is the capital of France?",
-    "How do I configure a Kubernetes ingress controller?",
-    "Who won the 2018 FIFA World Cup?",
-    "What is the recommended dose of ibuprofen for adults?",
-    "How long should I bake a sourdough loaf?",
-    "Which sandbox backends are supported on macOS?",
-    "How do I reset my Gmail password?",
-    "What is the boiling point of ethanol?",
-    "How do I train a Transformer language model on TPUs?",
-    "What interest rate does a 30-year mortgage have today?",
-    "Which PostgreSQL index type suits full-text search?",
-    "How many moons does Jupiter have?",
-    "乙醇的沸点是多少度？",
-    "北京到上海的高铁要多长时间？",
-    "如何配置 Nginx 反向代理的负载均衡？",
-    "红烧肉怎么做才好吃？",
-    "个人所得税的起征点是多少？",
-    "Kubernetes 的 Pod 调度策略有哪些？",
-    "如何申请美国签证？",
-    "iPhone 的电池健康度怎么查看？",
-]
 
 
 def _questions(name: str, data: Path, n: int) -> tuple[list[str], list[str]]:
@@ -153,7 +126,7 @@ def main() -> None:
     lines = [
         "# `ask` abstain calibration",
         "",
-        "`CLAWKB_DATASETS=<shared>/datasets .venv/bin/python bench/calibrate_abstain.py`",
+        "`CLAWKB_DATASETS=<shared>/datasets .venv/bin/python tools/calibrate_abstain.py`",
         "(method in the script's docstring). Targets: false-abstain <= 5 % on answerable,",
         "false-answer <= 10 % on unanswerable questions. `lexical`: a KB without vectors",
         f"(threshold {DEFAULT_MIN_CONFIDENCE}); `hybrid`: the same corpora with e5-small vectors",

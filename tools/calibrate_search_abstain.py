@@ -1,6 +1,6 @@
 """Calibrate `clawkb search`'s abstain threshold (hybrid mode, e5-small).
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/calibrate_search_abstain.py [--queries 150]
+    OMP_NUM_THREADS=1 .venv/bin/python tools/calibrate_search_abstain.py [--queries 150]
 
 Answerable: a dataset's own judged queries on its KB. Unanswerable: another
 dataset's queries in the same language on that KB (cranfield <-> msmarco,
@@ -19,10 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+import bench_path  # noqa: F401  (bench/ helpers below)
 from shared_data import add_datasets_flag, datasets_dir
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1] / "bench"
 DATA = datasets_dir()
 CACHE = ROOT / ".cache" / "dense"
 PAIRS = {
