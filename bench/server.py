@@ -283,8 +283,8 @@ def main() -> int:
             finally:
                 stop(proc)
             print("browser", page, flush=True)
-            load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
-            write_page({"chunks": chunks, "files": a.files, "browser": page, "load": load})
+            machine_load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+            write_page({"chunks": chunks, "files": a.files, "browser": page, "load": machine_load})
             return 0
         proc, url = start_server(home, [root], "--watch")
         try:
