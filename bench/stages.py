@@ -12,9 +12,9 @@ a small input to check that the stage works end to end. A quick run never change
 recorded numbers: files it writes under ``bench/results`` are moved to
 ``bench/.cache/quick/<stage>/`` and the recorded ones put back.
 
-Every run writes ``stages.json`` (the results folder, or the quick folder): per step the
-command, exit status, wall seconds and the children's CPU seconds, and the environment
-(:func:`shared_data.environment`).
+Every run records, per stage it ran, in ``stages.json`` (the results folder, or the quick
+folder; other stages' last records are kept): per step the command, exit status, wall
+seconds and the children's CPU seconds, and the environment (:func:`shared_data.environment`).
 
 Options shared by the stages: ``--old-ref`` (the older tree of the lexical and embed
 stages), ``--cache`` (where KBs are built and kept), ``--engdocs-cache`` / ``--beir-cache``
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     if o.list:
         print(listing(o))
         return 0
-    report: dict[str, Any] = {"quick": o.quick, "environment": environment(), "stages": {}}
+    report: dict[str, Any] = {"environment": environment(), "stages": {}}
     failed = []
     for name in o.stages or list(STAGES):
         rows = run_stage(STAGES[name], o)
@@ -344,9 +344,18 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(name)
             if not o.keep_going:
                 break
-    out = (CACHE / "quick") if o.quick else RESULTS
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "stages.json").write_text(json.dumps(report, indent=1) + "\n")
+    out = ((CACHE / "quick") if o.quick else RESULTS) / "stages.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    earlier = json.loads(out.read_text("utf-8")) if out.is_file() else {}
+    # one record per stage: the last run of each, with the machine it ran on
+    merged = {
+        **earlier,
+        **{
+            n: {"rows": r, "environment": report["environment"]}
+            for n, r in report["stages"].items()
+        },
+    }
+    out.write_text(json.dumps(merged, indent=1) + "\n")
     for name, rows in report["stages"].items():
         for r in rows:
             state = "skipped" if "skipped" in r else f"exit {r['exit']}"
