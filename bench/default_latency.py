@@ -28,7 +28,6 @@ import argparse
 import csv
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -40,7 +39,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from shared_data import add_datasets_flag, datasets_dir, shown  # noqa: E402
+from shared_data import add_datasets_flag, datasets_dir, private_copy, shown  # noqa: E402
 
 MODES = {"lexical": {"mode": "lexical"}, "hybrid": {"mode": "hybrid", "adaptive": False},
          "default": {}}  # fmt: skip
@@ -114,11 +113,9 @@ def main() -> None:
     args = ap.parse_args()
     from clawkb.kb import KnowledgeBase
 
-    src, work = Path(args.kb).resolve(), Path(args.work).resolve()
-    if not (work / "COPIED").exists():  # a private copy: the config below must not touch the source
-        shutil.rmtree(work, ignore_errors=True)
-        shutil.copytree(src, work, ignore=shutil.ignore_patterns("*.lock"))
-        (work / "COPIED").write_text(time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
+    # a private copy: the config below must not touch the source
+    src = Path(args.kb).resolve()
+    work = private_copy(src, Path(args.work).resolve())
     (work / "config.yaml").write_text("retrieval:\n  cache_size: 0\n")
     qs = queries(datasets_dir(args.datasets), args.set, args.queries)
     kb = KnowledgeBase.open(work)

@@ -6,7 +6,8 @@ how a run records its machine, and how it writes its figures.
   layout of the team's checkout). Nothing here names one machine's absolute path.
 * KB caches (:func:`kb_caches`): the embedded knowledge bases the relevance stage and
   the calibration tools score, built once (``dense_build.py`` for the shared sets,
-  ``engdocs.py`` for esp-idf-docs) with a ``DONE`` marker when complete.
+  ``engdocs.py`` for esp-idf-docs) with a ``DONE`` marker when complete, and scored on a
+  :func:`private_copy`.
 * :func:`environment`: CPU, cores, memory, Python and package versions, thread settings.
 * :func:`write_results`: a run's JSON and its Markdown table under ``bench/results``.
 """
@@ -18,6 +19,8 @@ import importlib.metadata
 import json
 import os
 import platform
+import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -95,6 +98,22 @@ def kb_caches(
         if (beir / name / "DONE").is_file():
             found[name] = beir / name
     return found
+
+
+def private_copy(src: Path, dst: Path, fresh: bool = False) -> Path:
+    """``dst``: a copy of the cached KB ``src`` to open and score on, taken again when
+    ``src`` was rebuilt since (its ``DONE`` marker is newer) or ``fresh``.
+
+    Opening a KB can write to it (a tokenizer change re-tokenizes, a config is added, the
+    dense cache is filled), and a cache may be shared with other checkouts, so a run never
+    opens the cached folder itself."""
+    stamp, done = dst / "COPIED", src / "DONE"
+    stale = done.is_file() and stamp.is_file() and stamp.stat().st_mtime < done.stat().st_mtime
+    if fresh or stale or not stamp.is_file():
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("*.lock", "query-vectors.*"))
+        stamp.write_text(time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
+    return dst
 
 
 def environment(packages: tuple[str, ...] = ("clawkb", "numpy", "onnxruntime")) -> dict[str, Any]:

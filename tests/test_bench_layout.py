@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -112,3 +113,19 @@ def test_tools_are_documented() -> None:
     readme = (ROOT / "tools" / "README.md").read_text("utf-8")
     for tool in sorted((ROOT / "tools").glob("*.py")):
         assert tool.name in readme, f"tools/{tool.name} is not in tools/README.md"
+
+
+@pytest.mark.parametrize(
+    "tool", sorted(p.name for p in (ROOT / "tools").glob("*.py") if p.name != "bench_path.py")
+)
+def test_tools_start_from_any_folder(tool: str, tmp_path: Path) -> None:
+    """A tool finds bench/'s helpers it imports wherever it is started from."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / tool), "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "usage:" in run.stdout
