@@ -102,10 +102,14 @@ def _relevance(o: argparse.Namespace) -> list[Step]:
         table = Step("engdocs.py", [*common, *quick, "--tag", "quick"], dict(THREAD_ENV))
     else:
         table = Step("engdocs.py", common, dict(THREAD_ENV))
-    steps = [table]
     # The KBs exist only after the table's step built them: resolved here for --list and
     # the quick mode (which builds nothing); a full run builds first, then re-reads them.
     kbs = kb_caches(cache, engdocs, beir)
+    if "--no-build" in common and not kbs:
+        table.skip = (
+            "no embedded KB cached: run the full stage once, or give --engdocs-cache / --beir-cache"
+        )
+    steps = [table]
     wanted = ["cranfield", "agentset-msmarco", "qbqtc-dev", "cmrc2018-dev", "esp-idf-en"]
     wanted += ["esp-idf-zh"]
     if o.quick:
