@@ -36,15 +36,22 @@ def _bench_recipe() -> list[str]:
 
 
 def _references(path: Path, names: set[str]) -> set[str]:
-    """The bench modules ``path`` imports (anywhere in it) or names as ``<module>.py``."""
+    """The bench modules ``path`` imports (anywhere in it) or starts as a child process
+    through a path it builds (``HERE / "lexical.py"``); a mention in prose does not count."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text("utf-8"))):
         if isinstance(node, ast.Import):
             found |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             found.add(node.module.split(".")[0])
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            found |= set(re.findall(r"\b(\w+)\.py\b", node.value))
+        elif (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Div)
+            and isinstance(node.right, ast.Constant)
+            and isinstance(node.right.value, str)
+            and node.right.value.endswith(".py")
+        ):
+            found.add(node.right.value.removesuffix(".py"))
     return found & names
 
 
