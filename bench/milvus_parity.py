@@ -8,8 +8,8 @@ scale results of bench/milvus_scale.py when present).
 
     python bench/milvus_parity.py [--datasets DIR] [--limit-queries N] [--embedder static]
 
-``--datasets`` defaults to ``../shared/datasets`` relative to the repository
-root. The embedder defaults to ``static`` (parity needs the same vectors on
+``--datasets`` defaults to ``$CLAWKB_DATASETS``, else ``../shared/datasets`` relative
+to the repository root (bench/shared_data.py). The embedder defaults to ``static`` (parity needs the same vectors on
 both sides, not the best ones; e5-small takes minutes per set on 2 cores).
 """
 
@@ -27,9 +27,9 @@ sys.path.insert(0, str(ROOT / "src"))
 from clawkb.embed.base import get_embedder  # noqa: E402
 from clawkb.evaluate.compare import MODES, compare_modes  # noqa: E402
 from clawkb.evaluate.milvus import compare_on_milvus  # noqa: E402
+from shared_data import RESULTS, add_datasets_flag, datasets_dir  # noqa: E402
 
 SETS = ("cranfield", "cmrc2018-dev", "agentset-msmarco", "qbqtc-dev")
-RESULTS = ROOT / "bench" / "results"
 
 
 def run(
@@ -231,7 +231,7 @@ def write_latest() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--datasets", type=Path, default=ROOT.parent / "shared" / "datasets")
+    add_datasets_flag(ap)
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--limit-queries", type=int, default=200)
     ap.add_argument("--embedder", default="static")
@@ -247,7 +247,7 @@ def main() -> None:
         return
     rows = []
     for name in args.sets.split(","):
-        folder = args.datasets / name
+        folder = datasets_dir(args.datasets) / name
         if not folder.is_dir():
             print(f"skip {name}: {folder} not found", file=sys.stderr)
             continue

@@ -166,12 +166,11 @@ def _formats(o: argparse.Namespace) -> list[Step]:
 
 
 def _milvus(o: argparse.Namespace) -> list[Step]:
-    data = ["--datasets", str(datasets_dir(o.datasets))]
     if o.quick:
-        parity = [*data, "--sets", "cranfield", "--limit-queries", "20", "--modes", "lexical"]
+        parity = ["--sets", "cranfield", "--limit-queries", "20", "--modes", "lexical"]
         scale = ["--docs", "2000", "--queries", "20"]
         return [Step("milvus_parity.py", parity), Step("milvus_scale.py", scale)]
-    return [Step("milvus_parity.py", data), Step("milvus_scale.py")]
+    return [Step("milvus_parity.py"), Step("milvus_scale.py")]
 
 
 STAGES = {
