@@ -244,3 +244,23 @@ def test_section_titles_are_found_with_their_heading_path(tmp_path: Path) -> Non
         assert not rows[("ref", "gpio-config")].broken
         assert rows[("markdown", "../uart/index")].target.endswith("uart/index.rst")
         assert not rows[("markdown", "../uart/index")].broken
+
+
+def test_api_directives_keep_the_name_they_document() -> None:
+    """Breathe/autodoc directives pull an entity's docs in by name: the generated text
+    is not in the source, so the name is the one place the page spells it."""
+    src = """\
+Commands
+========
+
+.. doxygendefine:: ESP_BT_VS_DTM_RX_TEST_START_OCF
+.. doxygenfunction:: esp_vhci_host_send_packet
+.. autofunction:: mymodule.do_thing
+
+.. image:: ../_static/diagram.png
+"""
+    doc = RstParser().parse(src.encode(), "api/bt_vhci.rst")
+    text = "\n".join(s.text for s in doc.slices)
+    for name in ("ESP_BT_VS_DTM_RX_TEST_START_OCF", "esp_vhci_host_send_packet", "mymodule.do_thing"):
+        assert name in text
+    assert "diagram.png" not in text  # a file argument is not a name

@@ -124,6 +124,19 @@ def labelled_admonition(label: str) -> type[Directive]:
     return Labelled
 
 
+#: Directive families that document an API entity named by their argument:
+#: Breathe (``doxygenfunction``, ``doxygendefine``...) and Sphinx autodoc
+#: (``autofunction``, ``automodule``...).
+_ENTITY_DIRECTIVES = re.compile(r"^(?:doxygen|auto)[a-z]+$")
+
+
+def names_entity(name: str) -> bool:
+    """True when directive ``name`` (lower case) takes the name of what it documents:
+    a domain directive (``c:function``), an API-import directive (:data:`_ENTITY_DIRECTIVES`)
+    or Sphinx's ``only`` (its condition)."""
+    return ":" in name or name == "only" or bool(_ENTITY_DIRECTIVES.match(name))
+
+
 def _generic(name: str, diagrams: frozenset[str]) -> type[Directive]:
     class Generic(LenientDirective):
         """An unknown directive: its content parsed as RST (a diagram's kept as code)."""
@@ -132,8 +145,10 @@ def _generic(name: str, diagrams: frozenset[str]) -> type[Directive]:
             out: list[nodes.Node] = []
             lowered = self.name.lower()
             # a domain object (c:function, py:class) keeps its signature; Sphinx's
-            # ``only`` its condition, often a capability macro readers search for
-            if (":" in lowered or lowered == "only") and self.arguments:
+            # ``only`` its condition, often a capability macro readers search for; an
+            # API entity pulled in by name (Breathe's ``doxygendefine``, autodoc's
+            # ``autofunction``) keeps that name, the one place the page spells it
+            if names_entity(lowered) and self.arguments:
                 para = nodes.paragraph(self.arguments[0], self.arguments[0])
                 para.line = self.lineno
                 out.append(para)
