@@ -264,3 +264,23 @@ Commands
     for name in ("ESP_BT_VS_DTM_RX_TEST_START_OCF", "esp_vhci_host_send_packet", "mymodule.do_thing"):
         assert name in text
     assert "diagram.png" not in text  # a file argument is not a name
+
+
+def test_directive_body_without_blank_line_is_kept() -> None:
+    """A directive that takes no argument, written with its body right under it:
+    docutils reads the body as the argument, and it must not vanish."""
+    src = """\
+Config
+======
+
+.. list::
+    -  :cpp:member:`cfg::clk_src` Sets the clock source.
+    -  :cpp:member:`cfg::data_width` Not greater than {IDF_TARGET_SOC_X_MAX_DATA_WIDTH}.
+
+After the list.
+"""
+    doc = RstParser().parse(src.encode(), "api/parlio_tx.rst")
+    body = next(s for s in doc.slices if "clk_src" in s.text)
+    assert "IDF_TARGET_SOC_X_MAX_DATA_WIDTH" in body.text
+    assert body.line_start == 4  # the directive's line, as for any directive
+    assert any(s.text == "After the list." for s in doc.slices)

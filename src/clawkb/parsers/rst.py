@@ -111,7 +111,8 @@ class RstParser:
 
     name: ClassVar[str] = "rst"
     #: .rst files were read by the text parser before this parser existed;
-    #: 2: directives that import an API entity by name keep the name
+    #: 2: directives that import an API entity by name keep the name; a directive
+    #: body written without the blank line is parsed, not dropped
     version: ClassVar[str] = "2"
     extensions: ClassVar[tuple[str, ...]] = (".rst", ".rest")
     mime_types: ClassVar[tuple[str, ...]] = ("text/x-rst", "text/prs.fallenstein.rst")

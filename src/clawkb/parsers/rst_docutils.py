@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from docutils import nodes, utils
 from docutils.parsers.rst import Directive, directives, roles
+from docutils.statemachine import StringList
 
 if TYPE_CHECKING:
     from docutils.parsers.rst.states import Inliner
@@ -159,7 +160,16 @@ def _generic(name: str, diagrams: frozenset[str]) -> type[Directive]:
                 block = nodes.literal_block(text, text, language=lowered, clawkb_code=True)
                 block.line = self.content_offset + 1
                 return [*out, block]
-            if not self.content:
+            content, offset = self.content, self.content_offset
+            if not content and not names_entity(lowered) and "\n" in "".join(self.arguments):
+                # a directive that takes no argument (ESP-IDF's ``list``) written without
+                # the blank line: docutils reads its body as the argument; parse it as
+                # the body it is rather than dropping it
+                lines = self.arguments[0].split("\n")
+                src = self.state_machine.input_lines.source(self.lineno - self.state_machine.input_offset - 1)
+                content = StringList(lines, items=[(src, self.lineno + i) for i in range(len(lines))])
+                offset = self.lineno
+            if not content:
                 return out
             box = nodes.container()
             # Sphinx's ``only``/tabs may hold whole sections: parse titles too, as
@@ -168,7 +178,7 @@ def _generic(name: str, diagrams: frozenset[str]) -> type[Directive]:
             saved = memo.title_styles, memo.section_level
             memo.title_styles, memo.section_level = [], 0
             try:
-                self.state.nested_parse(self.content, self.content_offset, box, match_titles=True)
+                self.state.nested_parse(content, offset, box, match_titles=True)
             finally:
                 memo.title_styles, memo.section_level = saved
             return [*out, box]
