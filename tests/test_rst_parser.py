@@ -261,7 +261,11 @@ Commands
 """
     doc = RstParser().parse(src.encode(), "api/bt_vhci.rst")
     text = "\n".join(s.text for s in doc.slices)
-    for name in ("ESP_BT_VS_DTM_RX_TEST_START_OCF", "esp_vhci_host_send_packet", "mymodule.do_thing"):
+    for name in (
+        "ESP_BT_VS_DTM_RX_TEST_START_OCF",
+        "esp_vhci_host_send_packet",
+        "mymodule.do_thing",
+    ):
         assert name in text
     assert "diagram.png" not in text  # a file argument is not a name
 

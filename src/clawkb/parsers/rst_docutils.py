@@ -166,8 +166,12 @@ def _generic(name: str, diagrams: frozenset[str]) -> type[Directive]:
                 # the blank line: docutils reads its body as the argument; parse it as
                 # the body it is rather than dropping it
                 lines = self.arguments[0].split("\n")
-                src = self.state_machine.input_lines.source(self.lineno - self.state_machine.input_offset - 1)
-                content = StringList(lines, items=[(src, self.lineno + i) for i in range(len(lines))])
+                src = self.state_machine.input_lines.source(
+                    self.lineno - self.state_machine.input_offset - 1
+                )
+                content = StringList(
+                    lines, items=[(src, self.lineno + i) for i in range(len(lines))]
+                )
                 offset = self.lineno
             if not content:
                 return out
