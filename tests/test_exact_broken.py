@@ -1,8 +1,14 @@
-"""An identifier the text broke (line wrap, soft hyphen, markup escape) still counts as
-an exact match (retrieve/exact.py, ``broken``). Real KB over tests/data/broken-identifiers."""
+"""An identifier finds the passage that spells it, however the source wrote it.
+
+The text broke it (line wrap, soft hyphen, markup escape): it still counts as an
+exact match (retrieve/exact.py, ``broken``; tests/data/broken-identifiers). The
+source named it only in a directive (``.. doxygendefine::``) or a list body under
+``.. list::``: the RST parser keeps it (tests/data/esp-idf-api-slice, real pages).
+Real KBs, lexical mode (no model needed)."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -56,3 +62,32 @@ def test_a_name_no_passage_spells_reorders_nothing(kb):
     # every part is in the KB, but no passage spells the name, broken or whole
     res = kb.search("ESP_BT_VS_PCA_DTM_OCF", mode="lexical", limit=5, explain=True)
     assert res.hits and "broken" not in str(res.stages)
+
+
+API = Path(__file__).resolve().parent / "data" / "esp-idf-api-slice"
+
+
+def _api_rows() -> list[tuple[str, str]]:
+    with open(API / "golden.tsv", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    return [(r["query"], r["expect"]) for r in rows]
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    kb = KnowledgeBase.open(tmp_path_factory.mktemp("api") / "kb", create=True)
+    kb.index([API / "en"])
+    yield kb
+    kb.close()
+
+
+def test_api_reference_names_are_found_where_the_page_spells_them(api):
+    """Real pages: a macro named only by ``.. doxygendefine::``, a field list written
+    right under ``.. list::``. The first hit is the page and holds the name itself."""
+    rows = _api_rows()
+    assert len(rows) >= 20
+    for query, page in rows:
+        (name,) = (a.text for a in anchors(query))
+        hit = api.search(query, mode="lexical", limit=3).hits[0]
+        assert hit.anchor.path.replace("\\", "/").endswith(page), query
+        assert name.lower() in api.chunk(hit.anchor.id).text.lower(), query
