@@ -23,6 +23,7 @@ from clawkb.kb import KnowledgeBase
 from clawkb.parsers.compressed import CompressedParser
 from clawkb.parsers.html import HtmlParser
 from clawkb.parsers.registry import ParserRegistry
+from clawkb.parsers.rst import RstParser
 from clawkb.parsers.text import TextParser
 from clawkb.store.db import DB_NAME
 from clawkb.types import ParsedDocument, Slice
@@ -113,7 +114,7 @@ def test_rst_read_as_text_by_an_older_release_is_reparsed_once(tmp_path: Path) -
         assert rep.reparse_summary() == "re-parsed 1 file: parser changed (rst 1)"
         hit = kb.search("quillfern", limit=1).hits[0]
         assert hit.anchor.heading_path == ("Power supply", "Decoupling")
-    assert _docs(home)["power.rst"] == ("rst", "1", CHUNKER_VERSION)
+    assert _docs(home)["power.rst"] == ("rst", RstParser.version, CHUNKER_VERSION)
     assert _chunks(home, "power.rst") != before
 
     with KnowledgeBase.open(home) as kb:
@@ -236,7 +237,7 @@ def test_changed_file_with_a_new_parser_is_an_update_not_a_reparse(tmp_path: Pat
 
 def test_compressed_version_names_the_inner_parser() -> None:
     parser = CompressedParser()
-    assert parser.version_for("/d/guide.rst.gz") == "1+rst:1"
+    assert parser.version_for("/d/guide.rst.gz") == f"1+rst:{RstParser.version}"
     assert parser.version_for("/d/page.html.xz") == f"1+html:{HtmlParser.version}"
     assert parser.version_for("/d/copyright.gz") == "1+text:1"  # extensionless: text
 

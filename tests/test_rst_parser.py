@@ -244,3 +244,47 @@ def test_section_titles_are_found_with_their_heading_path(tmp_path: Path) -> Non
         assert not rows[("ref", "gpio-config")].broken
         assert rows[("markdown", "../uart/index")].target.endswith("uart/index.rst")
         assert not rows[("markdown", "../uart/index")].broken
+
+
+def test_api_directives_keep_the_name_they_document() -> None:
+    """Breathe/autodoc directives pull an entity's docs in by name: the generated text
+    is not in the source, so the name is the one place the page spells it."""
+    src = """\
+Commands
+========
+
+.. doxygendefine:: ESP_BT_VS_DTM_RX_TEST_START_OCF
+.. doxygenfunction:: esp_vhci_host_send_packet
+.. autofunction:: mymodule.do_thing
+
+.. image:: ../_static/diagram.png
+"""
+    doc = RstParser().parse(src.encode(), "api/bt_vhci.rst")
+    text = "\n".join(s.text for s in doc.slices)
+    for name in (
+        "ESP_BT_VS_DTM_RX_TEST_START_OCF",
+        "esp_vhci_host_send_packet",
+        "mymodule.do_thing",
+    ):
+        assert name in text
+    assert "diagram.png" not in text  # a file argument is not a name
+
+
+def test_directive_body_without_blank_line_is_kept() -> None:
+    """A directive that takes no argument, written with its body right under it:
+    docutils reads the body as the argument, and it must not vanish."""
+    src = """\
+Config
+======
+
+.. list::
+    -  :cpp:member:`cfg::clk_src` Sets the clock source.
+    -  :cpp:member:`cfg::data_width` Not greater than {IDF_TARGET_SOC_X_MAX_DATA_WIDTH}.
+
+After the list.
+"""
+    doc = RstParser().parse(src.encode(), "api/parlio_tx.rst")
+    body = next(s for s in doc.slices if "clk_src" in s.text)
+    assert "IDF_TARGET_SOC_X_MAX_DATA_WIDTH" in body.text
+    assert body.line_start == 4  # the directive's line, as for any directive
+    assert any(s.text == "After the list." for s in doc.slices)

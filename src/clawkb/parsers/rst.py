@@ -27,7 +27,9 @@ stack as the heading path. What becomes what:
   security settings (never read, never a failure); any other unknown
   directive degrades to its parsed content (diagram directives such as
   ``mermaid`` to a code block), Sphinx domain directives (``c:function``)
-  keep their signature as text.
+  keep their signature as text, and so do directives that pull an API entity
+  in by name (``doxygendefine:: ESP_BT_VS_PCA_OCF``, ``autofunction``): the
+  generated text is not in the source, the name is.
 
 Line spans come from the doctree (paragraphs and literal blocks carry their
 first line; titles their underline) and end where the next element starts,
@@ -108,8 +110,10 @@ class RstParser:
     """Parser for ``.rst`` and ``.rest`` files (docutils)."""
 
     name: ClassVar[str] = "rst"
-    #: .rst files were read by the text parser before this parser existed
-    version: ClassVar[str] = "1"
+    #: .rst files were read by the text parser before this parser existed;
+    #: 2: directives that import an API entity by name keep the name; a directive
+    #: body written without the blank line is parsed, not dropped
+    version: ClassVar[str] = "2"
     extensions: ClassVar[tuple[str, ...]] = (".rst", ".rest")
     mime_types: ClassVar[tuple[str, ...]] = ("text/x-rst", "text/prs.fallenstein.rst")
     #: docutils on untrusted text (deep nesting, huge tables): in the sandboxed worker.

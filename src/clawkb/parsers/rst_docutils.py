@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from docutils import nodes, utils
 from docutils.parsers.rst import Directive, directives, roles
+from docutils.statemachine import StringList
 
 if TYPE_CHECKING:
     from docutils.parsers.rst.states import Inliner
@@ -124,6 +125,19 @@ def labelled_admonition(label: str) -> type[Directive]:
     return Labelled
 
 
+#: Directive families that document an API entity named by their argument:
+#: Breathe (``doxygenfunction``, ``doxygendefine``...) and Sphinx autodoc
+#: (``autofunction``, ``automodule``...).
+_ENTITY_DIRECTIVES = re.compile(r"^(?:doxygen|auto)[a-z]+$")
+
+
+def names_entity(name: str) -> bool:
+    """True when directive ``name`` (lower case) takes the name of what it documents:
+    a domain directive (``c:function``), an API-import directive (:data:`_ENTITY_DIRECTIVES`)
+    or Sphinx's ``only`` (its condition)."""
+    return ":" in name or name == "only" or bool(_ENTITY_DIRECTIVES.match(name))
+
+
 def _generic(name: str, diagrams: frozenset[str]) -> type[Directive]:
     class Generic(LenientDirective):
         """An unknown directive: its content parsed as RST (a diagram's kept as code)."""
@@ -132,8 +146,10 @@ def _generic(name: str, diagrams: frozenset[str]) -> type[Directive]:
             out: list[nodes.Node] = []
             lowered = self.name.lower()
             # a domain object (c:function, py:class) keeps its signature; Sphinx's
-            # ``only`` its condition, often a capability macro readers search for
-            if (":" in lowered or lowered == "only") and self.arguments:
+            # ``only`` its condition, often a capability macro readers search for; an
+            # API entity pulled in by name (Breathe's ``doxygendefine``, autodoc's
+            # ``autofunction``) keeps that name, the one place the page spells it
+            if names_entity(lowered) and self.arguments:
                 para = nodes.paragraph(self.arguments[0], self.arguments[0])
                 para.line = self.lineno
                 out.append(para)
@@ -144,7 +160,20 @@ def _generic(name: str, diagrams: frozenset[str]) -> type[Directive]:
                 block = nodes.literal_block(text, text, language=lowered, clawkb_code=True)
                 block.line = self.content_offset + 1
                 return [*out, block]
-            if not self.content:
+            content, offset = self.content, self.content_offset
+            if not content and not names_entity(lowered) and "\n" in "".join(self.arguments):
+                # a directive that takes no argument (ESP-IDF's ``list``) written without
+                # the blank line: docutils reads its body as the argument; parse it as
+                # the body it is rather than dropping it
+                lines = self.arguments[0].split("\n")
+                src = self.state_machine.input_lines.source(
+                    self.lineno - self.state_machine.input_offset - 1
+                )
+                content = StringList(
+                    lines, items=[(src, self.lineno + i) for i in range(len(lines))]
+                )
+                offset = self.lineno
+            if not content:
                 return out
             box = nodes.container()
             # Sphinx's ``only``/tabs may hold whole sections: parse titles too, as
@@ -153,7 +182,7 @@ def _generic(name: str, diagrams: frozenset[str]) -> type[Directive]:
             saved = memo.title_styles, memo.section_level
             memo.title_styles, memo.section_level = [], 0
             try:
-                self.state.nested_parse(self.content, self.content_offset, box, match_titles=True)
+                self.state.nested_parse(content, offset, box, match_titles=True)
             finally:
                 memo.title_styles, memo.section_level = saved
             return [*out, box]

@@ -29,6 +29,13 @@ The rule, from first principles rather than fitted weights:
   the selective anchors' IDF mass it contains; passages are ordered by coverage
   first and by the fused score within one coverage level. A passage that
   contains the rarest anchors comes first, whatever the channels said.
+* **A spelling the text broke still counts.** An identifier the index holds
+  in no passage as one token may still be in one, broken by how the text was
+  made: wrapped at a line end (PDF text, wide tables), a soft hyphen or
+  zero-width character inside it, a markup escape (``ESP\\_BT``). For such an
+  anchor the passages that hold all its parts are read, and those whose text
+  spells the anchor with only such characters in between contain it
+  (:func:`spelled_in`); it then counts like any anchor.
 * **Nothing is lost to a channel's depth.** The passages that contain the
   anchors are fetched from the lexical index directly (a cheap search on a few
   rare terms) and join the list, so the rule holds in dense mode too and when
@@ -41,9 +48,10 @@ it cannot cost the question-answering sets anything.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -56,8 +64,22 @@ from clawkb.text.normalize import nfkc
 
 if TYPE_CHECKING:
     from clawkb.retrieve.source import RestrictedStats, TermCounts, TermStats
+    from clawkb.store.repo import ChunkRow
 
-__all__ = ["Anchor", "anchors", "bare", "coverage_of", "identifier_led", "keep_on_top", "selective"]
+    #: chunk ids -> their rows (the stage reads the text of a few passages)
+    Rows = Callable[[list[int]], Mapping[int, ChunkRow]]
+
+__all__ = [
+    "Anchor",
+    "anchors",
+    "bare",
+    "broken",
+    "coverage_of",
+    "identifier_led",
+    "keep_on_top",
+    "selective",
+    "spelled_in",
+]
 
 #: Passages fetched per anchor search (they join the fused list when missing).
 FETCH = 20
@@ -79,6 +101,10 @@ _FLAG = re.compile(
     r"|^-(?=[A-Za-z0-9_-]*[A-Z0-9-])[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*$"
 )
 _CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_.:]*)\(\)")
+# what text production puts inside a spelling: a line break and its indent, a soft
+# hyphen, zero-width characters, a markup escape; at most a few of them
+_GAP = r"[\s\u00ad\u200b-\u200d\u2060\\]{0,6}"
+_PART = re.compile(r"[^\W_]+")
 _STRIP = ".,:;!?/\\"
 
 
@@ -202,6 +228,55 @@ def selective(lexical: TermCounts, found: Sequence[Anchor]) -> list[tuple[Anchor
     return out
 
 
+def _spelling(a: Anchor) -> str:
+    text = a.text[:-2] if a.text.endswith("()") else a.text
+    return text.strip(_STRIP)
+
+
+@functools.lru_cache(maxsize=256)
+def _broken_re(spelling: str) -> re.Pattern[str]:
+    body = _GAP.join(re.escape(c) for c in spelling)
+    return re.compile(rf"(?<!\w){body}(?!\w)", re.I)
+
+
+def spelled_in(a: Anchor, text: str) -> bool:
+    """True when ``text`` spells anchor ``a``, perhaps broken by a line break and its
+    indent, a soft hyphen, a zero-width character or a markup escape
+    (``ESP_BT_VS_\\n  PCA_OCF``, ``ESP\\_BT``); never inside a longer name."""
+    return _broken_re(_spelling(a)).search(nfkc(text)) is not None
+
+
+def broken(
+    lexical: RestrictedStats,
+    found: Sequence[Anchor],
+    rows: Rows,
+    allowed: np.ndarray | None = None,
+) -> dict[Anchor, set[int]]:
+    """Per anchor the index holds in no passage as one token, the ids of the passages
+    whose text spells it broken (:func:`spelled_in`), when at most √N do.
+
+    The candidates are the passages that best match the anchor's parts (one
+    lexical search on them; every part must be in the index); only their text is read.
+    """
+    single = [a for a in found if len(a.tokens) == 1 and not a.text.startswith(("-", "0x"))]
+    if not single:
+        return {}
+    whole = doc_freqs(lexical, [a.tokens[0] for a in single]).tolist()
+    limit = max(3.0, math.sqrt(max(1, int(lexical.n_docs))))
+    out: dict[Anchor, set[int]] = {}
+    for a, df in zip(single, whole, strict=True):
+        parts = [t for t in dict.fromkeys(tokenize(_spelling(a))) if t != a.tokens[0]]
+        if df or len(parts) < 2 or not doc_freqs(lexical, parts).all():
+            continue
+        ids, scores, _ = lexical.search(parts, k=FETCH, allowed=allowed)
+        cand = [int(i) for i, sc in zip(ids.tolist(), scores.tolist(), strict=True) if sc > 0]
+        texts = rows(cand)
+        got = {i for i in cand if i in texts and spelled_in(a, texts[i].text)}
+        if got and len(got) <= limit:
+            out[a] = got
+    return out
+
+
 def restricted(lexical: TermStats) -> TypeGuard[RestrictedStats]:
     """True when ``lexical`` can search within given chunk ids (the local index can;
     a remote source's term statistics may not, and then these stages stand aside)."""
@@ -219,14 +294,21 @@ def _containing(lexical: RestrictedStats, a: Anchor, ids: np.ndarray) -> set[int
 
 
 def coverage_of(
-    lexical: RestrictedStats, weighted: Sequence[tuple[Anchor, float]], ids: np.ndarray
+    lexical: RestrictedStats,
+    weighted: Sequence[tuple[Anchor, float]],
+    ids: np.ndarray,
+    known: Mapping[Anchor, set[int]] | None = None,
 ) -> dict[int, float]:
-    """Per chunk id, the share of the anchors' IDF mass its passage contains."""
+    """Per chunk id, the share of the anchors' IDF mass its passage contains.
+
+    ``known``: anchors whose passages were found by reading them (:func:`broken`).
+    """
     ids = np.unique(ids)
     total = sum(w for _, w in weighted) or 1.0
     cover = dict.fromkeys(ids.tolist(), 0.0)
     for a, w in weighted:
-        for cid in _containing(lexical, a, ids):
+        have = known[a] & set(cover) if known and a in known else _containing(lexical, a, ids)
+        for cid in have:
             cover[cid] += w / total
     return cover
 
@@ -237,19 +319,33 @@ def keep_on_top(
     fused: list[Fused],
     allowed: np.ndarray | None = None,
     hidden: np.ndarray | None = None,
+    rows: Rows | None = None,
 ) -> tuple[list[Fused], dict[str, Any] | None]:
     """``fused`` with passages that contain the query's selective anchors first.
 
+    ``rows`` reads passages: with it, an anchor the text broke (:func:`broken`) counts.
     Returns the new list and a trace for ``--explain`` (None when the query has
     no selective anchor, and the list is returned as it was).
     """
     if not restricted(lexical):
         return fused, None
-    weighted = selective(lexical, anchors(query))
+    found = anchors(query)
+    weighted = selective(lexical, found)
+    known = broken(lexical, found, rows, allowed) if rows is not None else {}
+    for a, got in known.items():
+        weighted.append((a, float(lexical.idf(np.asarray([len(got)], np.int64))[0])))
     if not weighted:
         return fused, None
-    tokens = [t for a, _ in weighted for t in a.tokens]
-    ids, spelled, _ = lexical.search(tokens, k=FETCH * len(weighted), allowed=allowed)
+    tokens = [t for a, _ in weighted if a not in known for t in a.tokens]
+    ids, spelled, _ = (
+        lexical.search(tokens, k=FETCH * len(weighted), allowed=allowed)
+        if tokens
+        else (np.zeros(0, np.int64), np.zeros(0, np.float32), None)
+    )
+    if known:  # the passages read for a broken spelling join like fetched ones
+        more = sorted({i for got in known.values() for i in got} - set(ids.tolist()))
+        ids = np.concatenate([ids, np.asarray(more, np.int64)])
+        spelled = np.concatenate([spelled, np.zeros(len(more), spelled.dtype)])
     # a query that is nothing but identifiers has no meaning beyond its spelling for
     # the dense channel to judge: within a coverage level, the anchors' own BM25F
     # (how much a passage is about that spelling: its title, its heading, its count)
@@ -259,7 +355,7 @@ def keep_on_top(
     hide = set(hidden.tolist()) if hidden is not None and len(hidden) else set()
     extra = [int(i) for i in ids.tolist() if int(i) not in have and int(i) not in hide]
     pool = fused + [Fused(i, 0.0, {"exact": {"fetched": True}}) for i in extra]
-    cover = coverage_of(lexical, weighted, np.asarray([f.chunk_id for f in pool], np.int64))
+    cover = coverage_of(lexical, weighted, np.asarray([f.chunk_id for f in pool], np.int64), known)
     lo = min((f.score for f in pool), default=0.0)
     hi = max((f.score for f in pool), default=0.0)
     span = (hi - lo) + 1e-6
@@ -282,6 +378,7 @@ def keep_on_top(
         out.append(new)
     trace = {
         "anchors": [a.text for a, _ in weighted],
+        **({"broken": [a.text for a in known]} if known else {}),
         "fetched": len(extra),
         "on_top": sum(1 for f in out if f.trace["exact"]["coverage"] > 0),
     }

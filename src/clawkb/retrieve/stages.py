@@ -234,7 +234,14 @@ class ExactStage:
 
     @staticmethod
     def apply(ctx: RankContext, fused: list[fusion.Fused]) -> tuple[list[fusion.Fused], Any]:
-        return exact.keep_on_top(ctx.stats, ctx.q.text, fused, ctx.scope.allowed, ctx.scope.hidden)
+        return exact.keep_on_top(
+            ctx.stats,
+            ctx.q.text,
+            fused,
+            ctx.scope.allowed,
+            ctx.scope.hidden,
+            rows=lambda ids: ctx.source.rows(ids, ctx.scope),
+        )
 
 
 class HeadingsStage:
