@@ -9,20 +9,34 @@ never written (the dense index cache lives in the KB folder).
 
 The decision is the one `search` and `ask` share (clawkb.retrieve.notfound ->
 clawkb.retrieve.abstain_model.decide), run exactly as `clawkb search` runs it
-(default mode = hybrid with vectors, limit 3). Per KB:
+(default mode = hybrid with vectors, limit 3), on a copy of the KB from which the
+unanswerable queries' documents were removed. Groups of queries per KB:
 
-* answerable — a shared set's own judged queries; for an esp-idf-docs KB built
-  from a subset of the pages, the golden.tsv queries whose page is in the KB;
-* unanswerable, "other set" — the other same-language set's queries (cranfield <->
-  agentset-msmarco, cmrc2018-dev <-> qbqtc-dev); for esp-idf-docs, the section
-  headings (zh2en, en2zh queries) of pages left out of the KB;
-* unanswerable, "nonsense" — generated: random Latin letter strings, random CJK
-  characters, keyboard runs and written off-topic questions (bench/calibrate_abstain.py).
+* ``answerable`` — a shared set's judged queries of its answerable half; for
+  esp-idf-docs, the golden.tsv queries whose page stayed in the KB (``ident``,
+  ``ident_zh``, ``zh2en`` on ``en/``; ``en2zh`` on ``zh_CN/``);
+* ``left_out`` — queries whose relevant documents are not in the KB. Shared sets:
+  the judged queries are cut in two halves by a hash of their text
+  (:func:`unanswerable_side`); the documents relevant to up to ``--queries`` of the
+  other half are removed, except those also relevant to an answerable-half query
+  (such a query is then in neither group). esp-idf-docs: a quarter of the pages, by a
+  hash of their path (:func:`left_out_page`), are removed from the KB, and the
+  section headings (``zh2en``, ``en2zh`` queries) of those pages are the queries.
+  Nothing is chosen by hand or by looking at the KB's answers;
+* ``soup`` — generated nonsense: random Latin letter strings, random CJK
+  characters, keyboard runs;
+* ``offtopic`` — written off-topic questions (bench/calibrate_abstain.py);
+  off-topic for engineering docs and aerodynamics, not always for a web corpus;
+* ``other`` — the old row: the other same-language set's queries (cranfield <->
+  agentset-msmarco, cmrc2018-dev <-> qbqtc-dev);
+* ``probe`` — other generated strings, never rated: the top cosine they reach is
+  the KB's own "nothing" level (reported in the reading).
 
 Each query falls in the dev or the held-out half by a hash of its text
 (bench/abstain_model.is_dev, as the model's fit did); rates are reported on the
-held-out half (the dev half is printed beside it). P(answerable) is recorded for
-every query, so the table also gives the rates at other thresholds.
+held-out half (the dev half is printed beside it). Every row keeps its decision's
+features in bench/.cache/notfound-rows.json (bench/notfound_fit.py refits the model
+from them); ``--report-only`` rewrites the tables from that file.
 Writes bench/results/notfound-rates.json and .md.
 """
 
@@ -337,9 +351,18 @@ def markdown(reports: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _slim(row: dict) -> dict:
+    """A row as committed: the verdicts and the top hit, without the features."""
+    out = {k: v for k, v in row.items() if k not in ("features", "threshold", "top")}
+    out["top"] = (row.get("top") or [""])[0][:60]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--kb", action="append", default=[], metavar="NAME=DIR", required=True)
+    ap.add_argument("--kb", action="append", default=[], metavar="NAME=DIR")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite the JSON and the table from the recorded rows")  # fmt: skip
     ap.add_argument("--queries", type=int, default=300, help="per group, before the split")
     ap.add_argument(
         "--before",
@@ -354,8 +377,10 @@ def main() -> None:
         from clawkb.retrieve.abstain_model import load_model
 
         BEFORE.update(load_model(str(Path(args.before).resolve())))
-    reports = []
+    reports: list[dict] = []
     _timed_judge()
+    if not args.kb and not args.report_only:
+        ap.error("give --kb NAME=DIR (or --report-only)")
     for spec in args.kb:
         name, _, home = spec.partition("=")
         t0 = time.perf_counter()
@@ -370,8 +395,8 @@ def main() -> None:
     # every row with its features (bench/notfound_fit.py refits from them), not committed
     ROWS.parent.mkdir(parents=True, exist_ok=True)
     ROWS.write_text(json.dumps(reports, ensure_ascii=False))
-    slim = [{**r, "rows": {g: [{k: v for k, v in row.items() if k != "features"} for row in rs]
-                           for g, rs in r["rows"].items()}} for r in reports]  # fmt: skip
+    slim = [{**r, "rows": {g: [_slim(row) for row in rs] for g, rs in r["rows"].items()}}
+            for r in reports]  # fmt: skip
     out.write_text(json.dumps(slim, indent=0, ensure_ascii=False))
     md = markdown(reports)
     (RESULTS / "notfound-rates.md").write_text(md)
