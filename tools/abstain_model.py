@@ -37,6 +37,10 @@
    questions, and the trade-off curve (bench/results/abstain-model.json).
    ``--cv`` compares the feature sets by 2-fold cross-validation inside the dev
    halves only.
+
+The shipped model with vectors (``hybrid``) is refitted on `clawkb search`'s own
+decisions by tools/notfound_fit.py (from bench/notfound_rates.py's records); a
+``--refit hybrid`` here replaces it with one fitted on this script's corpora.
 """
 
 from __future__ import annotations
