@@ -31,9 +31,9 @@ import json
 import sys
 from pathlib import Path
 
-import bench_path  # noqa: F401  (bench/ on sys.path)
 import numpy as np
 
+import bench_path  # noqa: F401  (bench/ on sys.path)
 from abstain_model import fit
 from notfound_rates import UNANSWERABLE, is_dev
 
