@@ -286,7 +286,12 @@ def runners(emb: Any, names: list[str], work: Path) -> dict[str, tuple[Runner, i
     shipped = ort_run(emb.session)
     # the NNCF variant first: it reads the float graph before any other OpenVINO variant
     for name in sorted(names, key=lambda n: n != "ov-int8-nncf"):
-        if name == "ort-int8":
+        base, _, win = name.rpartition("-w")
+        if base and win.isdigit() and base != "ort-int8":  # e.g. ort-int8-mha-w256
+            sub = runners(emb, [base], work)
+            if base in sub:
+                out[name] = (sub[base][0], int(win))
+        elif name == "ort-int8":
             out[name] = (shipped, wmax)
         elif name.startswith("ort-int8-w"):
             out[name] = (shipped, int(name.rsplit("w", 1)[1]))
