@@ -1,5 +1,5 @@
-"""e5-small's document layouts: shorter equal windows and the unmasked graph (layout 2),
-recorded in the vectors' key so a KB never mixes layouts; old KBs keep layout 1."""
+"""e5-small's document layouts: shorter equal windows and the unmasked graph (layout 2,
+opt-in), recorded in the vectors' key so a KB never mixes layouts and keeps its own."""
 
 from __future__ import annotations
 
@@ -77,19 +77,19 @@ def test_layout_is_in_the_vectors_key(layouts):
 
 def test_options_follow_the_stored_vectors():
     old = {"model": "e5-small", "dim": 384, "prefix": "e5", "normalized": True}
-    assert options_for_vectors("e5-small", {}, old) == {"layout": 1}
+    assert options_for_vectors("e5-small", {}, old) == {"layout": 1}  # the default anyway
     assert options_for_vectors("e5-small", {"workers": 1}, {**old, "layout": 2}) == {
         "workers": 1,
         "layout": 2,
     }
-    assert options_for_vectors("e5-small", {}, None) == {}  # no vectors: today's layout
+    assert options_for_vectors("e5-small", {}, None) == {}  # no vectors: the default
     assert options_for_vectors("e5-small", {"layout": 2}, old) == {"layout": 2}  # explicit
     static = {"model": "static", "dim": 256, "prefix": "none", "normalized": True}
     assert options_for_vectors("e5-small", {}, static) == {}
     assert options_for_vectors("static", {}, old) == {}
 
 
-def test_a_kb_embedded_in_layout_1_keeps_it_until_reindex(tmp_path):
+def test_a_kb_keeps_the_layout_of_its_vectors_until_reindex(tmp_path):
     import json
 
     from clawkb.embed import vectors
@@ -103,21 +103,21 @@ def test_a_kb_embedded_in_layout_1_keeps_it_until_reindex(tmp_path):
     )
     with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
         kb.index([str(docs)])
-        embed_kb(kb, embedder=E5Small(layout=1, workers=1))  # as before layout 2 existed
-    with KnowledgeBase.open(tmp_path / "kb") as kb:  # a later version opens it
-        assert vectors.stored_signature(kb.conn).get("layout") is None
+        embed_kb(kb, embedder=E5Small(layout=2, workers=1))  # e.g. `embed --model` earlier
+    with KnowledgeBase.open(tmp_path / "kb") as kb:  # the config says nothing of layouts
+        assert vectors.stored_signature(kb.conn)["layout"] == 2
         emb = kb_embedder(kb)
-        assert isinstance(emb, E5Small) and emb.layout == 1  # no mixing, no error
+        assert isinstance(emb, E5Small) and emb.layout == 2  # no mixing, no error
         assert kb.search("CAN 信号完整性", mode="dense", limit=3).hits
         (docs / "c.md").write_text("# USB\n\n" + LONG.replace("信号", "电源") + "\n", "utf-8")
         kb.index([str(docs)])
         done = embed_new(kb)  # what a write does: the new chunks in the KB's own layout
         assert done is not None and done["error"] is None and done["pending"] == 0
         rows = kb.conn.execute("SELECT DISTINCT model FROM chunk_vectors").fetchall()
-        assert rows == [("e5-small|384|e5|norm",)]
-        reembed_kb(kb)  # `clawkb reindex --vectors`: today's layout
+        assert rows == [("e5-small|384|e5|norm|layout2",)]
+        reembed_kb(kb)  # `clawkb reindex --vectors`: the configured (default) layout
         sig = json.loads(kb.conn.execute("SELECT value FROM meta WHERE key = ?",
                                          (vectors.SIGNATURE_KEY,)).fetchone()[0])  # fmt: skip
-        assert sig["layout"] == 2 and kb_embedder(kb).layout == 2
+        assert "layout" not in sig and kb_embedder(kb).layout == 1
         rows = kb.conn.execute("SELECT DISTINCT model FROM chunk_vectors").fetchall()
-        assert rows == [("e5-small|384|e5|norm|layout2",)]
+        assert rows == [("e5-small|384|e5|norm",)]

@@ -59,7 +59,7 @@ def test_e5_long_text_windows_like_reference(reference):
 
     long = "；".join(f"第{i}节：信号完整性要求阻抗连续，过孔数量尽量少" for i in range(60))
     assert reference.token_count(long) > 520  # more than one 510-token window
-    # layout 1 cuts windows as the reference engine does; layout 2 (the default) cuts
+    # layout 1 (the default) cuts windows as the reference engine does; layout 2 cuts
     # shorter equal windows, so its vector moves a little (tests/test_embed_layout.py)
     cos = float(E5Small(layout=1, workers=1).embed_documents([long])[0] @ reference.passage(long))
     assert cos >= 0.99

@@ -51,15 +51,18 @@ TOKENS_PER_BATCH = 256
 #: How documents are cut into windows and run; recorded in the vectors' signature from
 #: layout 2 on, so vectors of two layouts never mix in one KB. Content tokens per window:
 #:
-#: 1. windows of up to 510 tokens (the reference engine's rule), every batch through
-#:    the fused masked attention: KBs embedded before layout 2 keep it until
-#:    ``clawkb reindex --vectors`` (:func:`layout_for_vectors`);
-#: 2. a text is cut into equal windows of at most 254 tokens (attention costs the
-#:    square of the window), and a batch of one window runs the unmasked graph
-#:    (:data:`clawkb.embed.e5_onnx.ATTENTIONS`). Queries are embedded as in layout 1,
-#:    so one query vector serves KBs of either layout.
+#: 1. (the default) windows of up to 510 tokens (the reference engine's rule), every
+#:    batch through the fused masked attention;
+#: 2. (opt-in: ``embedding.options.layout: 2``) a text is cut into equal windows of at
+#:    most 254 tokens (attention costs the square of the window), and a batch of one
+#:    window runs the unmasked graph (:data:`clawkb.embed.e5_onnx.ATTENTIONS`):
+#:    1.2-1.3x less CPU on 1 KB chunks, but 0.03 lower dense nDCG@10 on cranfield
+#:    (bench/results/embed-speed.md), so not the default.
+#: Queries are embedded the same way in both, so one query vector serves KBs of either
+#: layout; a KB keeps the layout its vectors were made with (:func:`layout_for_vectors`)
+#: until ``clawkb reindex --vectors``.
 LAYOUT_WINDOWS = {1: 510, 2: 254}
-LAYOUT = 2
+LAYOUT = 1
 
 
 def layout_for_vectors(stored: dict[str, object] | None) -> int | None:
