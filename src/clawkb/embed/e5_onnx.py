@@ -58,25 +58,37 @@ def cache_dir() -> Path:
 PRECISIONS = ("int8", "fp32")
 
 
-def built_model_path(img: E5Image, precision: str = "int8") -> Path:
+#: ``fused``: onnxruntime's ``Attention`` with a key mask (any batch: padded rows);
+#: ``unmasked``: an int8 QKV ``MatMul`` then ``MultiHeadAttention`` without a mask, for
+#: batches of one window (no padding), where onnxruntime takes its flash-attention
+#: path: 1.2-1.3x less CPU on 1 KB chunks (bench/results/embed-engines.md).
+ATTENTIONS = ("fused", "unmasked")
+
+
+def built_model_path(img: E5Image, precision: str = "int8", attention: str = "fused") -> Path:
     """The cached graph for ``img`` at ``precision``; built on first use."""
     if precision not in PRECISIONS:
         raise ValueError(f"e5-small precision {precision!r}: expected one of {PRECISIONS}")
-    path = cache_dir() / f"e5-small-{img.digest[:16]}-v{BUILD_VERSION}-{precision}.onnx"
+    if attention not in ATTENTIONS:
+        raise ValueError(f"e5-small attention {attention!r}: expected one of {ATTENTIONS}")
+    kind = precision if attention == "fused" else f"{precision}-{attention}"
+    path = cache_dir() / f"e5-small-{img.digest[:16]}-v{BUILD_VERSION}-{kind}.onnx"
     if not path.is_file():
-        build(img, path, precision)
+        build(img, path, precision, attention)
     return path
 
 
-def optimized_model_path(img: E5Image, precision: str = "int8") -> Path:
+def optimized_model_path(img: E5Image, precision: str = "int8", attention: str = "fused") -> Path:
     """Where the session's optimised graph is kept (keyed by the onnxruntime version too)."""
     import onnxruntime as ort
 
-    src = built_model_path(img, precision)
+    src = built_model_path(img, precision, attention)
     return src.with_name(f"{src.stem}-ort{ort.__version__}-opt.onnx")
 
 
-def open_session(img: E5Image, threads: int = 1, precision: str = "int8") -> ort.InferenceSession:
+def open_session(
+    img: E5Image, threads: int = 1, precision: str = "int8", attention: str = "fused"
+) -> ort.InferenceSession:
     """An inference session on the optimised graph, saved on the first open.
 
     Optimising the graph (fusions, constant folding, int8 kernel packing) is
@@ -91,7 +103,7 @@ def open_session(img: E5Image, threads: int = 1, precision: str = "int8") -> ort
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     level = ort.GraphOptimizationLevel
-    optimized = optimized_model_path(img, precision)
+    optimized = optimized_model_path(img, precision, attention)
     if optimized.is_file():
         opts.graph_optimization_level = level.ORT_DISABLE_ALL
         try:
@@ -111,7 +123,7 @@ def open_session(img: E5Image, threads: int = 1, precision: str = "int8") -> ort
     opts.optimized_model_filepath = tmp
     try:
         session = ort.InferenceSession(
-            str(built_model_path(img, precision)),
+            str(built_model_path(img, precision, attention)),
             opts,
             providers=["CPUExecutionProvider"],
             disabled_optimizers=DISABLED_OPTIMIZERS,
@@ -125,7 +137,7 @@ def open_session(img: E5Image, threads: int = 1, precision: str = "int8") -> ort
     return session
 
 
-def build(img: E5Image, dest: Path, precision: str = "int8") -> None:
+def build(img: E5Image, dest: Path, precision: str = "int8", attention: str = "fused") -> None:
     """Write the encoder graph to ``dest`` atomically (concurrent builders are safe)."""
     try:
         import onnx
@@ -135,7 +147,7 @@ def build(img: E5Image, dest: Path, precision: str = "int8") -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".build-") as tmp:
         fp32 = Path(tmp) / "fp32.onnx"
-        onnx.save(_graph(img), str(fp32))
+        onnx.save(_graph(img, attention), str(fp32))
         if precision == "fp32":
             os.replace(fp32, dest)
             return
@@ -165,7 +177,7 @@ def quantize_int8(src: Path, dest: Path) -> None:
         logging.disable(logging.NOTSET)
 
 
-def _graph(img: E5Image) -> onnx.ModelProto:
+def _graph(img: E5Image, attention: str = "fused") -> onnx.ModelProto:
     from onnx import TensorProto, helper, numpy_helper
 
     H, NH, FF = img.H, img.NH, img.FF
@@ -205,19 +217,24 @@ def _graph(img: E5Image) -> onnx.ModelProto:
     axes1 = const("axes1", np.array([1], np.int64))
     axes2 = const("axes2", np.array([2], np.int64))
     ms = "com.microsoft"
-    mask_i32 = node("Cast", ["mask"], "mask_i32", to=TensorProto.INT32)
+    if attention == "fused":
+        mask_i32 = node("Cast", ["mask"], "mask_i32", to=TensorProto.INT32)
+    else:
+        splits = const("qkv_splits", np.array([H, H, H], np.int64))
     x = layernorm("x", "emb.ln", "emb_ln")
     for layer in range(img.NL):
         p = f"l{layer}"
         qkv_w = np.concatenate([img.q4(f"{p}.{n}.w", H, H).T for n in "qkv"], axis=1)
         qkv_b = np.concatenate([img.f32(f"{p}.{n}.b", (H,)) for n in "qkv"])
-        att = node(
-            "Attention",
-            [x, const(p + ".qkv.w", qkv_w), const(p + ".qkv.b", qkv_b), mask_i32],
-            p + ".att",
-            domain=ms,
-            num_heads=NH,
-        )
+        w, b = const(p + ".qkv.w", qkv_w), const(p + ".qkv.b", qkv_b)
+        if attention == "fused":
+            att = node("Attention", [x, w, b, mask_i32], p + ".att", domain=ms, num_heads=NH)
+        else:  # unmasked: every row of the batch is one whole window (see ATTENTIONS)
+            qkv = node("Add", [node("MatMul", [x, w], p + ".qkv.mm"), b], p + ".qkv")
+            q, k, v = (p + f".{n}" for n in "qkv")
+            split = helper.make_node("Split", [qkv, splits], [q, k, v], name=p + ".split", axis=2)
+            nodes.append(split)
+            att = node("MultiHeadAttention", [q, k, v], p + ".att", domain=ms, num_heads=NH)
         x = skip_ln(matmul(att, p + ".ao", H, H), x, p + ".ao", p + ".aln", p + ".ln1")
         mid = matmul(x, p + ".fi", FF, H)
         bias = const(p + ".fi.b", img.f32(p + ".fi.b", (FF,)).copy())

@@ -6,7 +6,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from clawkb.embed import vectors
-from clawkb.embed.base import Embedder, get_embedder
+from clawkb.embed.base import Embedder, get_embedder, options_for_vectors
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
@@ -22,7 +22,9 @@ def kb_embedder(kb: KnowledgeBase) -> Embedder:
     embedder = _EMBEDDERS.get(kb)
     if embedder is None:
         section = kb.config.embedding
-        embedder = _EMBEDDERS[kb] = get_embedder(section.model, dict(section.options))
+        stored = vectors.stored_signature(kb.conn)
+        options = options_for_vectors(section.model, section.options, stored)
+        embedder = _EMBEDDERS[kb] = get_embedder(section.model, options)
     return embedder
 
 
@@ -107,9 +109,12 @@ def pending_count(kb: KnowledgeBase) -> int:
 def reembed_kb(
     kb: KnowledgeBase, *, embedder: Embedder | None = None, progress: vectors.Progress | None = None
 ) -> vectors.EmbedReport:
-    """Drop every stored vector and the recorded model, then embed all chunks again."""
+    """Drop every stored vector and the recorded model, then embed all chunks again
+    (with the configured model's current layout, not the one the old vectors had)."""
     with kb.writer():
         vectors.clear_vectors(kb.conn)
+    if embedder is None:
+        _EMBEDDERS.pop(kb, None)
     return embed_kb(kb, embedder=embedder, progress=progress)
 
 

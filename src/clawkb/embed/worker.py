@@ -70,6 +70,7 @@ class WorkerEmbedder(Embedder):
     def __init__(self, name: str, options: Mapping[str, Any], local: Embedder) -> None:
         self.name, self.dim = local.name, local.dim
         self.prefix, self.normalized = local.prefix, local.normalized
+        self._signature = local.signature()  # with any model-specific field (e5's layout)
         self._spec = (name, dict(options))
         self._lock = threading.Lock()
         self._ready = threading.Event()
@@ -106,6 +107,9 @@ class WorkerEmbedder(Embedder):
             if kind != "ready":
                 self._error = f"the embedding worker could not load {self.name!r} ({value})"
             self._ready.set()
+
+    def signature(self) -> dict[str, Any]:
+        return dict(self._signature)
 
     def loading(self) -> bool:
         return not self._ready.is_set()

@@ -228,6 +228,7 @@ class Runtime:
         when the KB first has vectors: its load holds no lock of this process,
         and searches stay lexical until it is ready."""
         from clawkb.embed import vectors
+        from clawkb.embed.base import options_for_vectors
         from clawkb.embed.run import set_kb_embedder
         from clawkb.embed.worker import worker_embedder
 
@@ -237,8 +238,10 @@ class Runtime:
                 if vectors.stored_signature(kb.conn) is None:
                     return  # lexical only: no model to build (yet)
                 section = kb.config.embedding
+                stored = vectors.stored_signature(kb.conn)
+                options = options_for_vectors(section.model, section.options, stored)
                 try:
-                    embedder = worker_embedder(section.model, dict(section.options))
+                    embedder = worker_embedder(section.model, options)
                 except Exception:  # a model that cannot load: each search says why itself
                     return
                 if shared is not None:  # a view may still hold it: stopped at close

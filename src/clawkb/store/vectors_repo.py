@@ -23,9 +23,12 @@ EPOCH_KEY = "dense_epoch"
 
 
 def model_key(signature: dict[str, Any]) -> str:
-    """The key vectors are stored under: model, dimension, prefix scheme, normalisation."""
+    """The key vectors are stored under: model, dimension, prefix scheme, normalisation,
+    and the model's document layout when it has one (e5-small's windows, from layout 2)."""
     norm = "norm" if signature.get("normalized") else "raw"
-    return f"{signature['model']}|{signature['dim']}|{signature['prefix']}|{norm}"
+    key = f"{signature['model']}|{signature['dim']}|{signature['prefix']}|{norm}"
+    layout = signature.get("layout")
+    return f"{key}|layout{layout}" if layout is not None else key
 
 
 def stored_signature(conn: sqlite3.Connection) -> dict[str, Any] | None:
