@@ -190,6 +190,10 @@ class LexicalIndex:
         self._pending: set[str] = set()  # reserved or staged segment names
         self._staging: list[Segment] | None = None
         self._stamp: tuple[int, int, int] | None = None
+        #: the manifest stamp of the generation this writer published and then held
+        #: (:meth:`hold_current`): while it is still the current one, the next write
+        #: of the same process resumes on these segments (:meth:`resume_writing`)
+        self._own_stamp: tuple[int, int, int] | None = None
         folder.mkdir(parents=True, exist_ok=True)
         self._load(full_check)
         if writable and self.damaged is None:
@@ -325,7 +329,35 @@ class LexicalIndex:
         """A writer turning reader: lease the generation it just published."""
         if self.lease is None and not self.damaged:
             self.lease = gens.Lease(self.folder, self.manifest.generation)
+        if self.writable and not self.damaged and self._staging is None and not self._pending:
+            self._own_stamp = self._stamp
         self.writable = False
+
+    def resume_writing(self) -> bool:
+        """Writable again without mapping every segment afresh, when this index is the
+        generation its own writer published and held, and nothing changed since: no
+        other process published (the manifest stamp), every file still matches the
+        manifest (sizes; CRCs too for a small index, as an open checks them). False:
+        open the index afresh. A server writes after every API call; reopening
+        mapped each segment's dozen files each time."""
+        if (
+            self._own_stamp is None
+            or self._own_stamp != self._stamp
+            or self.damaged
+            or self.is_stale()
+        ):
+            return False
+        m = self.manifest
+        full = gens.total_bytes(m.files) <= gens.FULL_CHECK_BYTES
+        if m.files and gens.verify_files(self.folder, m.files, full=full) is not None:
+            return False  # the fresh open reports it
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
+        self._own_stamp = None
+        self.writable = True
+        self._remove_orphans()
+        return True
 
     def _publish(self) -> None:
         """Write changed live masks, checksum new files and publish the next generation."""

@@ -77,6 +77,10 @@ class Gate:
                 if not self._readers:
                     self._cond.notify_all()
 
+    def writing(self) -> bool:
+        """A writer holds the gate or waits for it (a read would wait)."""
+        return self._writing or self._waiting_writers > 0
+
     @contextmanager
     def write(self) -> Iterator[None]:
         with self._cond:
@@ -128,8 +132,13 @@ class _Slot:
     The view is renewed (index reloaded, new snapshot) when this process wrote
     (``generation``) or another process changed the index (manifest stamp).
     Renewal happens inside the gate, while no write is in progress; searches
-    then run outside it, so they never wait for a write and never see the
-    store ahead of the index. While another process is mid-run (store ahead of
+    then run outside it, so they never see the store ahead of the index. While
+    a write is in progress, a stale view is renewed without the gate on a
+    second connection (:meth:`try_renew`) when the index and the store it then
+    sees agree, and otherwise kept as it is when it already holds every write
+    this process finished: a search waits for a write only when neither can
+    serve it (a write finished since its view was taken, and the one running
+    has store changes its index does not have yet). While another process is mid-run (store ahead of
     the index), the view stays unpinned and serves the index as it is, with a
     warning. A view that finds the index damaged asks the writer thread for the
     repair (:meth:`Runtime.request_repair`) and waits for it: readers never write.
@@ -138,6 +147,8 @@ class _Slot:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.kb: KnowledgeBase | None = None
+        #: the view before the last ungated renewal: its connection is the next one's
+        self.spare: KnowledgeBase | None = None
         self.generation = -1
         self.config_version = 0
         self.stamp = (0, 0)
@@ -172,6 +183,36 @@ class _Slot:
             self.pinned = True
         else:
             db.end_read(self.kb.conn)
+
+    def try_renew(self, home: Path, generation: int, config_version: int) -> bool:
+        """Renew without the gate (a write is in progress), on the spare connection: the
+        index is loaded first, then the store's snapshot taken; the new view is kept
+        only when the store is not ahead of that index (no half-applied write in it)
+        and the index is sound. False: the current view is left as it was."""
+        if self.kb is None or self.config_version != config_version:
+            return False
+        if self.spare is None:
+            self.spare = KnowledgeBase.open(home)
+            self.spare.lexical.close()
+        stamp = _manifest_stamp(self.kb)
+        kb = KnowledgeBase(self.spare.home, self.spare.conn, self.kb.config)
+        db.begin_read(kb.conn)
+        if kb.lexical.damaged or kb.lexical.applied_seq < kb.repo.max_seq():
+            db.end_read(kb.conn)
+            kb.lexical.close()
+            return False
+        old = self.kb
+        db.end_read(old.conn)
+        old.lexical.close()  # its lease and mapped files go now (the slot lock is held)
+        self.kb, self.spare = kb, old
+        self.generation, self.stamp, self.pinned = generation, stamp, True
+        return True
+
+    def close(self) -> None:
+        for kb in (self.kb, self.spare):
+            if kb is not None:
+                kb.close()
+        self.kb = self.spare = None
 
 
 class Runtime:
@@ -211,12 +252,31 @@ class Runtime:
         """Run ``fn`` on this thread's pinned view (see :class:`_Slot`)."""
         slot = self._slot()
         with slot.lock:
-            if slot.stale(self.generation, self.config_version):
-                with self.gate.read():  # the writer is between writes: store and index agree
-                    slot.renew(self.home, self.generation, self.config_version)
+            generation, config_version = self.generation, self.config_version
+            if slot.stale(generation, config_version):
+                if not (self.gate.writing() and self._renew_during_write(slot, generation)):
+                    with self.gate.read():  # the writer is between writes: store and index agree
+                        slot.renew(self.home, self.generation, self.config_version)
                 slot.kb.repair_handler = self.request_repair  # type: ignore[union-attr]
                 self.share_embedder(slot.kb)  # type: ignore[arg-type]
             return fn(slot.kb)  # type: ignore[arg-type]
+
+    def _renew_during_write(self, slot: _Slot, generation: int) -> bool:
+        """A write is in progress and ``slot`` is stale: renew it without waiting when the
+        store and index agree, else keep it when it holds every write this process
+        finished (it is stale only because the running write or another process
+        committed meanwhile). False: wait for the gate."""
+        try:
+            if slot.try_renew(self.home, generation, self.config_version):
+                return True
+        except Exception:  # e.g. the index mid-replacement: the gated path says why
+            pass
+        return (
+            slot.kb is not None
+            and slot.pinned
+            and slot.generation == generation
+            and slot.config_version == self.config_version
+        )
 
     def share_embedder(self, kb: KnowledgeBase) -> None:
         """Give ``kb`` the embedder every view and the writer share (per config version).
@@ -363,8 +423,7 @@ class Runtime:
         self._writer.join(timeout=30)
         with self._opened_lock:
             for slot in self._slots:
-                if slot.kb is not None:
-                    slot.kb.close()
+                slot.close()
             self._slots.clear()
             embedders = [*self._retired, *(self._embedder[1:] if self._embedder else ())]
             self._embedder, self._retired = None, []
