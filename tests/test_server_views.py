@@ -56,3 +56,33 @@ def test_views_share_one_embedder_and_find_the_dense_copy_ready(tmp_path: Path) 
         assert runtime.read_sync(kb_embedder) is seen[0]  # a renewed view, the same model
     finally:
         runtime.close()
+
+
+def test_the_mcp_kb_embeds_through_the_servers_worker(tmp_path: Path) -> None:
+    """`/mcp` inside `serve` has its own KB; its queries go to the embedding worker the
+    views share, so no model is loaded in the server process (issue 20)."""
+    pytest.importorskip("static_model")
+    from clawkb.embed.worker import WorkerEmbedder
+
+    home, docs = tmp_path / "kb", tmp_path / "docs"
+    home.mkdir()
+    docs.mkdir()
+    (home / "config.yaml").write_text("embedding: static\n", "utf-8")
+    (docs / "a.md").write_text("# Alpha\n\nthe uart driver of the alpha board\n", "utf-8")
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([docs])
+    runtime = Runtime(home)  # no vectors yet: no worker started
+    mcp_kb = KnowledgeBase.open(home)
+    try:
+        runtime.lend_embedder(mcp_kb)
+        with KnowledgeBase.open(home) as kb:  # vectors appear while the server runs
+            embed_kb(kb)
+        res = mcp_kb.search("uart driver alpha", limit=3, mode="hybrid")
+        assert res.hits and res.hits[0].anchor.path.endswith("a.md")
+        worker = runtime.read_sync(kb_embedder)
+        assert isinstance(worker, WorkerEmbedder)
+        assert runtime.shared_embedder(mcp_kb) is worker  # the one the MCP KB used
+        assert kb_embedder(mcp_kb).signature() == worker.signature()
+    finally:
+        mcp_kb.close()
+        runtime.close()

@@ -287,24 +287,41 @@ class Runtime:
         the model in a child process (:mod:`clawkb.embed.worker`), started here
         when the KB first has vectors: its load holds no lock of this process,
         and searches stay lexical until it is ready."""
-        from clawkb.embed import vectors
         from clawkb.embed.run import set_kb_embedder
+
+        try:
+            embedder = self.shared_embedder(kb)
+        except Exception:  # a model that cannot load: each search says why itself
+            return
+        if embedder is not None:
+            set_kb_embedder(kb, embedder)
+
+    def shared_embedder(self, kb: KnowledgeBase, *, start: bool = False) -> Embedder | None:
+        """The shared embedder of the current config, started now when the KB has
+        vectors (or ``start``); None while it has none."""
+        from clawkb.embed import vectors
         from clawkb.embed.worker import worker_embedder
 
         with self._opened_lock:
             shared = self._embedder
             if shared is None or shared[0] != self.config_version:
-                if vectors.stored_signature(kb.conn) is None:
-                    return  # lexical only: no model to build (yet)
+                if not start and vectors.stored_signature(kb.conn) is None:
+                    return None  # lexical only: no model to build (yet)
                 section = kb.config.embedding
-                try:
-                    embedder = worker_embedder(section.model, dict(section.options))
-                except Exception:  # a model that cannot load: each search says why itself
-                    return
+                embedder = worker_embedder(section.model, dict(section.options))
                 if shared is not None:  # a view may still hold it: stopped at close
                     self._retired.append(shared[1])
                 shared = self._embedder = (self.config_version, embedder)
-            set_kb_embedder(kb, shared[1])
+            return shared[1]  # type: ignore[no-any-return]
+
+    def lend_embedder(self, kb: KnowledgeBase) -> None:
+        """Make ``kb`` (a KB this process opened besides the views: the ``/mcp`` tools')
+        embed through the shared embedding worker too, never a model of its own in
+        this process: it gets a stand-in that asks :meth:`share_embedder` for the
+        worker at each use, so vectors that appear later are served the same way."""
+        from clawkb.embed.run import set_kb_embedder
+
+        set_kb_embedder(kb, _LentEmbedder(self, kb))
 
     def warm(self, timeout: float = 300.0) -> None:
         """At start, when the KB has vectors: start the embedding worker and wait until
@@ -431,3 +448,19 @@ class Runtime:
             close = getattr(embedder, "close", None)
             if close is not None:
                 close()
+
+
+class _LentEmbedder:
+    """A KB's embedder that is the runtime's shared worker (:meth:`Runtime.lend_embedder`):
+    every attribute is the worker's, looked up when used (the worker is started at
+    the first use if the views have not started it yet; its load runs in the child
+    process, not here)."""
+
+    def __init__(self, runtime: Runtime, kb: KnowledgeBase) -> None:
+        self._runtime, self._kb = runtime, kb
+
+    def _target(self) -> Any:
+        return self._runtime.shared_embedder(self._kb, start=True)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target(), name)
