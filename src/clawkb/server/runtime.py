@@ -262,21 +262,22 @@ class Runtime:
             return fn(slot.kb)  # type: ignore[arg-type]
 
     def _renew_during_write(self, slot: _Slot, generation: int) -> bool:
-        """A write is in progress and ``slot`` is stale: renew it without waiting when the
-        store and index agree, else keep it when it holds every write this process
-        finished (it is stale only because the running write or another process
-        committed meanwhile). False: wait for the gate."""
-        try:
-            if slot.try_renew(self.home, generation, self.config_version):
-                return True
-        except Exception:  # e.g. the index mid-replacement: the gated path says why
-            pass
-        return (
+        """A write is in progress and ``slot`` is stale. Keep the view when it holds every
+        write this process finished (it is stale only because the running write or
+        another process committed meanwhile: one renewal after the write, not one
+        per commit); else renew it without waiting when the store and the index
+        agree. False: wait for the gate."""
+        if (
             slot.kb is not None
             and slot.pinned
             and slot.generation == generation
             and slot.config_version == self.config_version
-        )
+        ):
+            return True
+        try:
+            return slot.try_renew(self.home, generation, self.config_version)
+        except Exception:  # e.g. the index mid-replacement: the gated path says why
+            return False
 
     def share_embedder(self, kb: KnowledgeBase) -> None:
         """Give ``kb`` the embedder every view and the writer share (per config version).
