@@ -86,3 +86,30 @@ def test_the_mcp_kb_embeds_through_the_servers_worker(tmp_path: Path) -> None:
     finally:
         mcp_kb.close()
         runtime.close()
+
+
+def test_views_of_ended_reader_threads_are_closed(tmp_path: Path) -> None:
+    """The reader thread pool lets idle threads go and starts new ones; the views of
+    ended threads (a connection, an index, a spare each) are closed, not kept for
+    the life of the server."""
+    home, docs = tmp_path / "kb", tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Alpha\n\nthe uart driver of the alpha board\n", "utf-8")
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([docs])
+    runtime = Runtime(home)
+    try:
+        views: list[KnowledgeBase] = []
+        for _ in range(6):  # one short-lived thread after another, as a pool under bursts
+            t = threading.Thread(target=lambda: views.append(runtime.read_sync(lambda kb: kb)))
+            t.start()
+            t.join(60)
+        assert len(views) == 6 and len({id(v) for v in views}) == 6
+        assert len(runtime._slots) == 1  # only the last thread's view is still open
+        for old in views[:-1]:
+            with pytest.raises(Exception, match="closed"):
+                old.conn.execute("SELECT 1")
+        hits = runtime.read_sync(lambda kb: kb.search("uart alpha", limit=3).hits)
+        assert hits and hits[0].anchor.path.endswith("a.md")
+    finally:
+        runtime.close()

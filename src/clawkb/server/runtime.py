@@ -146,6 +146,7 @@ class _Slot:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.owner = threading.current_thread()
         self.kb: KnowledgeBase | None = None
         #: the view before the last ungated renewal: its connection is the next one's
         self.spare: KnowledgeBase | None = None
@@ -246,7 +247,20 @@ class Runtime:
             slot = self._local.slot = _Slot()
             with self._opened_lock:
                 self._slots.append(slot)
+            self._close_orphans()
         return slot
+
+    def _close_orphans(self) -> None:
+        """Close the views of reader threads that have ended. The thread pool lets idle
+        threads go and starts new ones under load; each new thread opens a view
+        (a connection, an index, a spare), and the ended ones' views were kept
+        for the life of the server: memory that grew with every burst."""
+        with self._opened_lock:
+            gone = [slot for slot in self._slots if not slot.owner.is_alive()]
+            self._slots = [slot for slot in self._slots if slot not in gone]
+        for slot in gone:
+            with slot.lock:  # its thread has ended: nobody else takes it
+                slot.close()
 
     def read_sync(self, fn: Callable[[KnowledgeBase], T]) -> T:
         """Run ``fn`` on this thread's pinned view (see :class:`_Slot`)."""
