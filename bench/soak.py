@@ -583,9 +583,7 @@ def run_server(
         "anon_mb": [(round(t), round(kb / 1024, 1)) for t, kb in anon],
         "slope_from_s": slope_start(seconds),
         "rss_slope_mb_min": rss_slope([(t, kb / 1024) for t, kb in rss], slope_start(seconds)),
-        "anon_slope_mb_min": rss_slope(
-            [(t, kb / 1024) for t, kb in anon], slope_start(seconds)
-        ),
+        "anon_slope_mb_min": rss_slope([(t, kb / 1024) for t, kb in anon], slope_start(seconds)),
         "rss_after_warmup_mb": (round(warm[0] / 1024, 1), round(warm[-1] / 1024, 1))
         if warm
         else None,

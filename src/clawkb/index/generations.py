@@ -130,15 +130,16 @@ def verify_files(folder: Path, files: dict[str, list[int]], *, full: bool) -> st
     Returns a one-line description of the first problem, or None.
     """
     stats = {}
+    base = os.fspath(folder)
     for rel, (size, _) in sorted(files.items()):
-        path = folder / rel
+        path = os.path.join(base, rel)  # every view renewal checks every file: no Path here
         try:
-            st = path.stat()
+            st = os.stat(path)
         except FileNotFoundError:
             return f"{rel}: missing"
         if st.st_size != size:
             return f"{rel}: {st.st_size} bytes, the manifest says {size}"
-        stats[rel] = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+        stats[rel] = (path, st.st_ino, st.st_mtime_ns, st.st_size)
     if full:
         for rel, (_, crc) in sorted(files.items()):
             key = stats[rel]
