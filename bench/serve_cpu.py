@@ -125,6 +125,7 @@ def main() -> None:
         writer = Writer(api)
         servers = [start(s, home, corpus) for s in srcs]
         per: dict[tuple[str, str], list[float]] = {(s, e): [] for s in srcs for e in ENDPOINTS}
+        heap: dict[str, list[tuple[int, float]]] = {s: [] for s in srcs}
         try:
             for _, url in servers:  # warm-up
                 batch(url, ENDPOINTS[1], 200, conc)
@@ -135,10 +136,19 @@ def main() -> None:
                         c0 = soak._cpu_s(p.pid)
                         batch(url, ep, n, conc, writer=writer if "+" in ep else None, every=every)
                         per[(s, ep)].append(1000 * (soak._cpu_s(p.pid) - c0) / n)
+                        heap[s].append((writer.rounds, soak._rss_kb(p.pid, "RssAnon") / 1024))
         finally:
             for p, _ in servers:
                 p.terminate()
                 p.wait(20)
+    for s, samples in heap.items():  # both servers see every write round (one KB)
+        half = samples[len(samples) // 2 :]
+        slope = soak.rss_slope([(float(r), mb) for r, mb in half], 0.0)
+        per_100 = "-" if slope is None else f"{slope / 60 * 100:.2f}"
+        print(
+            f"{s}  server heap (RssAnon) over write rounds: {per_100} MB per 100 rounds"
+            f" (second half); {[(r, round(mb, 1)) for r, mb in samples]}"
+        )
     for (s, ep), values in per.items():
         v = sorted(values)
         print(

@@ -327,7 +327,7 @@ class Runtime:
                 if shared is not None:  # a view may still hold it: stopped at close
                     self._retired.append(shared[1])
                 shared = self._embedder = (self.config_version, embedder)
-            return shared[1]  # type: ignore[no-any-return]
+            return shared[1]
 
     def lend_embedder(self, kb: KnowledgeBase) -> None:
         """Make ``kb`` (a KB this process opened besides the views: the ``/mcp`` tools')
@@ -336,7 +336,7 @@ class Runtime:
         worker at each use, so vectors that appear later are served the same way."""
         from clawkb.embed.run import set_kb_embedder
 
-        set_kb_embedder(kb, _LentEmbedder(self, kb))
+        set_kb_embedder(kb, _LentEmbedder(self, kb))  # type: ignore[arg-type]  # duck-typed
 
     def warm(self, timeout: float = 300.0) -> None:
         """At start, when the KB has vectors: start the embedding worker and wait until
