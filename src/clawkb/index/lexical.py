@@ -27,7 +27,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,20 @@ class _Manifest:
     live: dict[str, str] = field(default_factory=dict)
     #: "segment/file" -> [size, CRC-32] of every file this generation reads
     files: dict[str, list[int]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``dataclasses.asdict`` without its deep recursion (every publish writes the
+        manifest, whose ``files`` has a dozen entries a segment)."""
+        return {
+            "segments": list(self.segments),
+            "applied_seq": self.applied_seq,
+            "next_segment": self.next_segment,
+            "engine": self.engine,
+            "generation": self.generation,
+            "store_id": self.store_id,
+            "live": dict(self.live),
+            "files": {k: list(v) for k, v in self.files.items()},
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> _Manifest:
@@ -356,8 +370,10 @@ class LexicalIndex:
             self.lease = None
         self._own_stamp = None
         self.writable = True
-        self._remove_orphans()
-        return True
+        for child in self.folder.iterdir():  # a crashed writer's half-written folders
+            if child.is_dir() and child.name.endswith(".tmp"):
+                shutil.rmtree(child, ignore_errors=True)
+        return True  # (its own publish collected the garbage; the next one will again)
 
     def _publish(self) -> None:
         """Write changed live masks, checksum new files and publish the next generation."""
@@ -388,7 +404,7 @@ class LexicalIndex:
                 rel = f"{seg.name}/{m.live[seg.name]}"
                 files[rel] = m.files.get(rel) or list(gens.crc_file(self.folder / rel))
         m.files = files
-        gens.save_generation(self.folder, asdict(m))
+        gens.save_generation(self.folder, m.to_dict())
         self._stamp = gens.manifest_stamp(self.folder)
         self.damaged = None
         self._collect_garbage()
@@ -398,7 +414,7 @@ class LexicalIndex:
         m = self.manifest
         held = gens.held_generations(self.folder)
         old = gens.retained_generations(self.folder, m.generation, held)
-        current = asdict(m)
+        current = m.to_dict()
         seg_names, files = gens.referenced([current, *old])
         keep = seg_names | self._pending | {s.name for s in self._staging or ()}
         for child in self.folder.iterdir():
