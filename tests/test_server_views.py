@@ -14,16 +14,25 @@ from clawkb.kb import KnowledgeBase
 from clawkb.server.runtime import Runtime
 
 
-def test_views_share_one_embedder_and_find_the_dense_copy_ready(tmp_path: Path) -> None:
-    pytest.importorskip("static_model")
+def _alpha_kb(tmp_path: Path, *, static: bool = True, embed: bool = False) -> Path:
+    """A KB of one file (set up for the static model), indexed (and embedded)."""
     home, docs = tmp_path / "kb", tmp_path / "docs"
     home.mkdir()
     docs.mkdir()
-    (home / "config.yaml").write_text("embedding: static\n", "utf-8")
+    if static:
+        (home / "config.yaml").write_text("embedding: static\n", "utf-8")
     (docs / "a.md").write_text("# Alpha\n\nthe uart driver of the alpha board\n", "utf-8")
     with KnowledgeBase.open(home, create=True) as kb:
         kb.index([docs])
-        embed_kb(kb)
+        if embed:
+            embed_kb(kb)
+    return home
+
+
+def test_views_share_one_embedder_and_find_the_dense_copy_ready(tmp_path: Path) -> None:
+    pytest.importorskip("static_model")
+    home = _alpha_kb(tmp_path, embed=True)
+    docs = tmp_path / "docs"
     runtime = Runtime(home)
     try:
         runtime.warm()
@@ -64,13 +73,7 @@ def test_the_mcp_kb_embeds_through_the_servers_worker(tmp_path: Path) -> None:
     pytest.importorskip("static_model")
     from clawkb.embed.worker import WorkerEmbedder
 
-    home, docs = tmp_path / "kb", tmp_path / "docs"
-    home.mkdir()
-    docs.mkdir()
-    (home / "config.yaml").write_text("embedding: static\n", "utf-8")
-    (docs / "a.md").write_text("# Alpha\n\nthe uart driver of the alpha board\n", "utf-8")
-    with KnowledgeBase.open(home, create=True) as kb:
-        kb.index([docs])
+    home = _alpha_kb(tmp_path)
     runtime = Runtime(home)  # no vectors yet: no worker started
     mcp_kb = KnowledgeBase.open(home)
     try:
@@ -92,11 +95,7 @@ def test_views_of_ended_reader_threads_are_closed(tmp_path: Path) -> None:
     """The reader thread pool lets idle threads go and starts new ones; the views of
     ended threads (a connection, an index, a spare each) are closed, not kept for
     the life of the server."""
-    home, docs = tmp_path / "kb", tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("# Alpha\n\nthe uart driver of the alpha board\n", "utf-8")
-    with KnowledgeBase.open(home, create=True) as kb:
-        kb.index([docs])
+    home = _alpha_kb(tmp_path, static=False)
     runtime = Runtime(home)
     try:
         views: list[KnowledgeBase] = []
