@@ -6,10 +6,15 @@
 Builds the soak's KB (bench/soak.py: 180 generated files, lexical), starts one
 `clawkb serve` per SRC (each with SRC first on PYTHONPATH), then runs rounds of
 ``N`` requests from ``CONC`` client threads against each server in turn,
-interleaved (/healthz, then /api/v1/search?q=WORD&limit=5), and prints the
-server's CPU time (user + system, all threads, from /proc) per request: the
-median and every round. CPU time, not latency, so a busy machine changes it
-little. Environment: ROUNDS (4), N (400), CONC (8).
+interleaved (/healthz, /api/v1/search?q=WORD&limit=5, and the same searches
+with writes: one API write round — 5 files rewritten, one deleted, one added,
+``POST /api/v1/index``, ``POST /api/v1/memory``, as the soak's API writer — after
+every ``EVERY`` searches), and prints the server's CPU time (user + system, all
+threads, from /proc) per search: the median and every round. The writes are a
+fixed number per search, not per second, so CPU per search with writes does not
+depend on how fast a loaded machine lets the searches go. CPU time, not latency,
+so a busy machine changes it little. Environment: ROUNDS (4), N (400), CONC (8),
+EVERY (40).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ sys.path.insert(0, str(HERE))
 import soak  # noqa: E402
 
 CLAWKB = str(Path(sys.executable).parent / "clawkb")
-ENDPOINTS = ("/healthz", "/api/v1/search")
+ENDPOINTS = ("/healthz", "/api/v1/search", "/api/v1/search+writes")
 
 
 def start(src: str, home: Path, corpus: Path) -> tuple[subprocess.Popen[str], str]:
@@ -50,14 +55,50 @@ def start(src: str, home: Path, corpus: Path) -> tuple[subprocess.Popen[str], st
     return p, url
 
 
-def batch(url: str, path: str, n: int, conc: int, stable: int = 150) -> None:
+class Writer:
+    """The soak's API write round, on files of its own (``corpus/api``)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.rng, self.rounds = folder, random.Random(11), 0
+        self.alive = list(range(1000, 1010))
+        for i in self.alive:
+            soak.write_file(folder, i, 0, self.rng)
+        self.next_new = 1010
+        self.lock = threading.Lock()
+
+    def round(self, http: httpx.Client) -> None:
+        with self.lock:
+            self.rounds += 1
+            for i in self.rng.sample(range(1000, 1000 + 40), 5):
+                soak.write_file(self.folder, i, self.rounds, self.rng)
+            gone = self.alive.pop(self.rng.randrange(len(self.alive)))
+            (self.folder / f"f{gone:05d}.md").unlink(missing_ok=True)
+            soak.write_file(self.folder, self.next_new, 0, self.rng)
+            self.alive.append(self.next_new)
+            self.next_new += 1
+            http.post("/api/v1/index", json={"path": str(self.folder)}).raise_for_status()
+            note = {"text": f"soak note {self.rounds % 7}", "tags": ["soak"]}
+            http.post("/api/v1/memory", json=note).raise_for_status()
+
+
+def batch(
+    url: str,
+    path: str,
+    n: int,
+    conc: int,
+    stable: int = 150,
+    writer: Writer | None = None,
+    every: int = 40,
+) -> None:
     def client(k: int) -> None:
         rng = random.Random(k)
-        with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
-            for _ in range(n // conc):
+        with httpx.Client(base_url=url, timeout=120, trust_env=False) as http:
+            for j in range(n // conc):
                 params = {"q": soak.unique(rng.randrange(stable)), "limit": 5}
-                r = http.get(path, params=params if "search" in path else None)
+                r = http.get(path.split("+")[0], params=params if "search" in path else None)
                 r.raise_for_status()
+                if writer is not None and k == 0 and (j + 1) % max(1, every // conc) == 0:
+                    writer.round(http)  # one write round per `every` searches of all clients
 
     threads = [threading.Thread(target=client, args=(k,)) for k in range(conc)]
     for t in threads:
@@ -70,6 +111,7 @@ def main() -> None:
     srcs = sys.argv[1:] or ["src"]
     n, conc = int(os.environ.get("N", 400)), int(os.environ.get("CONC", 8))
     rounds = int(os.environ.get("ROUNDS", 4))
+    every = int(os.environ.get("EVERY", 40))
     with tempfile.TemporaryDirectory(prefix="clawkb-serve-cpu-") as tmp:
         work = Path(tmp)
         corpus = work / "corpus"
@@ -77,9 +119,13 @@ def main() -> None:
         rng = random.Random(7)
         for i in range(180):
             soak.write_file(corpus, i, 0, rng)
+        api = corpus / "api"
+        api.mkdir()
         home, _ = soak._make_kb(work, corpus)
+        writer = Writer(api)
         servers = [start(s, home, corpus) for s in srcs]
         per: dict[tuple[str, str], list[float]] = {(s, e): [] for s in srcs for e in ENDPOINTS}
+        heap: dict[str, list[tuple[int, float]]] = {s: [] for s in srcs}
         try:
             for _, url in servers:  # warm-up
                 batch(url, ENDPOINTS[1], 200, conc)
@@ -88,12 +134,21 @@ def main() -> None:
                 for ep in ENDPOINTS:
                     for s, (p, url) in zip(srcs, servers, strict=True):
                         c0 = soak._cpu_s(p.pid)
-                        batch(url, ep, n, conc)
+                        batch(url, ep, n, conc, writer=writer if "+" in ep else None, every=every)
                         per[(s, ep)].append(1000 * (soak._cpu_s(p.pid) - c0) / n)
+                        heap[s].append((writer.rounds, soak._rss_kb(p.pid, "RssAnon") / 1024))
         finally:
             for p, _ in servers:
                 p.terminate()
                 p.wait(20)
+    for s, samples in heap.items():  # both servers see every write round (one KB)
+        half = samples[len(samples) // 2 :]
+        slope = soak.rss_slope([(float(r), mb) for r, mb in half], 0.0)
+        per_100 = "-" if slope is None else f"{slope / 60 * 100:.2f}"
+        print(
+            f"{s}  server heap (RssAnon) over write rounds: {per_100} MB per 100 rounds"
+            f" (second half); {[(r, round(mb, 1)) for r, mb in samples]}"
+        )
     for (s, ep), values in per.items():
         v = sorted(values)
         print(

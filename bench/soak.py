@@ -322,12 +322,37 @@ def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, 
     }
 
 
-def _rss_kb(pid: int) -> int:
+def _rss_kb(pid: int, field: str = "VmRSS") -> int:
+    """A process's resident memory in kB: ``VmRSS`` (all), ``RssAnon`` (its heap: what
+    grows when it keeps objects) or ``RssFile`` (mapped files it touched: index
+    segments, the dense vectors)."""
     with open(f"/proc/{pid}/status") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def rss_slope(samples: list[tuple[float, float]], start: float) -> float | None:
+    """Least-squares slope (MB per minute) of ``(seconds, MB)`` samples from ``start``
+    seconds on; None with fewer than 3 samples there."""
+    pts = [(t, mb) for t, mb in samples if t >= start]
+    if len(pts) < 3:
+        return None
+    n = len(pts)
+    mt = sum(t for t, _ in pts) / n
+    mm = sum(mb for _, mb in pts) / n
+    var = sum((t - mt) ** 2 for t, _ in pts)
+    if not var:
+        return None
+    return round(60 * sum((t - mt) * (mb - mm) for t, mb in pts) / var, 2)
+
+
+def slope_start(seconds: float) -> float:
+    """Where the RSS slope is measured from: minute 3 of a run of 5 minutes or more
+    (after warm-up: the model loaded, caches filled by the first writes), else the
+    second half."""
+    return 180.0 if seconds >= 300 else seconds / 2
 
 
 def _children_rss_kb(pid: int) -> int:
@@ -438,6 +463,7 @@ def run_server(
         count(name, out.returncode == 0, out.stderr.strip())
 
     rss: list[tuple[float, int]] = []
+    anon: list[tuple[float, int]] = []
     worker_rss: list[tuple[float, int]] = []
     rounds = [0]
 
@@ -494,6 +520,7 @@ def run_server(
         if cpu_quiet is None and time.time() >= start + quiet:
             cpu_quiet = _cpu_s(server.pid) - cpu0
         rss.append((time.time() - start, _rss_kb(server.pid)))
+        anon.append((time.time() - start, _rss_kb(server.pid, "RssAnon")))
         worker_rss.append((time.time() - start, _children_rss_kb(server.pid)))
         time.sleep(min(5.0, max(0.05, start + quiet - time.time())) if cpu_quiet is None else 5)
     server_cpu = _cpu_s(server.pid) - cpu0
@@ -501,6 +528,7 @@ def run_server(
     for w in workers:
         w.join()
     rss.append((time.time() - start, _rss_kb(server.pid)))
+    anon.append((time.time() - start, _rss_kb(server.pid, "RssAnon")))
     worker_rss.append((time.time() - start, _children_rss_kb(server.pid)))
     if spy is not None:
         spy.wait(timeout=120)
@@ -552,6 +580,10 @@ def run_server(
         ),
         "loadavg_end": [round(x, 2) for x in load],
         "rss_mb": [(round(t), round(kb / 1024, 1)) for t, kb in rss],
+        "anon_mb": [(round(t), round(kb / 1024, 1)) for t, kb in anon],
+        "slope_from_s": slope_start(seconds),
+        "rss_slope_mb_min": rss_slope([(t, kb / 1024) for t, kb in rss], slope_start(seconds)),
+        "anon_slope_mb_min": rss_slope([(t, kb / 1024) for t, kb in anon], slope_start(seconds)),
         "rss_after_warmup_mb": (round(warm[0] / 1024, 1), round(warm[-1] / 1024, 1))
         if warm
         else None,
@@ -626,6 +658,8 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
             else []
         ),
         f"| server RSS after warm-up (25% in -> end) | {warm[0]} -> {warm[1]} MB | flat |",
+        f"| server RSS slope from {r['slope_from_s']:g} s to the end, all / heap (`RssAnon`)"
+        f" | {r['rss_slope_mb_min']} / {r['anon_slope_mb_min']} MB/min | about 0 |",
         *(
             [
                 "| server RSS in the second half (min / max) |"
@@ -653,6 +687,9 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
         f"| final documents / chunks | {r['final_documents']} / {r['final_chunks']} | |",
         "",
         "Server RSS (seconds in, MB): " + ", ".join(f"{t}: {mb}" for t, mb in r["rss_mb"]),
+        "",
+        "Server heap, `RssAnon` (seconds in, MB): "
+        + ", ".join(f"{t}: {mb}" for t, mb in r["anon_mb"]),
     ]
     if r.get("worker_rss_mb"):
         lines += [

@@ -146,3 +146,25 @@ def test_index_exit_status_says_done_with_failures(tmp_path: Path) -> None:
     # an error that stops the run is 2
     (home / "config.yaml").write_text("follow_symlinks: sideways\n")
     assert _run(home, "index", str(docs)).exit_code == 2
+
+
+def test_the_one_regex_of_every_default_ignore_decides_as_the_patterns_do() -> None:
+    """Discovery tests a path against one regex of all default ignores first (a server
+    re-walks the folder on every API write); it must match exactly where one of the
+    patterns does."""
+    import random
+
+    from clawkb.ingest import discover
+
+    assert discover._DEFAULT_ANY is not None
+    names = [p.strip("/").lstrip("*.") or p for p, _ in discover.DEFAULT_IGNORES]
+    names += ["src", "docs", "a.md", "x.js", "x.min.js", "lib.min.css", ".github", "main.go"]
+    rng = random.Random(5)
+    matched = 0
+    for _ in range(5000):
+        parts = [rng.choice(names) for _ in range(rng.randint(1, 4))]
+        rel = "/".join(parts) + ("/" if rng.random() < 0.3 else "")
+        one = any(spec.match_file(rel) for spec, _, _ in discover._DEFAULT_SPECS)
+        assert (discover._DEFAULT_ANY.match(rel) is not None) == one, rel
+        matched += one
+    assert 500 < matched < 4500  # both kinds were tried

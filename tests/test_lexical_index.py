@@ -500,3 +500,22 @@ def test_readers_share_segment_maps_but_not_live_masks(tmp_path: Path) -> None:
         reader.close()
     del a, b
     assert not [k for k in segment._SHARED if k.startswith(str(tmp_path / "lex"))]
+
+
+def test_manifest_to_dict_is_asdict() -> None:
+    """The manifest's own dict form (every publish writes it) stays the dataclass's,
+    field for field, when fields are added."""
+    from dataclasses import asdict
+
+    from clawkb.index.lexical import _Manifest
+
+    m = _Manifest(
+        segments=["seg-000001"],
+        applied_seq=3,
+        next_segment=2,
+        generation=4,
+        store_id="s",
+        live={"seg-000001": "live-00000004.npy"},
+        files={"seg-000001/terms.npy": [10, 20]},
+    )
+    assert m.to_dict() == asdict(m)

@@ -230,8 +230,9 @@ class KnowledgeBase:
         unclean = True if full_check else self._unclean_writer()
         with self.write_lock(wait, on_wait):
             old = self.lexical
-            self.lexical = self._open_lexical(writable=True, full_check=unclean)
-            old.close()
+            if unclean or not old.resume_writing():  # resumed: this KB published it last
+                self.lexical = self._open_lexical(writable=True, full_check=unclean)
+                old.close()
             try:
                 self._ensure_tokenizer()
                 self._ensure_index()

@@ -26,6 +26,7 @@ import numpy as np
 
 from clawkb.errors import DenseDamaged, MissingDependencyError
 from clawkb.index import npyfile
+from clawkb.index.generations import VERIFIED_MAX
 from clawkb.store import vectors_repo
 from clawkb.store.repo import Repository
 from clawkb.store.vectors_repo import data_version, model_key
@@ -244,7 +245,7 @@ class DenseIndex:
             with contextlib.suppress(OSError):
                 st = (self.folder / name).stat()
                 if st.st_size == want["bytes"]:
-                    _verified.add((str(self.folder / name), st.st_ino, st.st_mtime_ns, st.st_size))
+                    _remember((str(self.folder / name), st.st_ino, st.st_mtime_ns, st.st_size))
         return meta
 
     def _build_ann(self, mat: np.ndarray, path: Path) -> dict[str, Any]:
@@ -326,7 +327,15 @@ class DenseIndex:
 
 
 #: (path, inode, mtime, size) of files whose checksum matched: checked once per version.
+#: A server rewrites the vector files after each write that adds vectors, so the memo
+#: is emptied past :data:`~clawkb.index.generations.VERIFIED_MAX` entries.
 _verified: set[tuple[str, int, int, int]] = set()
+
+
+def _remember(key: tuple[str, int, int, int]) -> None:
+    if len(_verified) >= VERIFIED_MAX:
+        _verified.clear()
+    _verified.add(key)
 
 
 def _fingerprint(path: Path) -> dict[str, Any]:
@@ -377,7 +386,7 @@ def verify(folder: Path, meta: dict[str, Any]) -> str | None:
             )
         if _fingerprint(path)["blake2b"] != want.get("blake2b"):
             return f"{path}: checksum mismatch (damaged dense vectors)"
-        _verified.add(key)
+        _remember(key)
     return None
 
 

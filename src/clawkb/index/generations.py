@@ -116,8 +116,12 @@ def manifest_stamp(folder: Path) -> tuple[int, int, int] | None:
 
 
 #: Files this process already checksummed, by (path, inode, mtime, size): a
-#: long-lived reader moving to a new generation re-reads only new files.
+#: long-lived reader moving to a new generation re-reads only new files. Every write
+#: adds a segment's files and a live mask, so the memo is emptied past
+#: :data:`VERIFIED_MAX` entries (a long-running server's memory stays flat; a file
+#: checked again costs one CRC pass).
 _VERIFIED: dict[tuple[str, int, int, int], int] = {}
+VERIFIED_MAX = 4096
 
 
 def verify_files(folder: Path, files: dict[str, list[int]], *, full: bool) -> str | None:
@@ -126,15 +130,16 @@ def verify_files(folder: Path, files: dict[str, list[int]], *, full: bool) -> st
     Returns a one-line description of the first problem, or None.
     """
     stats = {}
+    base = os.fspath(folder)
     for rel, (size, _) in sorted(files.items()):
-        path = folder / rel
+        path = os.path.join(base, rel)  # every view renewal checks every file: no Path here
         try:
-            st = path.stat()
+            st = os.stat(path)
         except FileNotFoundError:
             return f"{rel}: missing"
         if st.st_size != size:
             return f"{rel}: {st.st_size} bytes, the manifest says {size}"
-        stats[rel] = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+        stats[rel] = (path, st.st_ino, st.st_mtime_ns, st.st_size)
     if full:
         for rel, (_, crc) in sorted(files.items()):
             key = stats[rel]
@@ -142,7 +147,7 @@ def verify_files(folder: Path, files: dict[str, list[int]], *, full: bool) -> st
                 continue
             if crc_file(folder / rel)[1] != crc:
                 return f"{rel}: checksum mismatch (the file changed after it was written)"
-            if len(_VERIFIED) > 100_000:
+            if len(_VERIFIED) >= VERIFIED_MAX:
                 _VERIFIED.clear()
             _VERIFIED[key] = crc
     return None

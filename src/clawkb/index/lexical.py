@@ -27,7 +27,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,20 @@ class _Manifest:
     live: dict[str, str] = field(default_factory=dict)
     #: "segment/file" -> [size, CRC-32] of every file this generation reads
     files: dict[str, list[int]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``dataclasses.asdict`` without its deep recursion (every publish writes the
+        manifest, whose ``files`` has a dozen entries a segment)."""
+        return {
+            "segments": list(self.segments),
+            "applied_seq": self.applied_seq,
+            "next_segment": self.next_segment,
+            "engine": self.engine,
+            "generation": self.generation,
+            "store_id": self.store_id,
+            "live": dict(self.live),
+            "files": {k: list(v) for k, v in self.files.items()},
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> _Manifest:
@@ -190,6 +204,10 @@ class LexicalIndex:
         self._pending: set[str] = set()  # reserved or staged segment names
         self._staging: list[Segment] | None = None
         self._stamp: tuple[int, int, int] | None = None
+        #: the manifest stamp of the generation this writer published and then held
+        #: (:meth:`hold_current`): while it is still the current one, the next write
+        #: of the same process resumes on these segments (:meth:`resume_writing`)
+        self._own_stamp: tuple[int, int, int] | None = None
         folder.mkdir(parents=True, exist_ok=True)
         self._load(full_check)
         if writable and self.damaged is None:
@@ -325,7 +343,37 @@ class LexicalIndex:
         """A writer turning reader: lease the generation it just published."""
         if self.lease is None and not self.damaged:
             self.lease = gens.Lease(self.folder, self.manifest.generation)
+        if self.writable and not self.damaged and self._staging is None and not self._pending:
+            self._own_stamp = self._stamp
         self.writable = False
+
+    def resume_writing(self) -> bool:
+        """Writable again without mapping every segment afresh, when this index is the
+        generation its own writer published and held, and nothing changed since: no
+        other process published (the manifest stamp), every file still matches the
+        manifest (sizes; CRCs too for a small index, as an open checks them). False:
+        open the index afresh. A server writes after every API call; reopening
+        mapped each segment's dozen files each time."""
+        if (
+            self._own_stamp is None
+            or self._own_stamp != self._stamp
+            or self.damaged
+            or self.is_stale()
+        ):
+            return False
+        m = self.manifest
+        full = gens.total_bytes(m.files) <= gens.FULL_CHECK_BYTES
+        if m.files and gens.verify_files(self.folder, m.files, full=full) is not None:
+            return False  # the fresh open reports it
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
+        self._own_stamp = None
+        self.writable = True
+        for child in self.folder.iterdir():  # a crashed writer's half-written folders
+            if child.is_dir() and child.name.endswith(".tmp"):
+                shutil.rmtree(child, ignore_errors=True)
+        return True  # (its own publish collected the garbage; the next one will again)
 
     def _publish(self) -> None:
         """Write changed live masks, checksum new files and publish the next generation."""
@@ -356,7 +404,7 @@ class LexicalIndex:
                 rel = f"{seg.name}/{m.live[seg.name]}"
                 files[rel] = m.files.get(rel) or list(gens.crc_file(self.folder / rel))
         m.files = files
-        gens.save_generation(self.folder, asdict(m))
+        gens.save_generation(self.folder, m.to_dict())
         self._stamp = gens.manifest_stamp(self.folder)
         self.damaged = None
         self._collect_garbage()
@@ -366,7 +414,7 @@ class LexicalIndex:
         m = self.manifest
         held = gens.held_generations(self.folder)
         old = gens.retained_generations(self.folder, m.generation, held)
-        current = asdict(m)
+        current = m.to_dict()
         seg_names, files = gens.referenced([current, *old])
         keep = seg_names | self._pending | {s.name for s in self._staging or ()}
         for child in self.folder.iterdir():

@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,24 @@ _DEFAULT_SPECS = tuple(
     (pathspec.GitIgnoreSpec.from_lines([pattern]), pattern, reason)
     for pattern, reason in DEFAULT_IGNORES
 )
+
+
+def _any_default(specs: tuple[tuple[pathspec.PathSpec, str, str], ...]) -> re.Pattern[str] | None:
+    """One regex that matches where any default ignore does (none of them negates), so
+    a file no default ignores — nearly all — costs one match, not one per pattern
+    (a server re-walks the folder it indexes on every API write). None: the
+    patterns are not all plain regexes, test them one by one."""
+    parts = []
+    for spec, _, _ in specs:
+        for pat in spec.patterns:
+            regex = getattr(pat, "regex", None)
+            if not getattr(pat, "include", False) or regex is None:
+                return None
+            parts.append(f"(?:{re.sub(r'[(][?]P<[^>]+>', '(?:', regex.pattern)})")
+    return re.compile("|".join(parts)) if parts else None
+
+
+_DEFAULT_ANY = _any_default(_DEFAULT_SPECS)
 
 #: Web assets and data checked for minified content (never prose: a Chinese
 #: paragraph is a long line without spaces, and it is not junk). Only the
@@ -311,7 +330,8 @@ class _Walker:
 
     def _default_ignore(self, path: Path, is_dir: bool) -> str | None:
         rel = path.relative_to(self.root).as_posix() + ("/" if is_dir else "")
-        for spec, pattern, reason in _DEFAULT_SPECS:
+        hit = _DEFAULT_ANY is None or _DEFAULT_ANY.match(rel) is not None
+        for spec, pattern, reason in _DEFAULT_SPECS if hit else ():
             if spec.match_file(rel):
                 if self._included(rel, is_dir):
                     return None

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from clawkb.index.segment import hash_terms
+from clawkb.memo import bytes_lru, str_bytes
 from clawkb.store.vectors_repo import stored_signature
 from clawkb.text import normalize, tokenize
 from clawkb.text.glossary import bundled_glossary
@@ -326,11 +327,18 @@ def _glossary_forms(
     return list(terms), forms
 
 
-@lru_cache(maxsize=512)
+def _words_bytes(args: tuple[Any, ...], words: tuple[frozenset[str], frozenset[str]]) -> int:
+    have, stems = words
+    # each set's table (about 3 slots of 16 bytes an element) and its new strings
+    return 400 + str_bytes(args[0]) + sum(48 + 2 * str_bytes(t) for t in have) + 48 * len(stems)
+
+
+@bytes_lru(12 << 20, _words_bytes)
 def _passage_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """A passage's tokens and their stems. The same passages come back search after
-    search (every not-found decision reads the best 8), so this is kept per text:
-    512 passages (a few MB; at 4,096 a long-running server held ~130 MB here)."""
+    search (every not-found decision reads the best 8), so this is kept per text,
+    up to 12 MB of them (at 4,096 passages a long-running server held ~130 MB here;
+    a count bound lets long passages take far more than short ones)."""
     have = frozenset(tokenize(text))
     return have, frozenset(_stem(t) for t in have)
 

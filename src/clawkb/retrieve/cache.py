@@ -6,6 +6,7 @@ any write to the KB makes old entries unreachable; they age out by LRU or TTL.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
@@ -16,7 +17,10 @@ V = TypeVar("V")
 
 
 class TTLCache(Generic[V]):
-    """``cachetools.TTLCache`` with hit/miss counts; ``size <= 0`` caches nothing."""
+    """``cachetools.TTLCache`` with hit/miss counts; ``size <= 0`` caches nothing.
+
+    Safe to share between threads (a lock around each call): the query-vector
+    cache is one per process, read by every server view."""
 
     def __init__(
         self, size: int = 256, ttl_s: float = 300.0, clock: Callable[[], float] = time.monotonic
@@ -26,9 +30,11 @@ class TTLCache(Generic[V]):
             max(size, 1), ttl_s, timer=clock
         )
         self.hits = self.misses = 0
+        self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> V | None:
-        value = self._data.get(key)
+        with self._lock:
+            value = self._data.get(key)
         if value is None:
             self.misses += 1
         else:
@@ -37,10 +43,12 @@ class TTLCache(Generic[V]):
 
     def put(self, key: Hashable, value: V) -> None:
         if self.size > 0:
-            self._data[key] = value
+            with self._lock:
+                self._data[key] = value
 
     def clear(self) -> None:
-        self._data.clear()
+        with self._lock:
+            self._data.clear()
 
     def __len__(self) -> int:
         return len(self._data)

@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from clawkb.ingest.chunker import started_sections
+from clawkb.memo import bytes_lru, str_bytes
 from clawkb.retrieve.snippet import Prepared, prepare, window
 from clawkb.store.repo import ChunkRow
 from clawkb.text import normalize
@@ -20,14 +21,29 @@ from clawkb.text.records import table_records
 from clawkb.types import Anchor, Hit
 
 
-@lru_cache(maxsize=4096)
+def _view_bytes(args: tuple[Any, ...], view: Prepared) -> int:
+    anchor, text = args
+    back = 36 * len(view.back) if view.back else 0  # a list of ints, 8 + 28 bytes each
+    return (
+        200
+        + str_bytes(anchor)
+        + str_bytes(text)
+        + str_bytes(view.flat)
+        + str_bytes(view.norm)
+        + back
+    )
+
+
+@bytes_lru(8 << 20, _view_bytes)
 def _view(anchor: str, text: str) -> Prepared:
     """A chunk's prepared text (display text, normalised form, offset map), kept by anchor.
 
     An anchor id is derived from the chunk's content, so an entry never goes
     stale; normalising a long CJK chunk is the largest cost of building a
     hit, and a long-running process (server, MCP, `clawkb eval`) meets the
-    same chunks often.
+    same chunks often. Bounded by bytes (8 MB), not entries: a CJK chunk's
+    offset map is many times its text, and a server that keeps meeting new
+    chunks would otherwise grow until the N-th one.
     """
     return prepare(text)
 

@@ -61,6 +61,10 @@ if TYPE_CHECKING:
 __all__ = ["MEMORY_PREFIX", "Retriever", "retriever_for", "run"]
 
 
+#: See :attr:`Retriever.qvec_cache`.
+QUERY_VECTORS: TTLCache[np.ndarray] = TTLCache(512, 3600.0)
+
+
 class Retriever:
     """Per-KB state: settings, synonyms, embedder, dense index and caches."""
 
@@ -72,8 +76,10 @@ class Retriever:
         self.cache: TTLCache[SearchResult] = TTLCache(
             self.settings.cache_size, self.settings.cache_ttl_s
         )
-        #: query vectors by (model key, texts)
-        self.qvec_cache: TTLCache[np.ndarray] = TTLCache(512, 3600.0)
+        #: query vectors by (model key, texts): one cache per process, shared by every
+        #: view (a server renews its views after each write; a query's vector does not
+        #: change with the data, so a per-view cache would embed it again each time)
+        self.qvec_cache: TTLCache[np.ndarray] = QUERY_VECTORS
         self._dense: DenseIndex | None = None
         self._synonyms: tuple[float, list[SynonymGroup]] | None = None
         self._synonyms_path: tuple[str | None, Path, bool] | None = None

@@ -108,7 +108,7 @@ def create_app(
     states = {settings.name: state}
     for spec in settings.kbs:
         states[spec.name] = ServerState(_kb_settings(settings, spec))
-    mcp_app, mcp_lifespan = _mcp(settings) if settings.mcp else (None, None)
+    mcp_app, mcp_lifespan = _mcp(settings, state.runtime) if settings.mcp else (None, None)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -263,8 +263,10 @@ def _install_pages(app: FastAPI, state: ServerState) -> None:
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-def _mcp(settings: ServerSettings) -> tuple[Any, Any]:
-    """The MCP streamable-HTTP app over its own KB connection; auth is the Guard's."""
+def _mcp(settings: ServerSettings, runtime: Runtime) -> tuple[Any, Any]:
+    """The MCP streamable-HTTP app over its own KB connection; auth is the Guard's. Its
+    queries are embedded by the server's embedding worker, as the API's are (no
+    model loaded in the server process)."""
     try:
         from mcp.server.transport_security import TransportSecuritySettings
 
@@ -275,6 +277,7 @@ def _mcp(settings: ServerSettings) -> tuple[Any, Any]:
         settings.mcp = False
         return None, None
     kb = KnowledgeBase.open(settings.home)
+    runtime.lend_embedder(kb)
     server = build_server(KBTools(kb))
     inner = server.streamable_http_app(
         streamable_http_path="/mcp",

@@ -77,6 +77,10 @@ class Gate:
                 if not self._readers:
                     self._cond.notify_all()
 
+    def writing(self) -> bool:
+        """A writer holds the gate or waits for it (a read would wait)."""
+        return self._writing or self._waiting_writers > 0
+
     @contextmanager
     def write(self) -> Iterator[None]:
         with self._cond:
@@ -128,8 +132,13 @@ class _Slot:
     The view is renewed (index reloaded, new snapshot) when this process wrote
     (``generation``) or another process changed the index (manifest stamp).
     Renewal happens inside the gate, while no write is in progress; searches
-    then run outside it, so they never wait for a write and never see the
-    store ahead of the index. While another process is mid-run (store ahead of
+    then run outside it, so they never see the store ahead of the index. While
+    a write is in progress, a stale view is renewed without the gate on a
+    second connection (:meth:`try_renew`) when the index and the store it then
+    sees agree, and otherwise kept as it is when it already holds every write
+    this process finished: a search waits for a write only when neither can
+    serve it (a write finished since its view was taken, and the one running
+    has store changes its index does not have yet). While another process is mid-run (store ahead of
     the index), the view stays unpinned and serves the index as it is, with a
     warning. A view that finds the index damaged asks the writer thread for the
     repair (:meth:`Runtime.request_repair`) and waits for it: readers never write.
@@ -137,7 +146,10 @@ class _Slot:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.owner = threading.current_thread()
         self.kb: KnowledgeBase | None = None
+        #: the view before the last ungated renewal: its connection is the next one's
+        self.spare: KnowledgeBase | None = None
         self.generation = -1
         self.config_version = 0
         self.stamp = (0, 0)
@@ -173,6 +185,36 @@ class _Slot:
         else:
             db.end_read(self.kb.conn)
 
+    def try_renew(self, home: Path, generation: int, config_version: int) -> bool:
+        """Renew without the gate (a write is in progress), on the spare connection: the
+        index is loaded first, then the store's snapshot taken; the new view is kept
+        only when the store is not ahead of that index (no half-applied write in it)
+        and the index is sound. False: the current view is left as it was."""
+        if self.kb is None or self.config_version != config_version:
+            return False
+        if self.spare is None:
+            self.spare = KnowledgeBase.open(home)
+            self.spare.lexical.close()
+        stamp = _manifest_stamp(self.kb)
+        kb = KnowledgeBase(self.spare.home, self.spare.conn, self.kb.config)
+        db.begin_read(kb.conn)
+        if kb.lexical.damaged or kb.lexical.applied_seq < kb.repo.max_seq():
+            db.end_read(kb.conn)
+            kb.lexical.close()
+            return False
+        old = self.kb
+        db.end_read(old.conn)
+        old.lexical.close()  # its lease and mapped files go now (the slot lock is held)
+        self.kb, self.spare = kb, old
+        self.generation, self.stamp, self.pinned = generation, stamp, True
+        return True
+
+    def close(self) -> None:
+        for kb in (self.kb, self.spare):
+            if kb is not None:
+                kb.close()
+        self.kb = self.spare = None
+
 
 class Runtime:
     """Reader connections, the writer thread and the gate between them."""
@@ -205,18 +247,51 @@ class Runtime:
             slot = self._local.slot = _Slot()
             with self._opened_lock:
                 self._slots.append(slot)
+            self._close_orphans()
         return slot
+
+    def _close_orphans(self) -> None:
+        """Close the views of reader threads that have ended. The thread pool lets idle
+        threads go and starts new ones under load; each new thread opens a view
+        (a connection, an index, a spare), and the ended ones' views were kept
+        for the life of the server: memory that grew with every burst."""
+        with self._opened_lock:
+            gone = [slot for slot in self._slots if not slot.owner.is_alive()]
+            self._slots = [slot for slot in self._slots if slot not in gone]
+        for slot in gone:
+            with slot.lock:  # its thread has ended: nobody else takes it
+                slot.close()
 
     def read_sync(self, fn: Callable[[KnowledgeBase], T]) -> T:
         """Run ``fn`` on this thread's pinned view (see :class:`_Slot`)."""
         slot = self._slot()
         with slot.lock:
-            if slot.stale(self.generation, self.config_version):
-                with self.gate.read():  # the writer is between writes: store and index agree
-                    slot.renew(self.home, self.generation, self.config_version)
+            generation, config_version = self.generation, self.config_version
+            if slot.stale(generation, config_version):
+                if not (self.gate.writing() and self._renew_during_write(slot, generation)):
+                    with self.gate.read():  # the writer is between writes: store and index agree
+                        slot.renew(self.home, self.generation, self.config_version)
                 slot.kb.repair_handler = self.request_repair  # type: ignore[union-attr]
                 self.share_embedder(slot.kb)  # type: ignore[arg-type]
             return fn(slot.kb)  # type: ignore[arg-type]
+
+    def _renew_during_write(self, slot: _Slot, generation: int) -> bool:
+        """A write is in progress and ``slot`` is stale. Keep the view when it holds every
+        write this process finished (it is stale only because the running write or
+        another process committed meanwhile: one renewal after the write, not one
+        per commit); else renew it without waiting when the store and the index
+        agree. False: wait for the gate."""
+        if (
+            slot.kb is not None
+            and slot.pinned
+            and slot.generation == generation
+            and slot.config_version == self.config_version
+        ):
+            return True
+        try:
+            return slot.try_renew(self.home, generation, self.config_version)
+        except Exception:  # e.g. the index mid-replacement: the gated path says why
+            return False
 
     def share_embedder(self, kb: KnowledgeBase) -> None:
         """Give ``kb`` the embedder every view and the writer share (per config version).
@@ -227,27 +302,44 @@ class Runtime:
         the model in a child process (:mod:`clawkb.embed.worker`), started here
         when the KB first has vectors: its load holds no lock of this process,
         and searches stay lexical until it is ready."""
+        from clawkb.embed.run import set_kb_embedder
+
+        try:
+            embedder = self.shared_embedder(kb)
+        except Exception:  # a model that cannot load: each search says why itself
+            return
+        if embedder is not None:
+            set_kb_embedder(kb, embedder)
+
+    def shared_embedder(self, kb: KnowledgeBase, *, start: bool = False) -> Embedder | None:
+        """The shared embedder of the current config, started now when the KB has
+        vectors (or ``start``); None while it has none."""
         from clawkb.embed import vectors
         from clawkb.embed.base import options_for_vectors
-        from clawkb.embed.run import set_kb_embedder
         from clawkb.embed.worker import worker_embedder
 
         with self._opened_lock:
             shared = self._embedder
             if shared is None or shared[0] != self.config_version:
-                if vectors.stored_signature(kb.conn) is None:
-                    return  # lexical only: no model to build (yet)
+                if not start and vectors.stored_signature(kb.conn) is None:
+                    return None  # lexical only: no model to build (yet)
                 section = kb.config.embedding
                 stored = vectors.stored_signature(kb.conn)
                 options = options_for_vectors(section.model, section.options, stored)
-                try:
-                    embedder = worker_embedder(section.model, options)
-                except Exception:  # a model that cannot load: each search says why itself
-                    return
+                embedder = worker_embedder(section.model, options)
                 if shared is not None:  # a view may still hold it: stopped at close
                     self._retired.append(shared[1])
                 shared = self._embedder = (self.config_version, embedder)
-            set_kb_embedder(kb, shared[1])
+            return shared[1]
+
+    def lend_embedder(self, kb: KnowledgeBase) -> None:
+        """Make ``kb`` (a KB this process opened besides the views: the ``/mcp`` tools')
+        embed through the shared embedding worker too, never a model of its own in
+        this process: it gets a stand-in that asks :meth:`share_embedder` for the
+        worker at each use, so vectors that appear later are served the same way."""
+        from clawkb.embed.run import set_kb_embedder
+
+        set_kb_embedder(kb, _LentEmbedder(self, kb))  # type: ignore[arg-type]  # duck-typed
 
     def warm(self, timeout: float = 300.0) -> None:
         """At start, when the KB has vectors: start the embedding worker and wait until
@@ -366,8 +458,7 @@ class Runtime:
         self._writer.join(timeout=30)
         with self._opened_lock:
             for slot in self._slots:
-                if slot.kb is not None:
-                    slot.kb.close()
+                slot.close()
             self._slots.clear()
             embedders = [*self._retired, *(self._embedder[1:] if self._embedder else ())]
             self._embedder, self._retired = None, []
@@ -375,3 +466,19 @@ class Runtime:
             close = getattr(embedder, "close", None)
             if close is not None:
                 close()
+
+
+class _LentEmbedder:
+    """A KB's embedder that is the runtime's shared worker (:meth:`Runtime.lend_embedder`):
+    every attribute is the worker's, looked up when used (the worker is started at
+    the first use if the views have not started it yet; its load runs in the child
+    process, not here)."""
+
+    def __init__(self, runtime: Runtime, kb: KnowledgeBase) -> None:
+        self._runtime, self._kb = runtime, kb
+
+    def _target(self) -> Any:
+        return self._runtime.shared_embedder(self._kb, start=True)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target(), name)

@@ -16,9 +16,10 @@ it only labels it.
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
+
+from clawkb.memo import bytes_lru, str_bytes
 
 __all__ = ["FLAG_DESCRIPTIONS", "flag_injection", "sanitize", "wrap_passage"]
 
@@ -93,7 +94,7 @@ def flag_injection(text: str) -> list[str]:
     return list(_flags(text))
 
 
-@functools.lru_cache(maxsize=4096)
+@bytes_lru(4 << 20, lambda args, flags: 120 + str_bytes(args[0]) + 60 * len(flags))
 def _flags(text: str) -> tuple[str, ...]:
     found: set[str] = set()
     folded = unicodedata.normalize("NFKC", _ZERO_WIDTH.sub("", text))
