@@ -143,13 +143,13 @@ def test_lead_takes_the_best_title_in_the_other_script():
     q = np.array([0.9, 0.6, 0.1], np.float32)  # closest to "GPIO", then to its translation
     # an English query: the Chinese title leads, not the same-script "GPIO";
     # of the two sections it heads, the one the dense channel ranks first
-    assert lead(sec, mat, q, dense, query_chinese=False) == (5, "通用输入输出")
+    assert lead(sec, mat @ q, dense, query_chinese=False) == (5, "通用输入输出")
     # a Chinese query: the best Latin-script title
-    assert lead(sec, mat, q, dense, query_chinese=True) == (1, "GPIO")
+    assert lead(sec, mat @ q, dense, query_chinese=True) == (1, "GPIO")
     # the title must be about as close to the query as the best passage
     low = Channel(dense.ids, np.array([0.6 - LEAD_MARGIN + 0.01, 0.4]))
-    assert lead(sec, mat, q, low, query_chinese=False) is None
-    assert lead(sec, mat, q, dense, query_chinese=False, hidden=np.array([2, 5])) is None
+    assert lead(sec, mat @ q, low, query_chinese=False) is None
+    assert lead(sec, mat @ q, dense, query_chinese=False, hidden=np.array([2, 5])) is None
     # put first: above the fused top, or added when no channel listed it
     from clawkb.retrieve.fusion import Fused
 

@@ -69,6 +69,7 @@ def channel(
     dense: Channel | None,
     allowed: np.ndarray | None = None,
     hidden: np.ndarray | None = None,
+    sims: np.ndarray | None = None,
 ) -> tuple[Channel, dict[str, Any]] | None:
     """The title channel for the query's vectors, and its trace (None: no title passes the gate).
 
@@ -79,8 +80,8 @@ def channel(
     """
     if not len(sec.titles) or dense is None or not len(dense.scores):
         return None
-    q = np.asarray(qvec, np.float32)
-    cos = mat @ q if q.ndim == 1 else (mat @ q.T).max(axis=1)  # each title's best rendering
+    sims = _sims(mat, qvec) if sims is None else sims  # (given: computed once per search)
+    cos = sims.max(axis=1)  # each title's best rendering
     floor = float(dense.scores[0]) + MARGIN
     top = np.argsort(-cos, kind="stable")[:TOP]
     top = top[cos[top] >= floor]
@@ -110,8 +111,7 @@ def channel(
 
 def lead(
     sec: Sections,
-    mat: np.ndarray,
-    qvec: np.ndarray,
+    cos: np.ndarray,
     dense: Channel,
     query_chinese: bool,
     allowed: np.ndarray | None = None,
@@ -126,7 +126,8 @@ def lead(
     is outvoted by passages both other channels rank middling (on esp-idf-docs,
     zh2en, the right section was the best title for 44 of the 92 queries the
     default missed). So the best title *written in the other script* than the
-    query (``qvec``: the query as asked, not its glossary rendering) leads the
+    query (``cos``: each title's cosine with the query as asked, not its glossary
+    rendering) leads the
     fused list when its cosine is at least the dense channel's top cosine plus
     :data:`LEAD_MARGIN`: the query is closer to that title than (about) to any
     passage, so it reads as that title's translation. Of the sections that
@@ -144,7 +145,7 @@ def lead(
     other = np.flatnonzero(_chinese_titles(sec) != query_chinese)
     if not len(other):
         return None
-    cos = (mat @ np.asarray(qvec, np.float32))[other]
+    cos = cos[other]
     best = int(np.argmax(cos))
     if float(cos[best]) < float(dense.scores[0]) + LEAD_MARGIN:
         return None
@@ -158,6 +159,12 @@ def lead(
         return None
     rank = {int(c): r for r, c in enumerate(dense.ids.tolist())}
     return min(starts.tolist(), key=lambda c: rank.get(c, len(rank))), sec.titles[t]
+
+
+def _sims(mat: np.ndarray, qvec: np.ndarray) -> np.ndarray:
+    """Cosines of every title (rows) with each rendering of the query (columns)."""
+    q = np.asarray(qvec, np.float32)
+    return (mat @ q)[:, None] if q.ndim == 1 else mat @ q.T
 
 
 def _chinese_titles(sec: Sections) -> np.ndarray:
@@ -207,15 +214,15 @@ def add_channel(
         return None, None
     sec, mat = title_index(source.kb, r.embedder, index.mkey)
     qv = np.asarray(qv)
+    sims = _sims(mat, qv)  # one product for the channel and the lead
     first = None
     notes = []
-    if query_chinese is not None:  # the query as asked, not its glossary rendering
-        got_lead = lead(sec, mat, qv[0] if qv.ndim == 2 else qv, dense, query_chinese,
-                        scope.allowed, scope.hidden)  # fmt: skip
+    if query_chinese is not None:  # the query as asked (column 0), not its glossary rendering
+        got_lead = lead(sec, sims[:, 0], dense, query_chinese, scope.allowed, scope.hidden)
         if got_lead is not None:
             first = got_lead[0]
             notes.append(f"lead={got_lead[1]!r}")
-    got = channel(sec, mat, qv, dense, scope.allowed, scope.hidden)
+    got = channel(sec, mat, qv, dense, scope.allowed, scope.hidden, sims=sims)
     if got is not None:
         channels["titles"], trace = got
         notes = [f"{k}={v}" for k, v in trace.items()] + notes
