@@ -124,12 +124,11 @@ def lead(
     the title channel: e5-small pairs a title with its translation well. But
     as one list among three fused by reciprocal ranks, that title's top rank
     is outvoted by passages both other channels rank middling (on esp-idf-docs,
-    zh2en, the right section was the best title for 44 of the 92 queries the
+    zh2en, the right section was the best title for 44 of the 94 queries the
     default missed). So the best title *written in the other script* than the
     query (``cos``: each title's cosine with the query as asked, not its glossary
-    rendering) leads the
-    fused list when its cosine is at least the dense channel's top cosine plus
-    :data:`LEAD_MARGIN`: the query is closer to that title than (about) to any
+    rendering) leads the fused list when its cosine is at least the dense
+    channel's top cosine plus :data:`LEAD_MARGIN`: the query is closer to that title than (about) to any
     passage, so it reads as that title's translation. Of the sections that
     title heads, the one the dense channel ranks first leads.
 
