@@ -212,6 +212,8 @@ def add_channel(
     if qv is None:
         return None, None
     sec, mat = title_index(source.kb, r.embedder, index.mkey)
+    if not len(sec.titles):
+        return None, None
     qv = np.asarray(qv)
     sims = _sims(mat, qv)  # one product for the channel and the lead
     first = None
