@@ -131,3 +131,43 @@ def test_the_title_channel_needs_a_source_with_titles(esp):
     q = Query.make("加锁与重入", limit=5, mode="hybrid", explain=True, options={"early_return": 0})
     assert " titles " in _fusion(esp.run_query(q))
     assert " titles " not in _fusion(esp.run_query(q, source=NoTitles(esp)))
+
+
+def test_lead_takes_the_best_title_in_the_other_script():
+    from clawkb.retrieve.titles import LEAD_MARGIN, Sections, lead, put_first
+
+    sec = Sections(["GPIO", "通用输入输出", "Clock Tree"],
+                   [np.array([1]), np.array([2, 5]), np.array([3])])  # fmt: skip
+    mat = np.eye(3, dtype=np.float32)
+    dense = Channel(np.array([5, 9], np.int64), np.array([0.5, 0.4]))
+    q = np.array([0.9, 0.6, 0.1], np.float32)  # closest to "GPIO", then to its translation
+    # an English query: the Chinese title leads, not the same-script "GPIO";
+    # of the two sections it heads, the one the dense channel ranks first
+    assert lead(sec, mat @ q, dense, query_chinese=False) == (5, "通用输入输出")
+    # a Chinese query: the best Latin-script title
+    assert lead(sec, mat @ q, dense, query_chinese=True) == (1, "GPIO")
+    # the title must be about as close to the query as the best passage
+    low = Channel(dense.ids, np.array([0.6 - LEAD_MARGIN + 0.01, 0.4]))
+    assert lead(sec, mat @ q, low, query_chinese=False) is None
+    assert lead(sec, mat @ q, dense, query_chinese=False, hidden=np.array([2, 5])) is None
+    # put first: above the fused top, or added when no channel listed it
+    from clawkb.retrieve.fusion import Fused
+
+    fused = [Fused(7, 0.03), Fused(5, 0.02)]
+    assert [f.chunk_id for f in put_first(fused, 5)] == [5, 7]
+    assert [f.chunk_id for f in put_first([Fused(7, 0.03)], 4)] == [4, 7]
+
+
+def test_a_chinese_title_leads_with_its_english_section(esp):
+    # 传输端口 is "Transport Port", a sibling of "Encoder Port" on the same page: as one
+    # fused list among three the title channel's first rank is outvoted; the lead
+    # (retrieve/titles.lead) puts that section first
+    for q, want in (("传输端口", "Transport Port"), ("驱动程序的行为", "Driver Behaviour")):
+        res = esp.search(q, limit=5, mode="hybrid", explain=True, early_return=0)
+        top = res.hits[0] if res.hits else res.nearest[0]
+        assert top.anchor.heading_path[-1] == want, q
+        assert top.explanation["channels"]["titles"]["lead"] is True
+        assert f"lead={want!r}" in _fusion(res)
+        off = esp.search(q, limit=5, mode="hybrid", early_return=0, title_lead=False)
+        first = off.hits[0] if off.hits else off.nearest[0]
+        assert first.anchor.heading_path[-1] != want, q

@@ -67,6 +67,7 @@ class RetrievalSettings:
     # both coverages (query in heading, heading in query) must reach this to lift a passage
     headings_floor: float = 0.8
     titles: bool = True  # the query against section titles in the model's space (titles.py)
+    title_lead: bool = True  # a title in the other language than the query leads (titles.lead)
     exact: bool = True  # passages with the query's rare identifiers stay on top (exact.py)
     translate: bool = False  # translate the query with the configured LLM (crossling)
     budget_translate_ms: float = 1500.0

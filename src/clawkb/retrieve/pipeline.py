@@ -292,12 +292,15 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         channels["dense"] = unembedded.place(channels["lexical"], channels["dense"],
                                              source.embedded())  # fmt: skip
     st = time.perf_counter()
-    on_titles = titles.add_channel(source, texts, channels, scope) if s.titles and resolved == "hybrid" and "dense" in channels else None  # fmt: skip
+    on_titles, first = (titles.add_channel(source, texts, channels, scope, titles.query_chinese(rw) if s.title_lead else None)
+                        if s.titles and resolved == "hybrid" and "dense" in channels else (None, None))  # fmt: skip
     fs, note = s, s.fusion if len(channels) > 1 else "single channel"
     if s.adaptive and len(channels) > 1:  # crossling hook: per-query weights (adaptive.py)
         fs, trace = adaptive.tune(stats, rw, channels, s, dense_translated=bool(dense_tr))
         note += " adaptive " + " ".join(f"{k}={v}" for k, v in trace.items())
     fused = fuse(channels, fs, partial(source.recency, scope=scope))
+    if first is not None:  # a cross-language title query: its section first (titles.lead)
+        fused = titles.put_first(fused, first)
     note = note if on_titles is None else f"{note} titles {on_titles}"
     for name, rs in rank_stages:
         fused, trace = rs.apply(ctx, fused)
