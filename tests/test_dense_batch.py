@@ -178,8 +178,10 @@ def kb_settings(k):
 
 def test_cross_lingual_hybrid_search_embeds_query_and_translation_in_one_call(tmp_path):
     pytest.importorskip("onnxruntime")
-    from clawkb.retrieve.pipeline import retriever_for
+    from clawkb.retrieve.pipeline import QUERY_VECTORS, retriever_for
 
+    # query vectors are cached per process: an earlier test may have embedded this query
+    QUERY_VECTORS.clear()
     kb = KnowledgeBase.open(tmp_path / "xl", create=True)
     try:
         kb.index_texts(

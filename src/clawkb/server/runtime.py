@@ -477,8 +477,8 @@ class _LentEmbedder:
     def __init__(self, runtime: Runtime, kb: KnowledgeBase) -> None:
         self._runtime, self._kb = runtime, kb
 
-    def _target(self) -> Any:
+    def _target(self) -> Embedder | None:
         return self._runtime.shared_embedder(self._kb, start=True)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         return getattr(self._target(), name)
