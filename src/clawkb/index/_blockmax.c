@@ -39,6 +39,8 @@
 #define WINDOW 16384 /* docs per window (a multiple of 64): measured best of 1k-64k at 100k docs */
 
 #include "_topk.h"
+#include "_unpack.h"
+#define CLAWKB_FAST_UNPACK unpack_docs_fast
 #include "_packed.h"
 #include "_dict.h"
 #include "_bounds.h"
@@ -793,7 +795,21 @@ done:
     return result;
 }
 
+/* vector_decode(on) -> whether the AVX2 block decoder was in use before; on:
+   use it where the CPU has it (the default), else the scalar loop (tests
+   compare the two). */
+static PyObject *vector_decode(PyObject *Py_UNUSED(self), PyObject *args) {
+    int on;
+    if (!PyArg_ParseTuple(args, "p", &on)) return NULL;
+    int was = unpack_docs_fast_enabled();
+    unpack_docs_fast_enable(on);
+    return PyBool_FromLong(was);
+}
+
 static PyMethodDef methods[] = {
+    {"vector_decode", vector_decode, METH_VARARGS,
+     "vector_decode(on) -> bool: use the AVX2 block decoder where the CPU has it; returns the"
+     " previous setting"},
     {"topk", topk, METH_VARARGS,
      "topk(packed, blk_pos, blk_last, factor, ranges, first_blocks, blk_maxtf, blk_minlen, weights,"
      " live, params, k1, n_docs, out_docs, out_scores, theta0) -> (n_out, n_scored)"},
