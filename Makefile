@@ -7,7 +7,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 
 .PHONY: run test bench calibrate lint venv clean system-deps install uninstall editors
 
-$(STAMP): pyproject.toml setup.py src/clawkb/index/_bm25native.c src/clawkb/index/_blockmax.c src/clawkb/index/_postings.c src/clawkb/index/_packed.h src/clawkb/index/_dict.h src/clawkb/index/_bounds.h src/clawkb/index/_topk.h src/clawkb/text/_toknative.c src/clawkb/text/_chunknative.c
+$(STAMP): pyproject.toml setup.py src/clawkb/index/_bm25native.c src/clawkb/index/_blockmax.c src/clawkb/index/_postings.c src/clawkb/index/_packed.h src/clawkb/index/_dict.h src/clawkb/index/_bounds.h src/clawkb/index/_topk.h src/clawkb/index/_unpack.h src/clawkb/text/_toknative.c src/clawkb/text/_chunknative.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev,bench,pdf,mcp,formats,fuzz,dense,rerank,server,milvus,lsp]'

@@ -37,6 +37,7 @@ setup(
                 "src/clawkb/index/_packed.h",
                 "src/clawkb/index/_dict.h",
                 "src/clawkb/index/_bounds.h",
+                "src/clawkb/index/_unpack.h",
             ],
             extra_compile_args=["-O3", "-Wall", "-Wextra"],
         ),

@@ -70,9 +70,15 @@ static inline int decode_docs_checked(const uint8_t *packed, int64_t plen, const
         bits += (uint32_t)n * tf_w[f];
     }
     if (at + ((int64_t)bits + 7) / 8 + 8 > plen) return -1;
+    uint64_t prev = first_of_term ? 0 : blk_last[b - 1];
+#ifdef CLAWKB_FAST_UNPACK /* a vector decoder (_unpack.h), which may decline */
+    if (CLAWKB_FAST_UNPACK(packed + at, wd, n, prev, docs) == 0) {
+        prev = docs[n - 1];
+        return (prev == blk_last[b] && (int64_t)prev < n_docs) ? 0 : -1;
+    }
+#endif
     uint64_t bit = 8;
     unpack_bits(packed + at, &bit, wd, n, docs);
-    uint64_t prev = first_of_term ? 0 : blk_last[b - 1];
     for (int i = 0; i < n; i++) {
         prev += docs[i];
         docs[i] = (uint32_t)prev;
