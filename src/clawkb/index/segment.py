@@ -232,6 +232,7 @@ _ADD_DOCS = 512
 def _build_streamed(batch: Iterable[DocFields | DocTexts]) -> tuple[np.ndarray, ...]:
     """:func:`build_arrays` through the native text inverter: about 10 bytes per
     (term, doc, field) entry, no token strings for the tokens it has seen."""
+    _release_free_heap()  # what the process freed before (a worker's earlier tasks)
     inv = TextInverter()
     ids_list: list[int] = []
     lens_parts: list[bytes] = []
@@ -245,7 +246,8 @@ def _build_streamed(batch: Iterable[DocFields | DocTexts]) -> tuple[np.ndarray, 
     if rows:
         lens_parts.append(inv.add(rows))
     del rows
-    h, rank, doc_of, field_of, tf_of = inv.finish()
+    h, rank, doc_of, field_of, tf_of = inv.finish()  # the term table is freed
+    _release_free_heap()
     n = len(ids_list)
     chunk_ids = np.array(ids_list, np.int64)
     lens = np.frombuffer(b"".join(lens_parts), np.uint32).reshape(n, N_FIELDS).copy()
