@@ -445,8 +445,10 @@ static void release_consumed(const Py_buffer *b, Py_ssize_t S, const int64_t *bl
         if (!(release >> i & 1)) continue;
         const Py_buffer *bi = &b[i * MERGE_ITEMS];
         int64_t nb = bi[3].len / 4;
-        size_t upto = blkno[i] < nb ? ((const uint32_t *)bi[3].buf)[blkno[i]] : (size_t)bi[2].len;
-        if (upto - dropped[i] < RELEASE_STEP && blkno[i] < nb) continue;
+        size_t len = (size_t)bi[2].len;
+        size_t upto = blkno[i] < nb ? ((const uint32_t *)bi[3].buf)[blkno[i]] : len;
+        if (upto > len) upto = len; /* a damaged offset: never past the mapping */
+        if (upto <= dropped[i] || (upto - dropped[i] < RELEASE_STEP && upto < len)) continue;
         uintptr_t base = (uintptr_t)bi[2].buf;
         uintptr_t lo = (base + dropped[i] + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
         uintptr_t hi = (base + upto) & ~((uintptr_t)page - 1);
