@@ -8,6 +8,10 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#ifndef _WIN32
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,6 +427,38 @@ static size_t encode_block(uint8_t *p, const uint32_t *docs, const uint8_t *tfs,
 }
 
 #define MP_OUT 8
+#define RELEASE_STEP (8u << 20)
+
+/* Inputs flagged in `release` (bit i: input i's packed postings are a read-only
+ * file mapping) give their consumed pages back as the merge passes them: the
+ * postings are read once, in order, so resident memory stays near the output
+ * instead of growing by every input. Only the mapping is dropped (the file's
+ * pages stay in the page cache); a later read faults them in again. Never used
+ * on anonymous memory, whose pages MADV_DONTNEED would zero. */
+static void release_consumed(const Py_buffer *b, Py_ssize_t S, const int64_t *blkno,
+                             size_t *dropped, unsigned long long release) {
+#ifdef MADV_DONTNEED
+    static long page = 0;
+    if (!page) page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return;
+    for (Py_ssize_t i = 0; i < S && i < 64; i++) {
+        if (!(release >> i & 1)) continue;
+        const Py_buffer *bi = &b[i * MERGE_ITEMS];
+        int64_t nb = bi[3].len / 4;
+        size_t len = (size_t)bi[2].len;
+        size_t upto = blkno[i] < nb ? ((const uint32_t *)bi[3].buf)[blkno[i]] : len;
+        if (upto > len) upto = len; /* a damaged offset: never past the mapping */
+        if (upto <= dropped[i] || (upto - dropped[i] < RELEASE_STEP && upto < len)) continue;
+        uintptr_t base = (uintptr_t)bi[2].buf;
+        uintptr_t lo = (base + dropped[i] + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+        uintptr_t hi = (base + upto) & ~((uintptr_t)page - 1);
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        dropped[i] = upto;
+    }
+#else
+    (void)b; (void)S; (void)blkno; (void)dropped; (void)release;
+#endif
+}
 
 /* merge_packed(inputs, lens, terms, offsets, term_blocks, packed, blk_pos, blk_last,
  *              blk_maxtf, blk_minlen) -> (n_terms, n_blocks, packed bytes)
@@ -437,8 +473,10 @@ static size_t encode_block(uint8_t *p, const uint32_t *docs, const uint8_t *tfs,
  * result is not copied again. */
 static PyObject *merge_packed(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *arg, *o_lens, *o_out[MP_OUT];
-    if (!PyArg_ParseTuple(args, "O!OOOOOOOOO", &PyList_Type, &arg, &o_lens, &o_out[0], &o_out[1],
-                          &o_out[2], &o_out[3], &o_out[4], &o_out[5], &o_out[6], &o_out[7]))
+    unsigned long long release = 0;
+    if (!PyArg_ParseTuple(args, "O!OOOOOOOOO|K", &PyList_Type, &arg, &o_lens, &o_out[0], &o_out[1],
+                          &o_out[2], &o_out[3], &o_out[4], &o_out[5], &o_out[6], &o_out[7],
+                          &release))
         return NULL;
     Py_buffer lb, ob[MP_OUT];
     int ogot = 0, got = 0, oom = 0;
@@ -454,11 +492,12 @@ static PyObject *merge_packed(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer *b = calloc((size_t)(S ? S : 1) * MERGE_ITEMS, sizeof(Py_buffer));
     Py_ssize_t *cur = calloc(S ? S : 1, sizeof(Py_ssize_t));
     int64_t *blkno = calloc(S ? S : 1, sizeof(int64_t));
+    size_t *dropped = calloc(S ? S : 1, sizeof(size_t)); /* packed bytes released so far */
     uint32_t *tdocs = NULL;
     uint8_t *ttfs = NULL;
     size_t tcap = 0;
     PyObject *result = NULL;
-    if (!b || !cur || !blkno) { PyErr_NoMemory(); goto done; }
+    if (!b || !cur || !blkno || !dropped) { PyErr_NoMemory(); goto done; }
     int64_t maxT = 0, maxB = 0;
     for (Py_ssize_t i = 0; i < S; i++) {
         PyObject *tup = PyList_GET_ITEM(arg, i);
@@ -538,6 +577,7 @@ static PyObject *merge_packed(PyObject *Py_UNUSED(self), PyObject *args) {
             cur[i]++;
         }
         if (oom || bad) break;
+        if (release) release_consumed(b, S, blkno, dropped, release);
         if (!tn) continue;
         o_terms[T_out] = h;
         o_off[T_out] = P;
@@ -591,7 +631,7 @@ done:
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
     for (int i = 0; i < ogot; i++) PyBuffer_Release(&ob[i]);
     PyBuffer_Release(&lb);
-    free(b); free(cur); free(blkno); free(tdocs); free(ttfs);
+    free(b); free(cur); free(blkno); free(dropped); free(tdocs); free(ttfs);
     return result;
 }
 

@@ -48,6 +48,7 @@ from clawkb.index.segment import (
     FIELDS,
     N_FIELDS,
     DocFields,
+    DocTexts,
     Segment,
     build_arrays,
     hash_terms,
@@ -457,7 +458,7 @@ class LexicalIndex:
 
     def apply(
         self,
-        adds: Iterable[DocFields],
+        adds: Iterable[DocFields | DocTexts],
         deletes: Sequence[int],
         applied_seq: int,
         prebuilt: Sequence[Path] = (),

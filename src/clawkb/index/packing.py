@@ -140,8 +140,10 @@ def merge_packed(inputs: list[tuple[np.ndarray, ...]], lens: np.ndarray) -> dict
         "blk_maxtf": np.empty((max_b, 3), np.uint8),
         "blk_minlen": np.empty((max_b, 3), np.uint8),
     }
+    # inputs whose packed postings are file mappings: their pages are dropped as read
+    release = sum(1 << i for i, x in enumerate(inputs[:64]) if _file_mapped(x[2]))
     n_terms, n_blocks, n_bytes = _postings.merge_packed(
-        inputs, np.ascontiguousarray(lens, np.uint32), *out.values()
+        inputs, np.ascontiguousarray(lens, np.uint32), *out.values(), release
     )
     for name in ("terms", "blk_pos", "blk_last", "blk_maxtf", "blk_minlen"):
         out[name] = out[name][: n_blocks if name.startswith("blk_") else n_terms]
@@ -149,6 +151,17 @@ def merge_packed(inputs: list[tuple[np.ndarray, ...]], lens: np.ndarray) -> dict
     out["term_blocks"] = out["term_blocks"][: n_terms + 1]
     out["packed"] = out["packed"][:n_bytes]
     return out
+
+
+def _file_mapped(arr: np.ndarray) -> bool:
+    """True when ``arr`` views a read-only memory-mapped file (a segment opened
+    from disk): dropping its pages loses nothing, the file still has them."""
+    base: object = arr
+    while isinstance(base, np.ndarray):
+        if isinstance(base, np.memmap):
+            return base.mode == "r"
+        base = base.base
+    return False
 
 
 def _blocks(offsets: np.ndarray) -> Iterator[tuple[int, int, int, bool]]:

@@ -54,6 +54,7 @@ from clawkb.errors import IndexCorruptError
 from clawkb.index import npyfile, packing, termdict
 from clawkb.index.blocks import BLOCK_ARRAYS, block_arrays, minlen_codes
 from clawkb.index.generations import replace_atomically
+from clawkb.text.tokenize import NATIVE_INVERT, TextInverter, tokenize
 
 #: Version of the files a segment folder holds (meta.json "format").
 SEGMENT_FORMAT = 5 if packing.NATIVE else 3
@@ -121,6 +122,26 @@ class DocFields:
     code: list[str]
 
 
+@dataclass(frozen=True, slots=True)
+class DocTexts:
+    """Text of one chunk per field (title + heading path, body, code), tokenized
+    as it is inverted: with the native tokenizer no token list is ever made."""
+
+    chunk_id: int
+    title: str
+    body: str
+    code: str
+
+    def fields(self) -> DocFields:
+        """The same chunk as token lists."""
+        return DocFields(
+            self.chunk_id,
+            tokenize(self.title) if self.title else [],
+            tokenize(self.body) if self.body else [],
+            tokenize(self.code) if self.code else [],
+        )
+
+
 def _save(folder: Path, name: str, arr: np.ndarray) -> None:
     with open(folder / f"{name}.npy", "wb") as fh:
         np.save(fh, arr)
@@ -186,14 +207,66 @@ def _fill_folder(tmp: Path, arrays: dict[str, np.ndarray]) -> None:
     (tmp / "meta.json").write_text(json.dumps(meta))
 
 
-def build_arrays(batch: Iterable[DocFields], *, use_native: bool = True) -> tuple[np.ndarray, ...]:
-    """Invert a batch of tokenized docs into segment arrays.
+def build_arrays(
+    batch: Iterable[DocFields | DocTexts], *, use_native: bool = True
+) -> tuple[np.ndarray, ...]:
+    """Invert a batch of docs (token lists or texts) into segment arrays.
 
-    ``batch`` may be a generator: each doc's token lists are dropped once they
-    are counted, so memory follows the number of postings, not of tokens.
-    The native kernel counts and hashes terms; the fallback uses ``Counter``.
-    Both yield identical segments.
+    ``batch`` may be a generator: each doc is dropped once it is counted, so
+    memory follows the number of postings, not of tokens. With the native
+    tokenizer and packer, texts are tokenized and counted in one C pass
+    (:class:`~clawkb.text.tokenize.TextInverter`); otherwise they are
+    tokenized here and the native kernel counts and hashes the tokens, or the
+    fallback uses ``Counter``. All yield identical segments.
     """
+    if use_native and NATIVE_INVERT and packing.NATIVE:
+        return _build_streamed(batch)
+    fields = (d.fields() if isinstance(d, DocTexts) else d for d in batch)
+    return _build_from_tokens(fields, use_native=use_native)
+
+
+#: Docs handed to the C inverter per call.
+_ADD_DOCS = 512
+
+
+def _build_streamed(batch: Iterable[DocFields | DocTexts]) -> tuple[np.ndarray, ...]:
+    """:func:`build_arrays` through the native text inverter: about 10 bytes per
+    (term, doc, field) entry, no token strings for the tokens it has seen."""
+    _release_free_heap()  # what the process freed before (a worker's earlier tasks)
+    inv = TextInverter()
+    ids_list: list[int] = []
+    lens_parts: list[bytes] = []
+    rows: list[tuple[int, str | list[str], str | list[str], str | list[str]]] = []
+    for doc in batch:
+        rows.append((len(ids_list), doc.title, doc.body, doc.code))
+        ids_list.append(doc.chunk_id)
+        if len(rows) >= _ADD_DOCS:
+            lens_parts.append(inv.add(rows))
+            rows = []
+    if rows:
+        lens_parts.append(inv.add(rows))
+    del rows
+    h, rank, doc_of, field_of, tf_of = inv.finish()  # the term table is freed
+    _release_free_heap()
+    n = len(ids_list)
+    chunk_ids = np.array(ids_list, np.int64)
+    lens = np.frombuffer(b"".join(lens_parts), np.uint32).reshape(n, N_FIELDS).copy()
+    del ids_list, lens_parts
+    hashes = np.frombuffer(h, np.uint64)
+    off, dd, tt = packing.assemble(
+        np.frombuffer(rank, np.uint32),
+        np.frombuffer(doc_of, np.uint32),
+        np.frombuffer(field_of, np.uint8),
+        np.frombuffer(tf_of, np.uint8),
+        len(hashes),
+    )
+    return chunk_ids, lens, hashes, off, dd, tt
+
+
+def _build_from_tokens(
+    batch: Iterable[DocFields], *, use_native: bool = True
+) -> tuple[np.ndarray, ...]:
+    """:func:`build_arrays` for token lists (the native kernel or ``Counter``)."""
     ids_list: list[int] = []
     len_list: list[tuple[int, int, int]] = []
 

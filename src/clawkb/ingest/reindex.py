@@ -21,7 +21,7 @@ import numpy as np
 
 from clawkb.index.lexical import BM25FParams, LexicalIndex
 from clawkb.index.segment import Segment
-from clawkb.ingest.sync import _apply_batch, _tidy_store, doc_fields
+from clawkb.ingest.sync import _apply_batch, _tidy_store, doc_texts
 from clawkb.store.repo import Repository
 
 BUILD_PREFIX = "lexical-build-"
@@ -76,7 +76,7 @@ def adopt_build(repo: Repository, lexical: LexicalIndex, build: LexicalIndex) ->
                 seg.delete(gone)
         lexical.stage(staged)
         if new:
-            lexical.apply((doc_fields(*r) for r in repo.index_rows(new)), [], -1)
+            lexical.apply((doc_texts(*r) for r in repo.index_rows(new)), [], -1)
         lexical.store_id = _store_id(repo) or lexical.store_id
         lexical.finish_rebuild(seq)
     except BaseException:

@@ -19,7 +19,7 @@ import numpy as np
 
 from clawkb.errors import IndexError_
 from clawkb.index.lexical import LexicalIndex
-from clawkb.index.segment import DocFields, build_arrays, write_segment
+from clawkb.index.segment import DocFields, DocTexts, build_arrays, write_segment
 from clawkb.ingest.workers import WorkerPool
 from clawkb.store import db, pragmas
 from clawkb.store.repo import Repository
@@ -48,6 +48,22 @@ def doc_fields(chunk_id: int, title: str, heading_json: str, kind: str, text: st
     return DocFields(chunk_id, head, toks, [])
 
 
+def doc_texts(chunk_id: int, title: str, heading_json: str, kind: str, text: str) -> DocTexts:
+    """:func:`doc_fields` untokenized: the index tokenizes and counts in one pass."""
+    head = _head_text(title, heading_json)
+    if kind == "code":
+        return DocTexts(chunk_id, head, "", text)
+    return DocTexts(chunk_id, head, text, "")
+
+
+def _head_text(title: str, heading_json: str) -> str:
+    """Title and heading path as one text (the title once if the path repeats it)."""
+    if heading_json == "[]":
+        return title
+    heading = json.loads(heading_json)
+    return " ".join([title, *heading]) if title not in heading else " ".join(heading)
+
+
 #: (title, heading json, their tokens) of the last chunk seen by doc_fields.
 _last_head: tuple[str, str, list[str]] = ("", "[]", [])
 
@@ -57,9 +73,7 @@ def _head_tokens(title: str, heading_json: str) -> list[str]:
     last_title, last_heading, toks = _last_head
     if title == last_title and heading_json == last_heading:
         return toks
-    heading = json.loads(heading_json) if heading_json != "[]" else []
-    head_text = " ".join([title, *heading]) if title not in heading else " ".join(heading)
-    toks = tokenize(head_text)
+    toks = tokenize(_head_text(title, heading_json))
     _last_head = (title, heading_json, toks)
     return toks
 
@@ -211,7 +225,7 @@ def _apply_batch(
     db_file = _db_file(repo)
     least = PARALLEL_MIN_CHUNKS if pool is None else POOL_MIN_CHUNKS
     if workers < 2 or len(add_ids) < least or db_file is None:
-        adds = (doc_fields(*row) for row in repo.index_rows(add_ids))
+        adds = (doc_texts(*row) for row in repo.index_rows(add_ids))
         lexical.apply(adds, deletes, seq)
         return
     # Each worker reads its share of rows itself, tokenizes, inverts and writes a
@@ -293,7 +307,7 @@ def _build_worker(db_file: str, ids: list[int], folder: str) -> None:
     conn = sqlite3.connect(f"file:{db_file}?mode=ro", uri=True, timeout=30.0)
     try:
         rows = Repository(conn).index_rows(ids)
-        write_segment(Path(folder), *build_arrays(doc_fields(*r) for r in rows))
+        write_segment(Path(folder), *build_arrays(doc_texts(*r) for r in rows))
     finally:
         conn.close()
 

@@ -260,10 +260,410 @@ static PyObject *tokenize(PyObject *Py_UNUSED(self), PyObject *args) {
     return out;
 }
 
+/* -------------------------------------------------------------------------
+ * Tokenize and invert in one pass, without a string object per token.
+ *
+ * The index needs each token only as its 64-bit term hash (FNV-1a over the
+ * UTF-8 bytes, then the splitmix64 mixer: clawkb.index.segment.term_hash and
+ * _bm25native.c compute the same value). CJK characters and pairs are
+ * hashed straight from the text. Every other run is looked up by its
+ * characters in a bounded cache of the hashes of its tokens; a run not in it
+ * is tokenized by other_run() above (the same code tokenize() runs, so the
+ * tokens are the same by construction), its tokens hashed and remembered.
+ * Text is Zipfian: most runs cost one lookup and no allocation.
+ *
+ * The inverter state lives in a capsule across calls (one segment's worth):
+ * a term table (hash -> term number) and one entry per distinct term in each
+ * (doc, field): term, doc, field and a frequency saturated at 255, 10 bytes.
+ * invert_finish() numbers the terms by ascending hash and hands the entries
+ * over for clawkb.index.packing.assemble.
+ * ------------------------------------------------------------------------- */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+#define FNV_SEED 0xcbf29ce484222325ULL
+
+static inline uint64_t fnv(uint64_t h, const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* UTF-8 form of one code point. Only CJK characters (never a surrogate) are
+   hashed from it; for run-cache keys any one-to-one encoding would do. */
+static inline int utf8_put(Py_UCS4 c, unsigned char *o) {
+    if (c < 0x80) { o[0] = (unsigned char)c; return 1; }
+    if (c < 0x800) { o[0] = (unsigned char)(0xc0 | (c >> 6)); o[1] = (unsigned char)(0x80 | (c & 0x3f)); return 2; }
+    if (c < 0x10000) {
+        o[0] = (unsigned char)(0xe0 | (c >> 12)); o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+        o[2] = (unsigned char)(0x80 | (c & 0x3f)); return 3;
+    }
+    o[0] = (unsigned char)(0xf0 | (c >> 18)); o[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3f));
+    o[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3f)); o[3] = (unsigned char)(0x80 | (c & 0x3f));
+    return 4;
+}
+
+static int str_hash(PyObject *o, uint64_t *out) {
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(o, &n);
+    if (s == NULL) return -1;
+    *out = mix64(fnv(FNV_SEED, (const unsigned char *)s, (size_t)n));
+    return 0;
+}
+
+/* -- run cache: a non-CJK run's characters (UTF-8) -> its tokens' hashes -- */
+#define RUN_CACHE_BITS 18             /* slots; at most half are used */
+#define RUN_CACHE_SLOTS (1u << RUN_CACHE_BITS)
+#define RUN_CACHE_MAX (RUN_CACHE_SLOTS / 2)
+#define RUN_MAX_BYTES (4 * CACHE_MAX_RUN)
+
+typedef struct { uint64_t key; uint32_t koff, hoff; uint16_t klen, ntok; } RunSlot;
+
+static RunSlot *rc_slots = NULL;
+static unsigned char *rc_bytes = NULL;
+static uint64_t *rc_hashes = NULL;
+static size_t rc_used = 0, rc_nbytes = 0, rc_bcap = 0, rc_nhash = 0, rc_hcap = 0;
+
+static void run_cache_clear(void) {
+    if (rc_slots) memset(rc_slots, 0, RUN_CACHE_SLOTS * sizeof(RunSlot));
+    rc_used = rc_nbytes = rc_nhash = 0;
+}
+
+static int run_cache_init(void) {
+    if (rc_slots) return 0;
+    rc_slots = (RunSlot *)calloc(RUN_CACHE_SLOTS, sizeof(RunSlot));
+    if (!rc_slots) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+static RunSlot *run_cache_find(uint64_t key, const unsigned char *k, size_t klen) {
+    size_t j = (size_t)key & (RUN_CACHE_SLOTS - 1);
+    while (rc_slots[j].key) {
+        RunSlot *e = &rc_slots[j];
+        if (e->key == key && e->klen == klen && memcmp(rc_bytes + e->koff, k, klen) == 0) return e;
+        j = (j + 1) & (RUN_CACHE_SLOTS - 1);
+    }
+    return &rc_slots[j]; /* the empty slot where it would go */
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t item) {
+    if (need <= *cap) return 0;
+    size_t nc = *cap ? *cap : 1 << 16;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*p, nc * item);
+    if (!q) { PyErr_NoMemory(); return -1; }
+    *p = q; *cap = nc;
+    return 0;
+}
+
+/* -- the inverter -------------------------------------------------------- */
+typedef struct { char *p; size_t len, cap, item; } Buf;
+
+static int buf_reserve(Buf *b, size_t more) {
+    return grow((void **)&b->p, &b->cap, b->len + more, b->item);
+}
+
+typedef struct { uint64_t key; uint32_t term, pad; } TermSlot; /* key 0: empty */
+typedef struct { uint32_t row, entry; } TermMark; /* a term's last (doc, field) row, its entry */
+
+typedef struct {
+    TermSlot *tab; size_t cap, used;      /* hash -> term number, one cache line a probe */
+    Buf hashes, term, doc, field, tf;     /* u64 per term; per entry u32 u32 u8 u8 */
+    TermMark *mark; size_t mark_cap;
+    uint32_t row;                                      /* number of the current (doc, field) */
+    uint32_t cur_doc; uint8_t cur_field;
+} Inv;
+
+static void inv_free(Inv *v) {
+    free(v->tab); free(v->hashes.p); free(v->term.p); free(v->doc.p);
+    free(v->field.p); free(v->tf.p); free(v->mark);
+    memset(v, 0, sizeof *v);
+}
+
+static int inv_init(Inv *v) {
+    memset(v, 0, sizeof *v);
+    v->hashes.item = 8; v->term.item = 4; v->doc.item = 4; v->field.item = 1; v->tf.item = 1;
+    v->cap = 1 << 16;
+    v->tab = (TermSlot *)calloc(v->cap, sizeof(TermSlot));
+    if (!v->tab) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+static int inv_table_grow(Inv *v) {
+    size_t nc = v->cap * 2;
+    TermSlot *t = (TermSlot *)calloc(nc, sizeof(TermSlot));
+    if (!t) { PyErr_NoMemory(); return -1; }
+    for (size_t i = 0; i < v->cap; i++) {
+        if (!v->tab[i].key) continue;
+        size_t j = (size_t)v->tab[i].key & (nc - 1);
+        while (t[j].key) j = (j + 1) & (nc - 1);
+        t[j] = v->tab[i];
+    }
+    free(v->tab);
+    v->tab = t; v->cap = nc;
+    return 0;
+}
+
+/* Count one token (by hash) in the current (doc, field). */
+static int inv_emit(Inv *v, uint64_t h) {
+    uint64_t key = h ? h : 1; /* 0 marks an empty slot */
+    size_t j = (size_t)key & (v->cap - 1);
+    while (v->tab[j].key && v->tab[j].key != key) j = (j + 1) & (v->cap - 1);
+    uint32_t t;
+    if (v->tab[j].key) {
+        t = v->tab[j].term;
+    } else {
+        t = (uint32_t)v->hashes.len;
+        if (buf_reserve(&v->hashes, 1) < 0) return -1;
+        ((uint64_t *)v->hashes.p)[v->hashes.len++] = h;
+        v->tab[j].key = key; v->tab[j].term = t; v->used++;
+        if (v->hashes.len > v->mark_cap) {
+            size_t old = v->mark_cap;
+            if (grow((void **)&v->mark, &v->mark_cap, v->hashes.len, sizeof(TermMark)) < 0) return -1;
+            memset(v->mark + old, 0, (v->mark_cap - old) * sizeof(TermMark));
+        }
+        if (v->used * 2 > v->cap && inv_table_grow(v) < 0) return -1;
+    }
+    TermMark *m = &v->mark[t];
+    if (m->row == v->row) {
+        uint8_t *tf = (uint8_t *)v->tf.p + m->entry;
+        if (*tf < 255) (*tf)++;
+        return 0;
+    }
+    if (buf_reserve(&v->term, 1) < 0 || buf_reserve(&v->doc, 1) < 0 ||
+        buf_reserve(&v->field, 1) < 0 || buf_reserve(&v->tf, 1) < 0)
+        return -1;
+    m->row = v->row;
+    m->entry = (uint32_t)v->term.len;
+    ((uint32_t *)v->term.p)[v->term.len++] = t;
+    ((uint32_t *)v->doc.p)[v->doc.len++] = v->cur_doc;
+    ((uint8_t *)v->field.p)[v->field.len++] = v->cur_field;
+    ((uint8_t *)v->tf.p)[v->tf.len++] = 1;
+    return 0;
+}
+
+/* A non-CJK run: its tokens' hashes from the run cache, or tokenized by
+   other_run() and remembered. Returns the number of tokens, -1 on error. */
+static Py_ssize_t inv_other_run(Inv *v, PyObject *text, int kind, const void *data, Py_ssize_t a,
+                                Py_ssize_t b, PyObject *cache, PyObject *expand) {
+    unsigned char key[RUN_MAX_BYTES];
+    size_t klen = 0;
+    int cacheable = b - a <= CACHE_MAX_RUN;
+    RunSlot *slot = NULL;
+    uint64_t kh = 0;
+    if (cacheable) {
+        for (Py_ssize_t i = a; i < b; i++) klen += (size_t)utf8_put(PyUnicode_READ(kind, data, i), key + klen);
+        kh = mix64(fnv(FNV_SEED, key, klen));
+        if (!kh) kh = 1;
+        slot = run_cache_find(kh, key, klen);
+        if (slot->key) {
+            const uint64_t *hs = rc_hashes + slot->hoff;
+            for (uint16_t i = 0; i < slot->ntok; i++)
+                if (inv_emit(v, hs[i]) < 0) return -1;
+            return slot->ntok;
+        }
+    }
+    PyObject *toks = PyList_New(0);
+    if (toks == NULL) return -1;
+    if (other_run(toks, text, kind, data, a, b, cache, expand) < 0) { Py_DECREF(toks); return -1; }
+    Py_ssize_t n = PyList_GET_SIZE(toks);
+    uint64_t hs[64];
+    int keep = cacheable && n <= 64;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t h;
+        if (str_hash(PyList_GET_ITEM(toks, i), &h) < 0 || inv_emit(v, h) < 0) {
+            Py_DECREF(toks);
+            return -1;
+        }
+        if (keep) hs[i] = h;
+    }
+    Py_DECREF(toks);
+    if (keep) {
+        if (rc_used >= RUN_CACHE_MAX) {
+            run_cache_clear();
+            slot = run_cache_find(kh, key, klen);
+        }
+        if (grow((void **)&rc_bytes, &rc_bcap, rc_nbytes + klen, 1) < 0 ||
+            grow((void **)&rc_hashes, &rc_hcap, rc_nhash + (size_t)n, 8) < 0)
+            return -1;
+        memcpy(rc_bytes + rc_nbytes, key, klen);
+        memcpy(rc_hashes + rc_nhash, hs, (size_t)n * 8);
+        slot->key = kh; slot->koff = (uint32_t)rc_nbytes; slot->klen = (uint16_t)klen;
+        slot->hoff = (uint32_t)rc_nhash; slot->ntok = (uint16_t)n;
+        rc_nbytes += klen; rc_nhash += (size_t)n; rc_used++;
+    }
+    return n;
+}
+
+/* Tokenize one NFKC text into the current (doc, field); returns the token count. */
+static Py_ssize_t inv_text(Inv *v, PyObject *text, PyObject *cache, PyObject *expand) {
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), count = 0, i = 0;
+    unsigned char u[8];
+    while (i < n) {
+        int cls = char_class(PyUnicode_READ(kind, data, i));
+        if (cls == C_SEP) { i++; continue; }
+        Py_ssize_t j = i + 1;
+        while (j < n && char_class(PyUnicode_READ(kind, data, j)) == cls) j++;
+        if (cls == C_CJK) {
+            /* every character, then every adjacent pair (as cjk_run) */
+            for (Py_ssize_t k = i; k < j; k++) {
+                int m = utf8_put(PyUnicode_READ(kind, data, k), u);
+                if (inv_emit(v, mix64(fnv(FNV_SEED, u, (size_t)m))) < 0) return -1;
+            }
+            for (Py_ssize_t k = i; k + 1 < j; k++) {
+                int m = utf8_put(PyUnicode_READ(kind, data, k), u);
+                m += utf8_put(PyUnicode_READ(kind, data, k + 1), u + m);
+                if (inv_emit(v, mix64(fnv(FNV_SEED, u, (size_t)m))) < 0) return -1;
+            }
+            count += 2 * (j - i) - 1;
+        } else {
+            Py_ssize_t got = inv_other_run(v, text, kind, data, i, j, cache, expand);
+            if (got < 0) return -1;
+            count += got;
+        }
+        i = j;
+    }
+    return count;
+}
+
+static void inv_capsule_free(PyObject *cap) {
+    Inv *v = (Inv *)PyCapsule_GetPointer(cap, "clawkb.inverter");
+    if (v) { inv_free(v); free(v); }
+}
+
+static PyObject *invert_new(PyObject *Py_UNUSED(self), PyObject *Py_UNUSED(args)) {
+    if (run_cache_init() < 0) return NULL;
+    Inv *v = (Inv *)malloc(sizeof(Inv));
+    if (!v) return PyErr_NoMemory();
+    if (inv_init(v) < 0) { inv_free(v); free(v); return NULL; }
+    PyObject *cap = PyCapsule_New(v, "clawkb.inverter", inv_capsule_free);
+    if (!cap) { inv_free(v); free(v); }
+    return cap;
+}
+
+/* invert_add(state, docs, cache, expand, stems, stem) -> bytes of uint32 [len(docs), 3]
+ * docs: a sequence of (doc number, title, body, code); a field is an NFKC str
+ * to tokenize or a list of tokens. Returns each field's token count. */
+static PyObject *invert_add(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *cap, *docs, *cache, *expand, *stems, *stem;
+    if (!PyArg_ParseTuple(args, "OOO!OO!O", &cap, &docs, &PyDict_Type, &cache, &expand,
+                          &PyDict_Type, &stems, &stem))
+        return NULL;
+    Inv *v = (Inv *)PyCapsule_GetPointer(cap, "clawkb.inverter");
+    if (v == NULL) return NULL;
+    PyObject *seq = PySequence_Fast(docs, "invert_add expects a sequence of docs");
+    if (seq == NULL) return NULL;
+    Py_ssize_t nd = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, nd * 3 * 4);
+    if (out == NULL) { Py_DECREF(seq); return NULL; }
+    uint32_t *lens = (uint32_t *)PyBytes_AS_STRING(out);
+    g_stems = stems;
+    g_stem = stem;
+    for (Py_ssize_t d = 0; d < nd; d++) {
+        PyObject *row = PySequence_Fast_GET_ITEM(seq, d);
+        long doc;
+        PyObject *f[3];
+        if (!PyArg_ParseTuple(row, "lOOO", &doc, &f[0], &f[1], &f[2])) goto fail;
+        for (int k = 0; k < 3; k++) {
+            v->row++;
+            v->cur_doc = (uint32_t)doc;
+            v->cur_field = (uint8_t)k;
+            Py_ssize_t count = 0;
+            if (PyUnicode_Check(f[k])) {
+                count = inv_text(v, f[k], cache, expand);
+            } else {
+                PyObject *ts = PySequence_Fast(f[k], "a field is a str or a list of str");
+                if (ts == NULL) goto fail;
+                count = PySequence_Fast_GET_SIZE(ts);
+                for (Py_ssize_t i = 0; i < count; i++) {
+                    uint64_t h;
+                    if (str_hash(PySequence_Fast_GET_ITEM(ts, i), &h) < 0 || inv_emit(v, h) < 0) {
+                        count = -1;
+                        break;
+                    }
+                }
+                Py_DECREF(ts);
+            }
+            if (count < 0) goto fail;
+            lens[3 * d + k] = (uint32_t)count;
+        }
+    }
+    g_stems = g_stem = NULL;
+    Py_DECREF(seq);
+    return out;
+fail:
+    g_stems = g_stem = NULL;
+    Py_DECREF(seq);
+    Py_DECREF(out);
+    return NULL;
+}
+
+typedef struct { uint64_t h; uint32_t t; } HashTerm;
+
+static int cmp_hash(const void *a, const void *b) {
+    uint64_t x = ((const HashTerm *)a)->h, y = ((const HashTerm *)b)->h;
+    return (x > y) - (x < y);
+}
+
+static PyObject *take(Buf *b) {
+    PyObject *o = PyBytes_FromStringAndSize(b->p ? b->p : "", (Py_ssize_t)(b->len * b->item));
+    free(b->p);
+    b->p = NULL; b->len = b->cap = 0;
+    return o;
+}
+
+/* invert_finish(state) -> (sorted hashes u64[T], rank u32[P], doc u32[P], field u8[P], tf u8[P])
+ * as bytes; the entries' term numbers become ranks in the sorted hashes. The
+ * state is emptied (its memory released) and can be reused. */
+static PyObject *invert_finish(PyObject *Py_UNUSED(self), PyObject *cap) {
+    Inv *v = (Inv *)PyCapsule_GetPointer(cap, "clawkb.inverter");
+    if (v == NULL) return NULL;
+    size_t T = v->hashes.len;
+    free(v->tab); free(v->mark);
+    v->tab = NULL; v->mark = NULL; v->mark_cap = 0;
+    HashTerm *ht = (HashTerm *)malloc((T ? T : 1) * sizeof(HashTerm));
+    uint32_t *rank = (uint32_t *)malloc((T ? T : 1) * 4);
+    if (!ht || !rank) { free(ht); free(rank); inv_free(v); return PyErr_NoMemory(); }
+    uint64_t *hs = (uint64_t *)v->hashes.p;
+    for (size_t i = 0; i < T; i++) { ht[i].h = hs[i]; ht[i].t = (uint32_t)i; }
+    qsort(ht, T, sizeof(HashTerm), cmp_hash);
+    for (size_t i = 0; i < T; i++) { hs[i] = ht[i].h; rank[ht[i].t] = (uint32_t)i; }
+    free(ht);
+    uint32_t *term = (uint32_t *)v->term.p;
+    for (size_t i = 0; i < v->term.len; i++) term[i] = rank[term[i]];
+    free(rank);
+    PyObject *r = PyTuple_New(5);
+    Buf *bufs[5] = {&v->hashes, &v->term, &v->doc, &v->field, &v->tf};
+    for (int i = 0; r && i < 5; i++) {
+        PyObject *o = take(bufs[i]);
+        if (o == NULL) { Py_CLEAR(r); break; }
+        PyTuple_SET_ITEM(r, i, o);
+    }
+    inv_free(v);
+    if (r && inv_init(v) < 0) Py_CLEAR(r);
+    return r;
+}
+
 static PyMethodDef methods[] = {
     {"tokenize", tokenize, METH_VARARGS,
      "tokenize(nfkc_text, cache, expand[, stems, stem]) -> list of tokens"
      " (see clawkb.text.tokenize)"},
+    {"invert_new", invert_new, METH_NOARGS, "invert_new() -> an empty inverter state"},
+    {"invert_add", invert_add, METH_VARARGS,
+     "invert_add(state, docs, cache, expand, stems, stem) -> bytes of uint32 field lengths"},
+    {"invert_finish", invert_finish, METH_O,
+     "invert_finish(state) -> (sorted hashes, rank, doc, field, tf) as bytes"},
     {NULL, NULL, 0, NULL},
 };
 

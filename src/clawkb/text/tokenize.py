@@ -71,7 +71,15 @@ import Stemmer
 
 from clawkb.text.normalize import nfkc, normalize
 
-__all__ = ["MAX_TOKEN_LEN", "NATIVE_TOKENIZER", "TOKENIZER_VERSION", "normalize", "tokenize"]
+__all__ = [
+    "MAX_TOKEN_LEN",
+    "NATIVE_INVERT",
+    "NATIVE_TOKENIZER",
+    "TOKENIZER_VERSION",
+    "TextInverter",
+    "normalize",
+    "tokenize",
+]
 
 #: Bump whenever the output of :func:`tokenize` changes: indexes record it.
 TOKENIZER_VERSION = "2"  # 2: English stems (Snowball) after plain words
@@ -141,6 +149,44 @@ except ImportError:  # pragma: no cover - no compiler on this machine
 
 #: True when the native tokenizer is in use.
 NATIVE_TOKENIZER = _native is not None
+
+
+#: True when documents can be tokenized and inverted in one native pass (TextInverter).
+NATIVE_INVERT = _native is not None and hasattr(_native, "invert_new")
+
+
+class TextInverter:
+    """Tokenize documents and count their terms in C, one segment's worth.
+
+    No token string is made for a token seen before: the index needs only
+    term hashes (:func:`clawkb.index.segment.term_hash`), and the C side keeps
+    the hashes of each non-CJK run's tokens. The tokens are those of
+    :func:`tokenize` (the same C code makes them). Native only
+    (:data:`NATIVE_INVERT`).
+    """
+
+    def __init__(self) -> None:
+        assert _native is not None, "TextInverter needs the native tokenizer"
+        self._state = _native.invert_new()
+
+    def add(
+        self, docs: list[tuple[int, str | list[str], str | list[str], str | list[str]]]
+    ) -> bytes:
+        """Count ``(doc number, title, body, code)`` rows, doc numbers ascending; a
+        field is text (tokenized here) or a token list. Returns the token count
+        of each field as uint32 bytes, ``[len(docs), 3]``."""
+        assert _native is not None
+        rows = [(d, *(nfkc(f) if isinstance(f, str) else f for f in fields)) for d, *fields in docs]
+        counts: bytes = _native.invert_add(self._state, rows, _CACHE, _expand_run, _STEMS, stem_of)
+        return counts
+
+    def finish(self) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+        """(sorted unique term hashes uint64, then per (term, doc, field) entry: the
+        term's rank in those hashes uint32, doc uint32, field uint8, frequency
+        uint8 saturated at 255); the entries come in the order they were counted."""
+        assert _native is not None
+        out: tuple[bytes, bytes, bytes, bytes, bytes] = _native.invert_finish(self._state)
+        return out
 
 
 def tokenize(text: str) -> list[str]:
