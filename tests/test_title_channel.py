@@ -143,19 +143,25 @@ def test_lead_takes_the_best_title_in_the_other_script():
     q = np.array([0.9, 0.6, 0.1], np.float32)  # closest to "GPIO", then to its translation
     # an English query: the Chinese title leads, not the same-script "GPIO";
     # of the two sections it heads, the one the dense channel ranks first
-    assert lead(sec, mat @ q, dense, query_chinese=False) == (5, "通用输入输出")
-    # a Chinese query: the best Latin-script title
-    assert lead(sec, mat @ q, dense, query_chinese=True) == (1, "GPIO")
+    assert lead(sec, mat @ q, dense, query_chinese=False) == [(5, "通用输入输出")]
+    # a Chinese query: the best Latin-script title, then the runner-up ("Clock Tree",
+    # 0.1) only when it beats the best passage too (MARGIN: not here, 0.1 < 0.5)
+    assert lead(sec, mat @ q, dense, query_chinese=True) == [(1, "GPIO")]
+    near = Channel(dense.ids, np.array([0.05, 0.04]))
+    assert lead(sec, mat @ q, near, query_chinese=True) == [(1, "GPIO"), (3, "Clock Tree")]
     # the title must be about as close to the query as the best passage
     low = Channel(dense.ids, np.array([0.6 - LEAD_MARGIN + 0.01, 0.4]))
-    assert lead(sec, mat @ q, low, query_chinese=False) is None
-    assert lead(sec, mat @ q, dense, query_chinese=False, hidden=np.array([2, 5])) is None
+    assert lead(sec, mat @ q, low, query_chinese=False) == []
+    assert lead(sec, mat @ q, dense, query_chinese=False, hidden=np.array([2, 5])) == []
     # put first: above the fused top, or added when no channel listed it
     from clawkb.retrieve.fusion import Fused
 
     fused = [Fused(7, 0.03), Fused(5, 0.02)]
     assert [f.chunk_id for f in put_first(fused, 5)] == [5, 7]
     assert [f.chunk_id for f in put_first([Fused(7, 0.03)], 4)] == [4, 7]
+    both = put_first([Fused(7, 0.03), Fused(5, 0.02), Fused(6, 0.01)], [6, 4])
+    assert [f.chunk_id for f in both] == [6, 4, 7, 5]
+    assert both[0].score > both[1].score > both[2].score
 
 
 def test_a_chinese_title_leads_with_its_english_section(esp):

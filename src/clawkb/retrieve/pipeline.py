@@ -293,13 +293,13 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
                                              source.embedded())  # fmt: skip
     st = time.perf_counter()
     on_titles, first = (titles.add_channel(source, texts, channels, scope, titles.query_chinese(rw) if s.title_lead else None)
-                        if s.titles and resolved == "hybrid" and "dense" in channels else (None, None))  # fmt: skip
+                        if s.titles and resolved == "hybrid" and "dense" in channels else (None, []))  # fmt: skip
     fs, note = s, s.fusion if len(channels) > 1 else "single channel"
     if s.adaptive and len(channels) > 1:  # crossling hook: per-query weights (adaptive.py)
         fs, trace = adaptive.tune(stats, rw, channels, s, dense_translated=bool(dense_tr))
         note += " adaptive " + " ".join(f"{k}={v}" for k, v in trace.items())
     fused = fuse(channels, fs, partial(source.recency, scope=scope))
-    if first is not None:  # a cross-language title query: its section first (titles.lead)
+    if first:  # a cross-language title query: its sections first (titles.lead)
         fused = titles.put_first(fused, first)
     note = note if on_titles is None else f"{note} titles {on_titles}"
     for name, rs in rank_stages:

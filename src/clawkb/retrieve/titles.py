@@ -57,6 +57,9 @@ TOP = 20
 #: passage's plus this (fitted on the dev halves of esp-idf-docs: -0.01 against
 #: 0 and -0.02; see :func:`lead`).
 LEAD_MARGIN = -0.01
+#: Titles that may lead: the best, and the runner-up when it passes :data:`MARGIN`
+#: (fitted on the dev halves of esp-idf-docs against the best alone and the best three).
+RUNNERS = 2
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 #: Per title list (by identity): which titles contain a Chinese character (a few KBs kept).
 _SCRIPT: dict[int, tuple[list[str], np.ndarray]] = {}
@@ -116,8 +119,8 @@ def lead(
     query_chinese: bool,
     allowed: np.ndarray | None = None,
     hidden: np.ndarray | None = None,
-) -> tuple[int, str] | None:
-    """(first passage, title) of the section a title query in the other language names.
+) -> list[tuple[int, str]]:
+    """[(first passage, title), ...]: the sections a title query in the other language names.
 
     A query that is a section title in the other language than the KB's
     (a Chinese title over English docs, and back) reaches its section through
@@ -132,6 +135,14 @@ def lead(
     passage, so it reads as that title's translation. Of the sections that
     title heads, the one the dense channel ranks first leads.
 
+    **The runner-up.** A small model often ranks a title's translation second,
+    a hair behind a near-synonym ("使用中断": "Using the Interrupt Dispatch
+    Method" .869, "Use Interrupts" .868). When the lead fires, the second-best
+    other-script title follows it when it passes the title channel's own gate
+    (its cosine at least the dense top's plus :data:`MARGIN`, stricter than the
+    lead's): two titles that both beat every passage are both read as the
+    query's translation, and the fused list loses one rank, not its top.
+
     Why only the other script: a title in the query's own script that beats
     every passage is mostly a short name sharing the query's words ("GPIO"
     for "GPIO Bundle Operations"), which the heading stage matches lexically;
@@ -140,24 +151,30 @@ def lead(
     cosines of the KB's own model and the script of a title.
     """
     if not len(sec.titles) or not len(dense.scores):
-        return None
+        return []
     other = np.flatnonzero(_chinese_titles(sec) != query_chinese)
     if not len(other):
-        return None
-    cos = cos[other]
-    best = int(np.argmax(cos))
-    if float(cos[best]) < float(dense.scores[0]) + LEAD_MARGIN:
-        return None
-    t = int(other[best])
-    starts = sec.starts[t]
-    if allowed is not None:
-        starts = starts[np.isin(starts, allowed)]
-    if hidden is not None and len(hidden):
-        starts = starts[~np.isin(starts, hidden)]
-    if not len(starts):
-        return None
+        return []
+    oc = cos[other]
+    order = np.argsort(-oc, kind="stable")[:RUNNERS]
+    top = float(dense.scores[0])
     rank = {int(c): r for r, c in enumerate(dense.ids.tolist())}
-    return min(starts.tolist(), key=lambda c: rank.get(c, len(rank))), sec.titles[t]
+    out: list[tuple[int, str]] = []
+    for i, o in enumerate(order.tolist()):
+        if float(oc[o]) < top + (LEAD_MARGIN if i == 0 else MARGIN):
+            break
+        t = int(other[o])
+        starts = sec.starts[t]
+        if allowed is not None:
+            starts = starts[np.isin(starts, allowed)]
+        if hidden is not None and len(hidden):
+            starts = starts[~np.isin(starts, hidden)]
+        if not len(starts):
+            break
+        first = min(starts.tolist(), key=lambda c: rank.get(c, len(rank)))
+        if all(first != c for c, _ in out):
+            out.append((int(first), sec.titles[t]))
+    return out
 
 
 def _sims(mat: np.ndarray, qvec: np.ndarray) -> np.ndarray:
@@ -183,14 +200,17 @@ def query_chinese(rw: Rewritten) -> bool:
     return bool(own) and sum(1 for t in own if _CJK.search(t)) / len(own) >= 0.5
 
 
-def put_first(fused: list[Fused], chunk_id: int) -> list[Fused]:
-    """``fused`` with ``chunk_id`` first (added when no channel listed it)."""
-    got = next((f for f in fused if f.chunk_id == chunk_id), None) or Fused(chunk_id, 0.0)
-    got.trace.setdefault("titles", {})["lead"] = True
-    if fused and fused[0] is got:
-        return fused
-    got.score = (fused[0].score if fused else 0.0) + 1e-6
-    return [got, *(f for f in fused if f is not got)]
+def put_first(fused: list[Fused], chunk_ids: int | Sequence[int]) -> list[Fused]:
+    """``fused`` with ``chunk_ids`` first, in that order (added when no channel listed them)."""
+    ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
+    for cid in reversed(ids):
+        got = next((f for f in fused if f.chunk_id == cid), None) or Fused(cid, 0.0)
+        got.trace.setdefault("titles", {})["lead"] = True
+        if fused and fused[0] is got:
+            continue
+        got.score = (fused[0].score if fused else 0.0) + 1e-6
+        fused = [got, *(f for f in fused if f is not got)]
+    return fused
 
 
 def add_channel(
@@ -199,30 +219,29 @@ def add_channel(
     channels: dict[str, Channel],
     scope: Scope,
     query_chinese: bool | None = None,
-) -> tuple[str | None, int | None]:
+) -> tuple[str | None, list[int]]:
     """The pipeline's hook: add ``channels["titles"]`` when ``source`` has the ``titles``
-    capability (the KB's own vectors) and a dense channel; (a trace note, the passage
-    a cross-language title query leads with or None: :func:`lead`)."""
+    capability (the KB's own vectors) and a dense channel; (a trace note, the passages
+    a cross-language title query leads with, best first: :func:`lead`)."""
     dense = channels.get("dense")
     if "titles" not in source.capabilities or dense is None or not len(dense.ids):
-        return None, None
+        return None, []
     r = source.retriever
     index = r.dense_index()
     qv = r.qvec_cache.get((index.mkey, *texts))
     if qv is None:
-        return None, None
+        return None, []
     sec, mat = title_index(source.kb, r.embedder, index.mkey)
     if not len(sec.titles):
-        return None, None
+        return None, []
     qv = np.asarray(qv)
     sims = _sims(mat, qv)  # one product for the channel and the lead
-    first = None
+    first: list[int] = []
     notes = []
     if query_chinese is not None:  # the query as asked (column 0), not its glossary rendering
-        got_lead = lead(sec, sims[:, 0], dense, query_chinese, scope.allowed, scope.hidden)
-        if got_lead is not None:
-            first = got_lead[0]
-            notes.append(f"lead={got_lead[1]!r}")
+        for cid, title in lead(sec, sims[:, 0], dense, query_chinese, scope.allowed, scope.hidden):
+            first.append(cid)
+            notes.append(f"lead={title!r}")
     got = channel(sec, mat, qv, dense, scope.allowed, scope.hidden, sims=sims)
     if got is not None:
         channels["titles"], trace = got
