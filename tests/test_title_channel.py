@@ -177,3 +177,21 @@ def test_a_chinese_title_leads_with_its_english_section(esp):
         off = esp.search(q, limit=5, mode="hybrid", early_return=0, title_lead=False)
         first = off.hits[0] if off.hits else off.nearest[0]
         assert first.anchor.heading_path[-1] != want, q
+
+
+def test_the_runner_up_title_follows_the_lead(esp, monkeypatch):
+    # "API 参考" is "API Reference"; e5-small puts "API Usage" a hair closer. Both
+    # titles beat every passage, so both lead (titles.lead, RUNNERS), the best first
+    from clawkb.retrieve import titles
+    from clawkb.retrieve.pipeline import retriever_for
+
+    res = esp.search("API 参考", limit=5, mode="hybrid", explain=True, early_return=0)
+    assert "lead='API Usage' lead='API Reference'" in _fusion(res)
+    top = res.hits or res.nearest
+    assert [h.anchor.heading_path[-1] for h in top[:2]] == ["API Usage", "API Reference"]
+    assert all(h.explanation["channels"]["titles"]["lead"] is True for h in top[:2])
+    retriever_for(esp).cache.clear()
+    monkeypatch.setattr(titles, "RUNNERS", 1)  # the best title alone
+    one = esp.search("API 参考", limit=5, mode="hybrid", explain=True, early_return=0)
+    retriever_for(esp).cache.clear()
+    assert "lead='API Usage'" in _fusion(one) and "lead='API Reference'" not in _fusion(one)
