@@ -153,6 +153,16 @@ def test_lead_takes_the_best_title_in_the_other_script():
     low = Channel(dense.ids, np.array([0.6 - LEAD_MARGIN + 0.01, 0.4]))
     assert lead(sec, mat @ q, low, query_chinese=False) == []
     assert lead(sec, mat @ q, dense, query_chinese=False, hidden=np.array([2, 5])) == []
+    # a clear pairing (the best other-script title LEAD_GAP above the next) leads from
+    # further below the best passage (LEAD_FLOOR), a close call does not
+    from clawkb.retrieve.titles import LEAD_FLOOR, LEAD_GAP
+
+    two = Sections(["GPIO", "通用输入输出", "时钟树"], sec.starts)
+    below = Channel(dense.ids, np.array([0.6 - (LEAD_MARGIN + LEAD_FLOOR) / 2, 0.4]))
+    clear = np.array([0.9, 0.6, 0.6 - 2 * LEAD_GAP], np.float32)
+    close = np.array([0.9, 0.6, 0.6 - LEAD_GAP / 2], np.float32)
+    assert lead(two, clear, below, query_chinese=False) == [(5, "通用输入输出")]
+    assert lead(two, close, below, query_chinese=False) == []
     # put first: above the fused top, or added when no channel listed it
     from clawkb.retrieve.fusion import Fused
 
