@@ -67,6 +67,8 @@ RUNNERS = 2
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 #: Per title list (by identity): which titles contain a Chinese character (a few KBs kept).
 _SCRIPT: dict[int, tuple[list[str], np.ndarray]] = {}
+#: Per (title list, query script): the indices of the titles in the other script.
+_OTHER: dict[tuple[int, bool], tuple[list[str], np.ndarray]] = {}
 
 
 def channel(
@@ -164,11 +166,13 @@ def lead(
     """
     if not len(sec.titles) or not len(dense.scores):
         return []
-    other = np.flatnonzero(_chinese_titles(sec) != query_chinese)
+    other = _other_script(sec, query_chinese)
     if not len(other):
         return []
     oc = cos[other]
-    order = np.argsort(-oc, kind="stable")[: max(RUNNERS, 2)]
+    n = min(max(RUNNERS, 2), len(oc))  # the best few: a partition, not a sort of every title
+    part = np.argpartition(-oc, n - 1)[:n] if n < len(oc) else np.arange(len(oc))
+    order = part[np.argsort(-oc[part], kind="stable")]
     top = float(dense.scores[0])
     gap = float(oc[order[0]] - oc[order[1]]) if len(order) > 1 else 0.0  # one: no pairing to judge
     first_gate = LEAD_FLOOR if gap >= LEAD_GAP else LEAD_MARGIN
@@ -205,6 +209,17 @@ def _chinese_titles(sec: Sections) -> np.ndarray:
             _SCRIPT.clear()
         mask = np.fromiter((bool(_CJK.search(t)) for t in sec.titles), bool, len(sec.titles))
         got = _SCRIPT[id(sec.titles)] = (sec.titles, mask)
+    return got[1]
+
+
+def _other_script(sec: Sections, query_chinese: bool) -> np.ndarray:
+    """Indices of ``sec``'s titles in the other script than the query (kept per title list)."""
+    key = (id(sec.titles), query_chinese)
+    got = _OTHER.get(key)
+    if got is None or got[0] is not sec.titles:
+        if len(_OTHER) >= 32:
+            _OTHER.clear()
+        got = _OTHER[key] = (sec.titles, np.flatnonzero(_chinese_titles(sec) != query_chinese))
     return got[1]
 
 
