@@ -22,17 +22,21 @@ from typing import Any
 
 import numpy as np
 
+import bench_path  # noqa: F401  (bench/ on sys.path)
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+
+
+def _pages(sec: Any, t: int, path_of: dict[int, str]) -> list[str]:
+    """The files of the sections title ``t`` heads."""
+    return sorted({path_of[int(c)] for c in sec.starts[t]})
 
 
 def main(argv: list[str]) -> None:
     import engdocs  # type: ignore[import-not-found]
-
     from clawkb.embed.titles import title_index
     from clawkb.kb import KnowledgeBase
     from clawkb.retrieve import titles
-    from clawkb.retrieve.pipeline import retriever_for
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--cache", type=Path, required=True)
@@ -88,7 +92,9 @@ def main(argv: list[str]) -> None:
                         pages.append(h.anchor.path)
                 ranks[mode] = engdocs.rank_of(pages, r["expect"])
                 if mode == "auto":
-                    top3 = [p.split("/" + lang + "/", 1)[-1].split("/zh_CN/", 1)[-1] for p in pages[:3]]
+                    top3 = [
+                        p.split("/" + lang + "/", 1)[-1].split("/zh_CN/", 1)[-1] for p in pages[:3]
+                    ]
                     cos, sec = seen.get("cos"), seen.get("sec")
             row: dict[str, Any] = {"kind": r["kind"], "query": r["query"], "expect": r["expect"],
                                    "rank": ranks, "top3": top3}  # fmt: skip
@@ -97,18 +103,16 @@ def main(argv: list[str]) -> None:
                 other = np.flatnonzero(zh != (r["kind"] == "zh2en"))
                 order = other[np.argsort(-cos[other], kind="stable")]
 
-                def page(t: int) -> list[str]:
-                    return sorted({path_of[int(c)] for c in sec.starts[t]})
-
                 on = [
                     i for i, t in enumerate(order[:200].tolist())
-                    if any(engdocs.rank_of([p], r["expect"]) for p in page(t))
+                    if any(engdocs.rank_of([p], r["expect"]) for p in _pages(sec, t, path_of))
                 ]  # fmt: skip
                 row["exp_title_rank"] = on[0] + 1 if on else None
                 row["dense_top"] = round(seen["dense_top"], 4)
                 row["titles"] = [
                     (sec.titles[t], round(float(cos[t]), 4), len(sec.starts[t]),
-                     [p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1] for p in page(t)][:3])
+                     [p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1]
+                      for p in _pages(sec, t, path_of)][:3])
                     for t in order[:5].tolist()
                 ]  # fmt: skip
             lines.append(row)
