@@ -57,9 +57,11 @@ TOP = 20
 #: passage's plus this (fitted on the dev halves of esp-idf-docs: -0.01 against
 #: 0 and -0.02; see :func:`lead`).
 LEAD_MARGIN = -0.01
-#: ... or at least the best passage's plus this when it stands :data:`LEAD_GAP` clear of the
-#: next other-script title (a confident pairing; fitted on the dev halves, see :func:`lead`).
+#: The best other-script title also leads when its cosine is at least the best passage's
+#: plus this and it stands :data:`LEAD_GAP` clear of the next other-script title (a
+#: confident pairing; both fitted on the dev halves of esp-idf-docs, see :func:`lead`).
 LEAD_FLOOR = -0.04
+#: How far the best other-script title must be ahead of the next for :data:`LEAD_FLOOR`.
 LEAD_GAP = 0.01
 #: Titles that may lead: the best, and the runner-up when it passes :data:`MARGIN`
 #: (fitted on the dev halves of esp-idf-docs against the best alone and the best three).
