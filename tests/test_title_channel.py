@@ -205,3 +205,22 @@ def test_the_runner_up_title_follows_the_lead(esp, monkeypatch):
     one = esp.search("API 参考", limit=5, mode="hybrid", explain=True, early_return=0)
     retriever_for(esp).cache.clear()
     assert "lead='API Usage'" in _fusion(one) and "lead='API Reference'" not in _fusion(one)
+
+
+def test_a_clear_pairing_leads_from_below_the_best_passage(esp, monkeypatch):
+    # 模块时钟 is "Module Clocks": its title is .03 below the best passage (the plain
+    # lead's gate misses it) but .04 ahead of every other English title: it leads
+    from clawkb.retrieve import titles
+    from clawkb.retrieve.pipeline import retriever_for
+
+    retriever_for(esp).cache.clear()
+    res = esp.search("模块时钟", limit=5, mode="hybrid", explain=True, early_return=0)
+    assert "lead='Module Clocks'" in _fusion(res)
+    top = res.hits[0] if res.hits else res.nearest[0]
+    assert top.anchor.heading_path[-1] == "Module Clocks"
+    assert top.explanation["channels"]["titles"]["lead"] is True
+    retriever_for(esp).cache.clear()
+    monkeypatch.setattr(titles, "LEAD_GAP", 1.0)  # no pairing is clear enough
+    off = esp.search("模块时钟", limit=5, mode="hybrid", explain=True, early_return=0)
+    retriever_for(esp).cache.clear()
+    assert "lead=" not in _fusion(off)
