@@ -183,10 +183,14 @@ def query_chinese(rw: Rewritten) -> bool:
     return bool(own) and sum(1 for t in own if _CJK.search(t)) / len(own) >= 0.5
 
 
-def put_first(fused: list[Fused], chunk_id: int) -> list[Fused]:
-    """``fused`` with ``chunk_id`` first (added when no channel listed it)."""
+def put_first(fused: list[Fused], chunk_id: int, cosine: float | None = None) -> list[Fused]:
+    """``fused`` with ``chunk_id`` first (added when no channel listed it); ``cosine``:
+    the leading title's cosine with the query, kept in the trace (``lead_raw``)."""
     got = next((f for f in fused if f.chunk_id == chunk_id), None) or Fused(chunk_id, 0.0)
-    got.trace.setdefault("titles", {})["lead"] = True
+    trace = got.trace.setdefault("titles", {})
+    trace["lead"] = True
+    if cosine is not None:
+        trace["lead_raw"] = round(float(cosine), 6)
     if fused and fused[0] is got:
         return fused
     got.score = (fused[0].score if fused else 0.0) + 1e-6
@@ -199,10 +203,10 @@ def add_channel(
     channels: dict[str, Channel],
     scope: Scope,
     query_chinese: bool | None = None,
-) -> tuple[str | None, int | None]:
+) -> tuple[str | None, tuple[int, float] | None]:
     """The pipeline's hook: add ``channels["titles"]`` when ``source`` has the ``titles``
     capability (the KB's own vectors) and a dense channel; (a trace note, the passage
-    a cross-language title query leads with or None: :func:`lead`)."""
+    a cross-language title query leads with and its title's cosine, or None: :func:`lead`)."""
     dense = channels.get("dense")
     if "titles" not in source.capabilities or dense is None or not len(dense.ids):
         return None, None
@@ -222,9 +226,11 @@ def add_channel(
         got_lead = lead(sec, sims[:, 0], dense, query_chinese, scope.allowed, scope.hidden)
         if got_lead is not None:
             first = got_lead[0]
+            # its title's cosine: the best of the other script's (what lead() compared)
+            first_cos = float(sims[_chinese_titles(sec) != query_chinese, 0].max())
             notes.append(f"lead={got_lead[1]!r}")
     got = channel(sec, mat, qv, dense, scope.allowed, scope.hidden, sims=sims)
     if got is not None:
         channels["titles"], trace = got
         notes = [f"{k}={v}" for k, v in trace.items()] + notes
-    return (" ".join(notes) or None), first
+    return (" ".join(notes) or None), None if first is None else (first, first_cos)
