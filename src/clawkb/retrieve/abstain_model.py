@@ -35,6 +35,14 @@ pipeline already has separate them better together:
   meets a flat list of neighbours in any language;
 * ``known`` — the share of the question's term weight the KB holds anywhere,
   itself or as a glossary translation (:func:`clawkb.retrieve.abstain.kb_coverage`);
+* ``tcos`` / ``tgap`` / ``tlead`` — the title channel on the top three hits
+  (:func:`title_evidence`): the cosine of a section title heading one of them
+  (mapped like ``dconf``), that minus the top passage cosine, and whether one leads
+  as the title in the other language a heading query names;
+* ``whole`` — one of the top three passages holds the whole question verbatim,
+  case, spaces and punctuation aside (:func:`whole`); ``agree1`` — both channels
+  rank hit 1 in their first :data:`AGREE1_RANK`; ``qlen`` — the question's length
+  (characters, capped; traced, not in the shipped model: it identifies the dataset);
 * ``anchor`` — the share of the question's selective exact anchors
   (:mod:`clawkb.retrieve.exact`) the best of the top three hits holds verbatim;
 * ``cjk`` — the question's CJK share: Chinese bigram coverage behaves unlike
@@ -65,8 +73,8 @@ from clawkb.errors import ConfigError
 from clawkb.retrieve.abstain import (
     Confidence,
     Judged,
-    Term,
     Scored,
+    Term,
     best_confidence,
     coverages,
     dense_confidence,
