@@ -354,7 +354,9 @@ def markdown(reports: list[dict]) -> str:
 def _slim(row: dict) -> dict:
     """A row as committed: the verdicts and the top hit, without the features."""
     out = {k: v for k, v in row.items() if k not in ("features", "threshold", "top")}
-    out["top"] = (row.get("top") or [""])[0][:60]
+    # a passage may quote the path it was indexed from: as seen from the repository
+    top = (row.get("top") or [""])[0].replace(str(ROOT.parent) + "/", "../")
+    out["top"] = top[:60]
     return out
 
 

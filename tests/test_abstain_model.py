@@ -126,3 +126,60 @@ def test_spread_features_see_where_the_rare_terms_are(lexical_kb) -> None:
     none = spread(lexical_kb.lexical, q, terms, others)
     assert none == {"cov2": 0.0, "cov5": 0.0, "rare_hit": 0.0, "rare_idf": 0.0}
     assert spread(lexical_kb.lexical, q, [], [right]) == none
+
+
+def test_one_scoring_serves_every_coverage_feature(lexical_kb) -> None:
+    """The decision scores its passages once (abstain.scored); the coverage, the spread
+    and the KB coverage read from that are what the separate functions compute."""
+    from clawkb.retrieve.abstain import (
+        best_confidence,
+        kb_coverage,
+        question_terms,
+        retrieval_confidence,
+        scored,
+    )
+    from clawkb.retrieve.abstain_model import spread
+
+    texts = [NOTES[n] for n in ("uart.md", "can.md", "ddr.md", "boot.md", "zh.md")]
+    for q in [*ANSWERABLE, *UNANSWERABLE, "CAN 总线终端电阻"]:
+        terms = question_terms(lexical_kb.lexical, q)
+        done = scored(terms, texts, q)
+        a, b = best_confidence(done), retrieval_confidence(terms, texts, question=q)
+        assert (a.value, a.best_passage, a.matched, a.missing) == (
+            b.value, b.best_passage, b.matched, b.missing)  # fmt: skip
+        lex = lexical_kb.lexical
+        assert spread(lex, q, terms, texts, done) == spread(lex, q, terms, texts)
+        glossed = (done.terms, done.forms)
+        assert kb_coverage(lex, terms, q, glossed) == kb_coverage(lex, terms, q)
+
+
+def test_whole_question_held_verbatim() -> None:
+    from clawkb.retrieve.abstain_model import whole
+
+    # spaces, case and punctuation aside
+    assert whole("intimateyogaforcouples", ["x", "Intimate_Yoga_For_Couples 是什么"]) == 1.0
+    assert whole("紫金山 山地车", ["紫金山山地车报价"]) == 1.0
+    assert whole("Application Level Tracing", ["application-level tracing lib"]) == 1.0
+    # too short to mean anything inside longer words, or simply not there
+    assert whole("ogn", ["recognition"]) == 0.0
+    assert whole("山地", ["山地车"]) == 0.0
+    assert whole("intimate yoga", ["yoga for couples"]) == 0.0
+    assert whole("紫金山山地车", []) == 0.0
+
+
+def test_title_channel_evidence() -> None:
+    """What the title channel says of the top hits: its best title cosine (or the cosine
+    of the other-language title that leads), against the best passage's."""
+    from types import SimpleNamespace
+
+    from clawkb.retrieve.abstain_model import title_evidence
+
+    def view(**channels: dict) -> SimpleNamespace:
+        return SimpleNamespace(explanation={"channels": channels})
+
+    none = title_evidence([view(dense={"raw": 0.88})], 0.88)
+    assert none == {"tcos": 0.0, "tgap": 0.0, "tlead": 0.0}
+    listed = title_evidence([view(dense={"raw": 0.86}), view(titles={"raw": 0.9})], 0.86)
+    assert listed["tcos"] > 0 and listed["tgap"] == pytest.approx(0.4) and listed["tlead"] == 0
+    led = title_evidence([view(titles={"lead": True, "lead_raw": 0.875})], 0.88)
+    assert led["tlead"] == 1.0 and led["tcos"] > 0 and led["tgap"] == pytest.approx(-0.05)

@@ -225,3 +225,18 @@ def test_dense_background_features() -> None:
     assert background(stands_out[:2]) == {"dgap": 0.0, "dz": 0.0}  # nothing to compare
     assert background(stands_out[:BACKGROUND_FROM])["dgap"] > 0  # tiny KB: its lower half
     assert background(None) == {"dgap": 0.0, "dz": 0.0}
+
+
+def test_second_look_when_a_decisive_lexical_top_fails(kb: KnowledgeBase) -> None:
+    """A decisive lexical top-1 skips the dense channel; when the lexical decision then
+    says "no match", the search looks again with both channels and the hybrid model
+    decides (no "no match" rests on one channel once the KB has vectors)."""
+    res = kb.search("maskrom 怎么做蛋糕", limit=3)
+    stages = [s["stage"] for s in res.stages]
+    assert "early_return" in stages and "second_look" in stages, stages
+    assert stages.index("dense") > stages.index("second_look")
+    assert res.decision is not None and res.decision.features["cos"] > 0  # the hybrid model
+    # a decisive top-1 the lexical decision accepts: one look
+    plain = kb.search("maskrom", limit=3)
+    assert [s["stage"] for s in plain.stages] == ["rewrite", "lexical", "early_return", "fusion"]
+    assert plain.hits and not plain.abstained

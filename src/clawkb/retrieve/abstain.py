@@ -41,12 +41,16 @@ __all__ = [
     "DENSE_MIN_CONFIDENCE",
     "NOT_FOUND",
     "Confidence",
+    "Scored",
     "Term",
+    "best_confidence",
     "content_tokens",
     "coverage",
+    "coverages",
     "dense_confidence",
     "question_terms",
     "retrieval_confidence",
+    "scored",
     "term_idf",
 ]
 
@@ -232,17 +236,41 @@ def retrieval_confidence(
     vectors) the confidence is the larger of the term coverage and
     :func:`dense_confidence`.
     """
+    first = [t for _, t in zip(range(TOP_K), texts, strict=False)]
+    return best_confidence(scored(terms, first, question), threshold, dense_cosine)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """The question's terms (without glossary seams), its glossary forms, and per
+    passage the tokens it holds (word forms and translations credited): computed
+    once, read by the coverage, spread and KB-coverage features alike."""
+
+    terms: list[Term]
+    forms: list[tuple[list[str], list[list[str]]]]
+    present: list[frozenset[str]]
+
+
+def scored(terms: Sequence[Term], texts: Iterable[str], question: str | None = None) -> Scored:
+    """Score ``texts`` against ``terms`` once (see :class:`Scored`)."""
     terms, forms = _glossary_forms(terms, question)
-    by_weight = sorted(terms, key=lambda t: t.weight, reverse=True)
+    return Scored(terms, forms, [_present(terms, text, forms) for text in texts])
+
+
+def best_confidence(
+    s: Scored,
+    threshold: float = DEFAULT_MIN_CONFIDENCE,
+    dense_cosine: float | None = None,
+    depth: int = TOP_K,
+) -> Confidence:
+    """:func:`retrieval_confidence` over the first ``depth`` passages ``s`` scored."""
+    by_weight = sorted(s.terms, key=lambda t: t.weight, reverse=True)
     best, best_i, best_present = -1.0, None, frozenset[str]()
-    if any(t.weight > 0 for t in terms):
-        for i, text in enumerate(texts):
-            if i >= TOP_K:
-                break
-            present = _present(terms, text, forms)
-            cov = coverage(terms, present)
-            if cov > best:
-                best, best_i, best_present = cov, i, present
+    weighed = any(t.weight > 0 for t in s.terms)
+    for i, present in enumerate(s.present[:depth] if weighed else ()):
+        cov = coverage(s.terms, present)
+        if cov > best:
+            best, best_i, best_present = cov, i, present
     dense = dense_confidence(dense_cosine) if dense_cosine is not None else 0.0
     if best_i is None:
         return Confidence(dense, threshold, missing=[t.text for t in by_weight])
@@ -274,21 +302,30 @@ def passage_coverages(
 ) -> list[tuple[float, list[str]]]:
     """Per passage: its coverage of the terms and the terms it holds, as
     :func:`retrieval_confidence` scores one passage (word forms, glossary)."""
-    terms, forms = _glossary_forms(terms, question)
-    out = []
-    for text in texts:
-        present = _present(terms, text, forms)
-        out.append((coverage(terms, present), [t.text for t in terms if t.credit(present) > 0]))
-    return out
+    return coverages(scored(terms, texts, question))
 
 
-def kb_coverage(lexical: TermCounts, terms: Sequence[Term], question: str) -> float:
+def coverages(s: Scored) -> list[tuple[float, list[str]]]:
+    """:func:`passage_coverages` of the passages ``s`` scored."""
+    return [
+        (coverage(s.terms, present), [t.text for t in s.terms if t.credit(present) > 0])
+        for present in s.present
+    ]
+
+
+def kb_coverage(
+    lexical: TermCounts,
+    terms: Sequence[Term],
+    question: str,
+    glossed: tuple[list[Term], list[tuple[list[str], list[list[str]]]]] | None = None,
+) -> float:
     """Share of the terms' weight the knowledge base holds anywhere: a term counts
     when some chunk has one of its tokens, or all tokens of one of its glossary
     translations (a Chinese question over English pages). Nonsense and other
     domains' words are mostly nowhere; a real question's words mostly are, in
-    one language or the other, even when the top passages miss them."""
-    terms, forms = _glossary_forms(terms, question)
+    one language or the other, even when the top passages miss them. ``glossed``:
+    :func:`_glossary_forms` of them, when already known (:class:`Scored`)."""
+    terms, forms = glossed if glossed is not None else _glossary_forms(terms, question)
     toks = list(
         dict.fromkeys(
             [tok for t in terms for tok in t.tokens]
@@ -310,21 +347,33 @@ def _glossary_forms(
 ) -> tuple[list[Term], list[tuple[list[str], list[list[str]]]]]:
     """The terms without Chinese pairs straddling two glossary terms (认证|令牌 → 证令),
     and per glossary match in the question: its tokens and its translations' tokens."""
-    matches = bundled_glossary().find(question) if question else []
-    if matches:
-        seams = _seams(normalize(question or ""), matches)
+    if not question:
+        return list(terms), []
+    seams, forms = _glossary_parts(question)
+    if seams:
         terms = [t for t in terms if t.text not in seams]
-    forms = [
+    return list(terms), [(list(a), [list(ts) for ts in b]) for a, b in forms]
+
+
+@lru_cache(maxsize=256)
+def _glossary_parts(
+    question: str,
+) -> tuple[frozenset[str], tuple[tuple[tuple[str, ...], tuple[tuple[str, ...], ...]], ...]]:
+    """:func:`_glossary_forms`' reading of ``question`` (the bundled glossary is fixed
+    per process): kept for the few questions one decision reads it for three times."""
+    matches = bundled_glossary().find(question)
+    seams = frozenset(_seams(normalize(question), matches)) if matches else frozenset()
+    forms = tuple(
         (
-            tokenize(m.term),
-            [
-                [t for t in tokenize(target) if len(t) > 1 or t.isascii()]
+            tuple(tokenize(m.term)),
+            tuple(
+                tuple(t for t in tokenize(target) if len(t) > 1 or t.isascii())
                 for target, _ in m.translations
-            ],
+            ),
         )
         for m in matches
-    ]
-    return list(terms), forms
+    )
+    return seams, forms
 
 
 def _words_bytes(args: tuple[Any, ...], words: tuple[frozenset[str], frozenset[str]]) -> int:

@@ -35,6 +35,14 @@ pipeline already has separate them better together:
   meets a flat list of neighbours in any language;
 * ``known`` — the share of the question's term weight the KB holds anywhere,
   itself or as a glossary translation (:func:`clawkb.retrieve.abstain.kb_coverage`);
+* ``tcos`` / ``tgap`` / ``tlead`` — the title channel on the top three hits
+  (:func:`title_evidence`): the cosine of a section title heading one of them
+  (mapped like ``dconf``), that minus the top passage cosine, and whether one leads
+  as the title in the other language a heading query names;
+* ``whole`` — one of the top three passages holds the whole question verbatim,
+  case, spaces and punctuation aside (:func:`whole`); ``agree1`` — both channels
+  rank hit 1 in their first :data:`AGREE1_RANK`; ``qlen`` — the question's length
+  (characters, capped; traced, not in the shipped model: it identifies the dataset);
 * ``anchor`` — the share of the question's selective exact anchors
   (:mod:`clawkb.retrieve.exact`) the best of the top three hits holds verbatim;
 * ``cjk`` — the question's CJK share: Chinese bigram coverage behaves unlike
@@ -65,12 +73,15 @@ from clawkb.errors import ConfigError
 from clawkb.retrieve.abstain import (
     Confidence,
     Judged,
+    Scored,
     Term,
+    best_confidence,
+    coverages,
     dense_confidence,
     dense_top,
     passage_coverages,
     question_terms,
-    retrieval_confidence,
+    scored,
 )
 
 if TYPE_CHECKING:
@@ -93,6 +104,10 @@ MODEL_PATH = Path(__file__).with_name("abstain_model.json")
 MAX_TERMS = 20
 #: A top hit counts for ``agree`` when both channels ranked it this high or higher.
 AGREE_RANK = 10
+#: Characters of the question counted by ``qlen`` (longer ones score 1).
+MAX_CHARS = 40
+#: ``agree1``: the first hit is within this rank in both channels.
+AGREE1_RANK = 3
 #: Lexical hits compared by ``gap``.
 GAP_DEPTH = 5
 #: Passages scored for ``cov2`` / ``cov5``.
@@ -105,6 +120,10 @@ BACKGROUND_FROM = 10
 #: than 2 x BACKGROUND_FROM candidates uses the lower half of its list.
 MIN_BACKGROUND = 2
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_NOT_WORD = re.compile(r"[\W_]+")
+#: ``whole``: the shortest question (letters and digits, spaces and punctuation
+#: removed) it credits, with and without Chinese characters.
+WHOLE_CJK, WHOLE_LATIN = 3, 6
 _WORDISH = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[A-Za-z0-9]+")
 
 
@@ -170,12 +189,15 @@ def features(
     cosine: float | None,
     texts: Sequence[str] = (),
     dense_scores: Sequence[float] | np.ndarray | None = None,
+    done: Scored | None = None,
 ) -> dict[str, float]:
     """The model's inputs for one question (see the module docstring); ``texts``:
     the hits as scored for coverage (title, headings, text); ``dense_scores``: the
-    dense channel's cosines for its whole candidate list (when it ran)."""
+    dense channel's cosines for its whole candidate list (when it ran); ``done``:
+    ``texts`` already scored against ``terms`` (:func:`~clawkb.retrieve.abstain.scored`)."""
     from clawkb.retrieve.abstain import kb_coverage
 
+    glossed = (done.terms, done.forms) if done is not None else None
     tokens = list(dict.fromkeys(tok for t in terms for tok in t.tokens))
     mass = sum(t.weight for t in terms)
     lex_norm = gap = 0.0
@@ -199,9 +221,13 @@ def features(
         "lang_diff": round(abs(_cjk_share(question) - _cjk_share(top_text)), 6),
         "cos": round(float(cosine), 6) if cosine is not None else 0.0,
         "agree": round(agree, 6),
+        "agree1": 1.0 if hits and _both_channels(hits[0], AGREE1_RANK) else 0.0,
         "anchor": round(anchored(hits[:3]), 6),
-        "known": round(kb_coverage(lexical, terms, question), 6) if terms else 0.0,
-        **spread(lexical, question, terms, texts),
+        "known": round(kb_coverage(lexical, terms, question, glossed), 6) if terms else 0.0,
+        "qlen": min(len(question), MAX_CHARS) / MAX_CHARS,
+        "whole": whole(question, texts[:3]),
+        **title_evidence(hits[:3], cosine),
+        **spread(lexical, question, terms, texts, done),
         **background(dense_scores),
     }
     return derived(base, question)
@@ -223,6 +249,45 @@ def background(scores: Sequence[float] | np.ndarray | None) -> dict[str, float]:
     }
 
 
+def whole(question: str, texts: Sequence[str]) -> float:
+    """1 when one of ``texts`` holds the whole question verbatim, case, spaces and
+    punctuation aside (``intimateyogaforcouples`` in ``intimate_yoga_for_couples``,
+    ``紫金山山地车`` in a title naming it): a query that is a name or a title the passage
+    carries. At least :data:`WHOLE_CJK` characters when the question has Chinese,
+    :data:`WHOLE_LATIN` otherwise (a short Latin string is inside many longer words)."""
+    q = _squash(question)
+    need = WHOLE_CJK if _CJK.search(q) else WHOLE_LATIN
+    if len(q) < need:
+        return 0.0
+    return 1.0 if any(q in _squash(t) for t in texts) else 0.0
+
+
+def _squash(text: str) -> str:
+    return _NOT_WORD.sub("", text.lower())
+
+
+def title_evidence(hits: Sequence[Any], cosine: float | None) -> dict[str, float]:
+    """``tcos``, ``tgap``, ``tlead``: what the title channel (:mod:`clawkb.retrieve.titles`)
+    says of the top hits. ``tcos``: the best cosine of a section title heading one of
+    them with the query, mapped like ``dconf`` (0 when the channel listed none of them
+    and none leads: no title came about as close to the query as the best passage); ``tgap``: that cosine
+    minus the dense top cosine (x10, within [-1, 1]); ``tlead``: 1 when one of them leads
+    as the section a title in the other language names."""
+    best, lead = 0.0, 0.0
+    for h in hits:
+        ch = (h.explanation or {}).get("channels") or {}
+        t = ch.get("titles") if isinstance(ch, dict) else None
+        if isinstance(t, dict):
+            best = max(best, float(t.get("raw") or 0.0), float(t.get("lead_raw") or 0.0))
+            lead = 1.0 if t.get("lead") else lead
+    gap = min(1.0, max(-1.0, 10 * (best - float(cosine)))) if best > 0 and cosine else 0.0
+    return {
+        "tcos": round(dense_confidence(best), 6) if best > 0 else 0.0,
+        "tgap": round(gap, 6),
+        "tlead": lead,
+    }
+
+
 def anchored(hits: Sequence[Any]) -> float:
     """The best anchor coverage (:func:`clawkb.retrieve.exact.keep_on_top`'s trace) among ``hits``."""
     best = 0.0
@@ -235,13 +300,20 @@ def anchored(hits: Sequence[Any]) -> float:
 
 
 def spread(
-    lexical: TermCounts, question: str, terms: Sequence[Term], texts: Sequence[str]
+    lexical: TermCounts,
+    question: str,
+    terms: Sequence[Term],
+    texts: Sequence[str],
+    done: Scored | None = None,
 ) -> dict[str, float]:
     """``cov2``, ``cov5``, ``rare_hit``, ``rare_idf`` (see the module docstring)."""
     out = {"cov2": 0.0, "cov5": 0.0, "rare_hit": 0.0, "rare_idf": 0.0}
     if not terms or not texts:
         return out
-    per = passage_coverages(terms, texts[:SPREAD_DEPTH], question)
+    if done is not None:
+        per = coverages(done)[:SPREAD_DEPTH]
+    else:
+        per = passage_coverages(terms, texts[:SPREAD_DEPTH], question)
     covs = sorted((c for c, _ in per), reverse=True) + [0.0] * SPREAD_DEPTH
     held = set(max(per, key=lambda p: p[0])[1])
     rare = sorted(terms, key=lambda t: t.weight, reverse=True)[:RARE_TERMS]
@@ -257,11 +329,11 @@ def spread(
     return out
 
 
-def _both_channels(hit: Judged) -> bool:
-    """Both channels ranked this hit within their first :data:`AGREE_RANK`."""
+def _both_channels(hit: Judged, depth: int = AGREE_RANK) -> bool:
+    """Both channels ranked this hit within their first ``depth``."""
     ch = (hit.explanation or {}).get("channels") or {}
     return all(
-        isinstance(ch.get(name), dict) and int(ch[name].get("rank") or 10**9) <= AGREE_RANK
+        isinstance(ch.get(name), dict) and int(ch[name].get("rank") or 10**9) <= depth
         for name in ("lexical", "dense")
     )
 
@@ -297,10 +369,10 @@ def model_confidence(
     """
     from dataclasses import replace
 
-    cov = retrieval_confidence(terms, texts, question=question)
-    feats = features(
-        lexical, question, hits, terms, cov.value, len(cov.matched), cosine, texts, dense_scores
-    )
+    done = scored(terms, texts[:SPREAD_DEPTH], question)  # once for every coverage feature
+    cov = best_confidence(done)
+    feats = features(lexical, question, hits, terms, cov.value, len(cov.matched), cosine, texts,
+                     dense_scores, done)  # fmt: skip
     p, threshold = probability(feats, vectors=vectors and cosine is not None)
     return replace(cov, value=p, threshold=threshold, method="model", features=feats)
 

@@ -175,11 +175,19 @@ def retriever_for(kb: KnowledgeBase) -> Retriever:
     return r
 
 
-def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
-    """Run ``q`` on ``source`` with ``settings`` (the caller made the source current)."""
+def run(
+    source: Source, settings: RetrievalSettings, q: Query, second_look: bool = False
+) -> SearchResult:
+    """Run ``q`` on ``source`` with ``settings`` (the caller made the source current).
+
+    ``second_look``: this is the rerun of a search whose lexical channel was decisive
+    (dense skipped) but whose top passages the lexical decision found wanting: the
+    dense channel runs too, and the hybrid decision says whether anything answers."""
     t0 = time.perf_counter()
     r = source.retriever
     s = settings.with_overrides({**q.options, "mode": q.mode}) if q.options or q.mode else settings
+    if second_look:
+        s = s.with_overrides({"early_return": 0.0})
     stages: list[dict[str, Any]] = []
     resolved = s.mode if s.mode != "auto" else ("hybrid" if source.has_vectors() else "lexical")
     warnings = []
@@ -292,15 +300,15 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         channels["dense"] = unembedded.place(channels["lexical"], channels["dense"],
                                              source.embedded())  # fmt: skip
     st = time.perf_counter()
-    on_titles, first = (titles.add_channel(source, texts, channels, scope, titles.query_chinese(rw) if s.title_lead else None)
-                        if s.titles and resolved == "hybrid" and "dense" in channels else (None, []))  # fmt: skip
+    on_titles, first, lead_cos = (titles.add_channel(source, texts, channels, scope, titles.query_chinese(rw) if s.title_lead else None)
+                        if s.titles and resolved == "hybrid" and "dense" in channels else (None, [], None))  # fmt: skip
     fs, note = s, s.fusion if len(channels) > 1 else "single channel"
     if s.adaptive and len(channels) > 1:  # crossling hook: per-query weights (adaptive.py)
         fs, trace = adaptive.tune(stats, rw, channels, s, dense_translated=bool(dense_tr))
         note += " adaptive " + " ".join(f"{k}={v}" for k, v in trace.items())
     fused = fuse(channels, fs, partial(source.recency, scope=scope))
     if first:  # a cross-language title query: its sections first (titles.lead)
-        fused = titles.put_first(fused, first)
+        fused = titles.put_first(fused, first, lead_cos)
     note = note if on_titles is None else f"{note} titles {on_titles}"
     for name, rs in rank_stages:
         fused, trace = rs.apply(ctx, fused)
@@ -348,6 +356,15 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         verdict = notfound.judge(source.kb, q.text, hits, [traces.get(i) for i in chunk_ids],
                                   s.min_confidence, dense_scores)  # fmt: skip
         conf = verdict.value if verdict is not None else conf
+        if early and verdict is not None and verdict.abstain and s.min_confidence is None:
+            # a decisive lexical top-1 whose passages fail the lexical decision: look with
+            # both channels before saying "no match" (the hybrid decision, as for any query)
+            again = run(source, settings, q, second_look=True)
+            again.stages[:0] = [*stages, {"stage": "second_look", "ms": 0.0, "status": "ok",
+                                          "note": "lexical decisive but no match: dense run"}]  # fmt: skip
+            if key is not None:
+                r.cache.put(key, replace(again, warnings=list(again.warnings)))
+            return again
         if verdict is not None and verdict.abstain:
             nearest, hits, chunk_ids = hits[: q.limit], [], []
     hits, chunk_ids = hits[: q.limit], chunk_ids[: q.limit]

@@ -231,12 +231,19 @@ def query_chinese(rw: Rewritten) -> bool:
     return bool(own) and sum(1 for t in own if _CJK.search(t)) / len(own) >= 0.5
 
 
-def put_first(fused: list[Fused], chunk_ids: int | Sequence[int]) -> list[Fused]:
-    """``fused`` with ``chunk_ids`` first, in that order (added when no channel listed them)."""
+def put_first(
+    fused: list[Fused], chunk_ids: int | Sequence[int], cosine: float | None = None
+) -> list[Fused]:
+    """``fused`` with ``chunk_ids`` first, in that order (added when no channel listed them);
+    ``cosine``: the leading title's cosine with the query, kept in the first one's trace
+    (``lead_raw``, read by the not-found decision)."""
     ids = [chunk_ids] if isinstance(chunk_ids, int) else list(chunk_ids)
-    for cid in reversed(ids):
+    for n, cid in enumerate(reversed(ids)):
         got = next((f for f in fused if f.chunk_id == cid), None) or Fused(cid, 0.0)
-        got.trace.setdefault("titles", {})["lead"] = True
+        trace = got.trace.setdefault("titles", {})
+        trace["lead"] = True
+        if cosine is not None and n == len(ids) - 1:
+            trace["lead_raw"] = round(float(cosine), 6)
         if fused and fused[0] is got:
             continue
         got.score = (fused[0].score if fused else 0.0) + 1e-6
@@ -250,31 +257,35 @@ def add_channel(
     channels: dict[str, Channel],
     scope: Scope,
     query_chinese: bool | None = None,
-) -> tuple[str | None, list[int]]:
+) -> tuple[str | None, list[int], float | None]:
     """The pipeline's hook: add ``channels["titles"]`` when ``source`` has the ``titles``
     capability (the KB's own vectors) and a dense channel; (a trace note, the passages
-    a cross-language title query leads with, best first: :func:`lead`)."""
+    a cross-language title query leads with, best first: :func:`lead`, and the leading
+    title's cosine, or None)."""
     dense = channels.get("dense")
     if "titles" not in source.capabilities or dense is None or not len(dense.ids):
-        return None, []
+        return None, [], None
     r = source.retriever
     index = r.dense_index()
     qv = r.qvec_cache.get((index.mkey, *texts))
     if qv is None:
-        return None, []
+        return None, [], None
     sec, mat = title_index(source.kb, r.embedder, index.mkey)
     if not len(sec.titles):
-        return None, []
+        return None, [], None
     qv = np.asarray(qv)
     sims = _sims(mat, qv)  # one product for the channel and the lead
     first: list[int] = []
+    first_cos: float | None = None
     notes = []
     if query_chinese is not None:  # the query as asked (column 0), not its glossary rendering
         for cid, title in lead(sec, sims[:, 0], dense, query_chinese, scope.allowed, scope.hidden):
             first.append(cid)
             notes.append(f"lead={title!r}")
+        if first:  # the lead title's cosine: the best other-script one (what lead() compared)
+            first_cos = float(sims[_other_script(sec, query_chinese), 0].max())
     got = channel(sec, mat, qv, dense, scope.allowed, scope.hidden, sims=sims)
     if got is not None:
         channels["titles"], trace = got
         notes = [f"{k}={v}" for k, v in trace.items()] + notes
-    return (" ".join(notes) or None), first
+    return (" ".join(notes) or None), first, first_cos
