@@ -359,7 +359,7 @@ def _present(
             if toks and all(t in have or _stem(t) in stems for t in toks):
                 extra.update(term_toks)
                 break
-    return frozenset(have | extra)
+    return have | extra if extra else have  # no copy of the passage's set when nothing is added
 
 
 def _seams(text: str, matches: list[Any]) -> set[str]:
