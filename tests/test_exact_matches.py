@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from clawkb.kb import KnowledgeBase
@@ -150,3 +151,40 @@ def test_identifier_led_query_gives_dense_a_small_vote(esp):
     res = esp.search("how do I measure ping round trip time", limit=5, explain=True, early_return=0)
     fusion = next(s for s in res.stages if s["stage"] == "fusion")
     assert "w_dense=1.0" in fusion["note"], fusion["note"]
+
+
+def test_exact_stage_reuses_its_fetch_only_when_it_holds_every_match(esp, monkeypatch):
+    """One anchor of one token that few passages hold: the stage's fetch search already
+    returned every passage holding it, and the order it gives is the one searching
+    for them again gives; with a scope, or several anchors, it searches as before."""
+    from clawkb.retrieve import exact
+    from clawkb.retrieve.fusion import Fused
+    from clawkb.text import tokenize
+
+    kinds = ("ident", "ident_zh", "en2zh", "zh2en")
+    queries = [q for kind in kinds for q, _ in _golden(kind)]
+    queries.append("how is SOC_AHB_GDMA_SUPPORTED used with ESP_PING_PROF_TTL")
+    shortcut = []
+    real = exact._fetched_all
+    monkeypatch.setattr(exact, "_fetched_all", lambda *a: shortcut.append(real(*a)) or shortcut[-1])
+    for q in queries:
+        ids, scores, _ = esp.lexical.search(tokenize(q), k=30)
+        fused = [
+            Fused(int(i), float(s), {}) for i, s in zip(ids.tolist(), scores.tolist(), strict=True)
+        ]
+        allowed = np.asarray(sorted(ids.tolist()), np.int64)
+        got = exact.keep_on_top(esp.lexical, q, list(fused))
+        scoped = exact.keep_on_top(esp.lexical, q, list(fused), allowed=allowed)
+        with monkeypatch.context() as m:
+            m.setattr(exact, "_fetched_all", lambda *a: None)
+            want = exact.keep_on_top(esp.lexical, q, list(fused))
+            want_scoped = exact.keep_on_top(esp.lexical, q, list(fused), allowed=allowed)
+        assert [(f.chunk_id, f.score, f.trace) for f in got[0]] == [
+            (f.chunk_id, f.score, f.trace) for f in want[0]
+        ], q
+        assert got[1] == want[1], q
+        assert [(f.chunk_id, f.score) for f in scoped[0]] == [
+            (f.chunk_id, f.score) for f in want_scoped[0]
+        ]
+    assert any(s is not None for s in shortcut)  # the common case took the shortcut
+    assert any(s is None for s in shortcut)  # a scope or two anchors did not

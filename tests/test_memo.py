@@ -81,3 +81,20 @@ def test_passage_memos_stop_growing_at_their_byte_budget(memo, call) -> None:  #
     finally:
         memo.max_bytes = budget
         memo.cache_clear()
+
+
+def test_passage_words_keep_only_stems_that_differ_yet_answer_as_the_full_set() -> None:
+    """The not-found memo keeps a stem only when it differs from its token; asking
+    whether a passage holds a stem answers as the set of every token's stem did."""
+    text = (
+        "Configuring timers: the timer configures clock dividers; clocks and dividing "
+        "stages, GPIO12 soakword00012z 阻抗 走线 configuration configured reset resets"
+    )
+    abstain._passage_words.cache_clear()
+    words = abstain._passage_words(text)
+    have, kept = words
+    full = {abstain._stem(t) for t in have}
+    assert kept < full  # the tokens that are their own stem are not kept again
+    probes = full | have | {"config", "timer", "clock", "divid", "absent", "gpio12"}
+    for probe in probes:
+        assert abstain._has_stem(words, probe) == (probe in full), probe

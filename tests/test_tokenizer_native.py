@@ -158,3 +158,44 @@ def test_shared_datasets_identical() -> None:
                         assert native(text) == tok.tokenize_python(text)
                         checked += 1
     assert checked
+
+
+def test_threads_tokenizing_at_once_each_keep_their_own_stemmer() -> None:
+    """The stemmer is Python, so another thread runs while one call waits for it
+    (`serve`: reader threads and the writer tokenize at once). Each call keeps its
+    own stemmer and memo: every thread gets the tokens a lone call gives (before,
+    the shared pair was reset by the other call: a crash or tokens without stems)."""
+    import threading
+    import time
+
+    native = pytest.importorskip("clawkb.text._toknative")
+
+    def stem(word: str) -> str:
+        time.sleep(0)  # let another thread run here, as a busy server does
+        return tok.stem_of(word)
+
+    texts = [
+        f"configuring timers {i}: the timer configures clocks and dividers, resets "
+        f"pipelining stages; GPIO{i} esp_wifi_init() 阻抗走线 running queues"
+        for i in range(12)
+    ]
+    want = [native.tokenize(t, {}, tok._expand_run, {}, tok.stem_of) for t in texts]
+    assert any(len(w) > len(t.split()) for w, t in zip(want, texts, strict=True))  # stems added
+    wrong: list[str] = []
+
+    def work(k: int) -> None:
+        memo: dict[str, str] = {}
+        for n in range(150):
+            i = (k + n) % len(texts)
+            if (
+                native.tokenize(texts[i], {}, tok._expand_run, memo if n % 2 else {}, stem)
+                != want[i]
+            ):
+                wrong.append(texts[i])
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong

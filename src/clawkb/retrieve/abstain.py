@@ -379,7 +379,12 @@ def _glossary_parts(
 def _words_bytes(args: tuple[Any, ...], words: tuple[frozenset[str], frozenset[str]]) -> int:
     have, stems = words
     # each set's table (about 3 slots of 16 bytes an element) and its new strings
-    return 400 + str_bytes(args[0]) + sum(48 + 2 * str_bytes(t) for t in have) + 48 * len(stems)
+    joined = "".join(have)
+    if joined.isascii():  # the sum below, without a call per token (most passages)
+        tokens = 146 * len(have) + 2 * len(joined)
+    else:
+        tokens = sum(48 + 2 * str_bytes(t) for t in have)
+    return 400 + str_bytes(args[0]) + tokens + 48 * len(stems)
 
 
 @bytes_lru(12 << 20, _words_bytes)
@@ -387,23 +392,35 @@ def _passage_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """A passage's tokens and their stems. The same passages come back search after
     search (every not-found decision reads the best 8), so this is kept per text,
     up to 12 MB of them (at 4,096 passages a long-running server held ~130 MB here;
-    a count bound lets long passages take far more than short ones)."""
+    a count bound lets long passages take far more than short ones). Only the stems
+    that differ from their token are kept (most tokens are their own stem: short,
+    numeric or identifier-like); :func:`_has_stem` reads the pair."""
     have = frozenset(tokenize(text))
-    return have, frozenset(_stem(t) for t in have)
+    return have, frozenset(s for t in have if (s := _stem(t)) != t)
+
+
+def _has_stem(words: tuple[frozenset[str], frozenset[str]], stem: str) -> bool:
+    """True when one of the passage's tokens stems to ``stem``: a token that is its
+    own stem, or a stem kept beside the tokens (:func:`_passage_words`)."""
+    have, stems = words
+    return stem in stems or (stem in have and _stem(stem) == stem)
 
 
 def _present(
     terms: Sequence[Term], passage: str, forms: list[tuple[list[str], list[list[str]]]]
 ) -> frozenset[str]:
     """The passage's tokens plus the question tokens it holds in another form."""
-    have, stems = _passage_words(passage)
-    extra = {tok for t in terms for tok in t.tokens if tok not in have and _stem(tok) in stems}
+    words = _passage_words(passage)
+    have = words[0]
+    extra = {
+        tok for t in terms for tok in t.tokens if tok not in have and _has_stem(words, _stem(tok))
+    }
     for term_toks, targets in forms:
         for toks in targets:
-            if toks and all(t in have or _stem(t) in stems for t in toks):
+            if toks and all(t in have or _has_stem(words, _stem(t)) for t in toks):
                 extra.update(term_toks)
                 break
-    return frozenset(have | extra)
+    return have | extra if extra else have  # no copy of the passage's set when nothing is added
 
 
 def _seams(text: str, matches: list[Any]) -> set[str]:

@@ -313,6 +313,29 @@ def coverage_of(
     return cover
 
 
+def _fetched_all(
+    lexical: TermCounts,
+    weighted: Sequence[tuple[Anchor, float]],
+    tokens: Sequence[str],
+    ids: np.ndarray,
+    scores: np.ndarray,
+    allowed: np.ndarray | None,
+) -> dict[Anchor, set[int]] | None:
+    """The common case -- one anchor of one token, searched in the whole index -- when
+    the fetch search already returned every passage that holds it (no more passages
+    hold the token than it asked for): those passages, so that :func:`coverage_of`
+    need not search for them again. None otherwise."""
+    if allowed is not None or len(weighted) != 1 or len(tokens) != 1:
+        return None
+    if int(doc_freqs(lexical, tokens)[0]) > FETCH:
+        return None
+    return {
+        weighted[0][0]: {
+            int(i) for i, s in zip(ids.tolist(), scores.tolist(), strict=True) if s > 0
+        }
+    }
+
+
 def keep_on_top(
     lexical: TermStats,
     query: str,
@@ -355,25 +378,24 @@ def keep_on_top(
     hide = set(hidden.tolist()) if hidden is not None and len(hidden) else set()
     extra = [int(i) for i in ids.tolist() if int(i) not in have and int(i) not in hide]
     pool = fused + [Fused(i, 0.0, {"exact": {"fetched": True}}) for i in extra]
-    cover = coverage_of(lexical, weighted, np.asarray([f.chunk_id for f in pool], np.int64), known)
+    pool_ids = np.asarray([f.chunk_id for f in pool], np.int64)
+    holders = known or _fetched_all(lexical, weighted, tokens, ids, spelled, allowed)
+    cover = coverage_of(lexical, weighted, pool_ids, holders)
     lo = min((f.score for f in pool), default=0.0)
     hi = max((f.score for f in pool), default=0.0)
     span = (hi - lo) + 1e-6
+    level = {cid: round(c, 6) for cid, c in cover.items()}  # rounded once per passage
     order = sorted(
         range(len(pool)),
-        key=lambda i: (
-            -round(cover[pool[i].chunk_id], 6),
-            -by_spelling.get(pool[i].chunk_id, 0.0),
-            i,
-        ),
+        key=lambda i: (-level[pool[i].chunk_id], -by_spelling.get(pool[i].chunk_id, 0.0), i),
     )
-    levels = sorted({round(c, 6) for c in cover.values()})
+    rank = {c: n for n, c in enumerate(sorted(set(level.values())))}
     out = []
     for i in order:
         f = pool[i]
-        c = round(cover[f.chunk_id], 6)
+        c = level[f.chunk_id]
         # the lowest level keeps its scores; each level above is lifted past the one below
-        new = Fused(f.chunk_id, f.score + levels.index(c) * span, dict(f.trace))
+        new = Fused(f.chunk_id, f.score + rank[c] * span, dict(f.trace))
         new.trace["exact"] = {**new.trace.get("exact", {}), "coverage": c}
         out.append(new)
     trace = {

@@ -155,8 +155,12 @@ static int complex_run(PyObject *out, PyObject *text, Py_ssize_t a, Py_ssize_t b
     return 0;
 }
 
-/* The reference's stemmer and its memo for this call (borrowed; NULL: no stems). */
-static PyObject *g_stems = NULL, *g_stem = NULL;
+/* The reference's stemmer and its memo for this call (borrowed; NULL: no stems).
+ * Per thread: the stemmer is Python, so another thread can run (and start its own
+ * call, then reset these) while one call waits for it; a shared pair was read as
+ * NULL or as the other call's memo after the stemmer returned (a crash in `serve`,
+ * or tokens stemmed with another call's memo). */
+static _Thread_local PyObject *g_stems = NULL, *g_stem = NULL;
 
 /* After a plain ASCII word: its stem ("" for none) from ``stem(word)``, memoised in
  * ``stems``; appended when not empty. Identifiers never get here (complex runs). */
