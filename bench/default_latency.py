@@ -1,7 +1,7 @@
 """Default-mode search latency on a 5,000-chunk KB, in process (issue 19's latency target).
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/default_latency.py \
-        --kb DIR [--datasets DIR] [--queries 300] [--rounds 2]
+        --kb DIR [--datasets DIR] [--queries 300] [--rounds 2] [--old-ref REF]
 
 ``--kb`` is an embedded KB (e5-small vectors), e.g. the agentset-msmarco KB
 that ``bench/dense_build.py`` builds (5,000 passages). Queries mix what users
@@ -20,6 +20,14 @@ ranking stages can save.
 The result cache is off (``cache_size: 0`` in a private copy of the KB's
 config) so nothing is served from memory. Writes
 ``bench/results/default-latency.json``.
+
+``--old-ref REF`` (a commit, e.g. ``main``): this tree and that commit's tree
+(:mod:`old_tree`, native kernels built) run in turn in fresh processes, one
+round each per pass, ``--rounds`` passes, each on its own private copy of the
+KB; the medians are written side by side with the new/old CPU ratios, and the
+two trees' answers are compared query by query in every mode (the top-10 chunk
+ids and whether the search abstained): ``rankings`` counts the identical ones
+and lists the first differences. Speed work must leave it at 100 %.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import argparse
 import csv
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -73,7 +82,9 @@ def stats(wall: list[float], cpu: list[float]) -> dict[str, float]:
     }
 
 
-def timed(kb, qs: list[str], opts: dict) -> dict[str, float]:
+def timed(kb, qs: list[str], opts: dict, answers: list | None = None) -> dict[str, float]:
+    """Statistics of ``kb.search`` over ``qs``; ``answers`` gets each search's
+    (top-10 chunk ids, abstained)."""
     from clawkb.retrieve.pipeline import retriever_for
 
     r = retriever_for(kb)
@@ -81,9 +92,11 @@ def timed(kb, qs: list[str], opts: dict) -> dict[str, float]:
     for q in qs:
         r.qvec_cache.clear()  # every timed search embeds its query
         t, c = time.perf_counter(), time.process_time()
-        kb.search(q, limit=10, snippets=False, **opts)
+        res = kb.search(q, limit=10, snippets=False, **opts)
         wall.append((time.perf_counter() - t) * 1000)
         cpu.append((time.process_time() - c) * 1000)
+        if answers is not None:
+            answers.append([[int(i) for i in res.chunk_ids], bool(res.abstained)])
     return stats(wall, cpu)
 
 
@@ -101,6 +114,85 @@ def embedding(kb, qs: list[str]) -> dict[str, float]:
     return stats(wall, cpu)
 
 
+def measure(src: Path, work: Path, qs: list[str], rounds: int) -> dict[str, object]:
+    """Every mode ``rounds`` times (interleaved) on a private copy of ``src`` at ``work``."""
+    from clawkb.kb import KnowledgeBase
+
+    # a private copy: the config below must not touch the source
+    work = private_copy(src, work)
+    (work / "config.yaml").write_text("retrieval:\n  cache_size: 0\n")
+    kb = KnowledgeBase.open(work)
+    answers: dict[str, list] = {m: [] for m in MODES}
+    try:
+        chunks = kb.status()["chunks"]
+        for opts in MODES.values():  # model, vectors and index loaded outside the timing
+            kb.search("warm up the model", limit=10, **opts)
+        runs: dict[str, list[dict[str, float]]] = {m: [] for m in [*MODES, "query_embedding"]}
+        for i in range(rounds):  # modes interleaved, so load changes hit all alike
+            for m, opts in MODES.items():
+                runs[m].append(timed(kb, qs, opts, answers[m] if i == 0 else None))
+            runs["query_embedding"].append(embedding(kb, qs))
+    finally:
+        kb.close()
+    out: dict[str, object] = {"chunks": chunks}
+    for m, rs in runs.items():  # median over rounds of each statistic
+        out[m] = {k: round(median(r[k] for r in rs), 2) for k in rs[0]}
+    out["answers"] = answers
+    return out
+
+
+def ratios(out: dict) -> None:
+    d = out["default"]
+    out["default_cpu_vs_lexical"] = round(d["cpu_p50_ms"] / out["lexical"]["cpu_p50_ms"], 2)
+    out["default_cpu_vs_hybrid"] = round(d["cpu_p50_ms"] / out["hybrid"]["cpu_p50_ms"], 2)
+
+
+def same_answers(qs: list[str], new: dict, old: dict) -> dict[str, object]:
+    """Per mode: how many queries got the same top-10 ids and abstain flag in both trees."""
+    out: dict[str, object] = {}
+    for m in MODES:
+        a, b = new[m], old[m]
+        diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        out[m] = {
+            "queries": len(a),
+            "identical": len(a) - len(diff),
+            "first_differences": [{"query": qs[i], "new": a[i], "old": b[i]} for i in diff[:5]],
+        }
+    return out
+
+
+def compare(args: argparse.Namespace, src: Path, qs: list[str]) -> dict[str, object]:
+    """This tree and ``--old-ref`` in turn, in fresh processes, ``--rounds`` passes."""
+    from old_tree import old_src
+    from shared_data import THREAD_ENV
+
+    old, label = old_src(args.old_ref, native=True)
+    trees = {"new": ROOT.parent / "src", "old": old}
+    work = Path(args.work).resolve()
+    got: dict[str, list[dict]] = {"new": [], "old": []}
+    for _ in range(args.rounds):
+        for name, tree in trees.items():
+            env = {**os.environ, **THREAD_ENV, "PYTHONPATH": str(tree)}
+            cmd = [sys.executable, __file__, "--kb", str(src), "--child", "--rounds", "1",
+                   "--work", str(work / name), "--queries", str(args.queries), "--set", args.set]  # fmt: skip
+            if args.datasets:
+                cmd += ["--datasets", args.datasets]
+            run = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+            got[name].append(json.loads(run.stdout))
+    out: dict[str, object] = {"old_tree": label}
+    for name, rs in got.items():
+        side: dict = {"chunks": rs[0]["chunks"]}
+        for m in [*MODES, "query_embedding"]:
+            side[m] = {k: round(median(r[m][k] for r in rs), 2) for k in rs[0][m]}
+        ratios(side)
+        out[name] = side
+    for m in [*MODES, "query_embedding"]:
+        n, o = out["new"][m], out["old"][m]  # type: ignore[index]
+        out[f"{m}_cpu_p50_new_vs_old"] = round(n["cpu_p50_ms"] / o["cpu_p50_ms"], 3)
+    out["rankings"] = same_answers(qs, got["new"][0]["answers"], got["old"][0]["answers"])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kb", required=True, help="an embedded KB (e.g. agentset-msmarco's)")
@@ -109,40 +201,23 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="passes over the queries per mode")
     ap.add_argument("--work", default=str(ROOT / ".cache" / "default-latency"))
     ap.add_argument("--out", default=str(ROOT / "results" / "default-latency.json"))
+    ap.add_argument("--old-ref", help="also time this commit's tree, in turn (same run)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     add_datasets_flag(ap)
     args = ap.parse_args()
-    from clawkb.kb import KnowledgeBase
-
-    # a private copy: the config below must not touch the source
     src = Path(args.kb).resolve()
-    work = private_copy(src, Path(args.work).resolve())
-    (work / "config.yaml").write_text("retrieval:\n  cache_size: 0\n")
     qs = queries(datasets_dir(args.datasets), args.set, args.queries)
-    kb = KnowledgeBase.open(work)
-    try:
-        chunks = kb.status()["chunks"]
-        for opts in MODES.values():  # model, vectors and index loaded outside the timing
-            kb.search("warm up the model", limit=10, **opts)
-        runs: dict[str, list[dict[str, float]]] = {m: [] for m in [*MODES, "query_embedding"]}
-        for _ in range(args.rounds):  # modes interleaved, so load changes hit all alike
-            for m, opts in MODES.items():
-                runs[m].append(timed(kb, qs, opts))
-            runs["query_embedding"].append(embedding(kb, qs))
-    finally:
-        kb.close()
-    out: dict[str, object] = {
-        "kb": shown(src),
-        "chunks": chunks,
-        "queries": len(qs),
-        "rounds": args.rounds,
-        "loadavg_1m": round(os.getloadavg()[0], 1),
-    }
-    for m, rs in runs.items():  # median over rounds of each statistic
-        out[m] = {k: round(median(r[k] for r in rs), 2) for k in rs[0]}
-    d = out["default"]
-    assert isinstance(d, dict)
-    out["default_cpu_vs_lexical"] = round(d["cpu_p50_ms"] / out["lexical"]["cpu_p50_ms"], 2)  # type: ignore[index]
-    out["default_cpu_vs_hybrid"] = round(d["cpu_p50_ms"] / out["hybrid"]["cpu_p50_ms"], 2)  # type: ignore[index]
+    head: dict[str, object] = {"kb": shown(src), "queries": len(qs), "rounds": args.rounds}
+    if args.child:
+        print(json.dumps(measure(src, Path(args.work).resolve(), qs, args.rounds)))
+        return
+    if args.old_ref:
+        out = {**head, **compare(args, src, qs)}
+    else:
+        out = {**head, **measure(src, Path(args.work).resolve(), qs, args.rounds)}
+        del out["answers"]
+        ratios(out)
+    out["loadavg_1m"] = round(os.getloadavg()[0], 1)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out, indent=2))
 
