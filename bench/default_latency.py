@@ -21,6 +21,15 @@ The result cache is off (``cache_size: 0`` in a private copy of the KB's
 config) so nothing is served from memory. Writes
 ``bench/results/default-latency.json``.
 
+``--synth N`` (issue 24's "default-mode p50 at 100k"): the KB is instead
+``bench/synth.py``'s bilingual synthetic corpus of N documents, built once under
+``bench/.cache/default-latency-synth-N``, with the synthetic queries. Embedding
+100k chunks takes hours on two cores, so its vectors are ``--kb``'s real
+e5-small vectors, each perturbed with Gaussian noise and renormalised, under the
+real signature (as the former ``dense_latency.py`` did): the search work (matrix
+size, the HNSW graph above ``ann_threshold``) is the real one and every query is
+embedded by the real model inside the timed search.
+
 ``--old-ref REF`` (a commit, e.g. ``main``): this tree and that commit's tree
 (:mod:`old_tree`, native kernels built) run in turn in fresh processes, one
 round each per pass, ``--rounds`` passes, each on its own private copy of the
@@ -71,6 +80,64 @@ def queries(data: Path, name: str, n: int) -> list[str]:
         for kind in sorted(by_kind):
             eng += by_kind[kind][::7][:per]
     return own[: n - len(eng)] + eng
+
+
+def synth_kb(n: int, vectors_from: Path) -> Path:
+    """The synthetic ``n``-document KB with perturbed real vectors (built once)."""
+    import time as _time
+
+    from clawkb.embed.e5 import E5Small
+    from clawkb.embed.vectors import SIGNATURE_KEY, model_key, stored_signature
+    from clawkb.kb import KnowledgeBase, TextRecord
+    from clawkb.store import db
+    from synth import generate
+
+    home = ROOT / ".cache" / f"default-latency-synth-{n}"
+    if (home / "DONE").is_file():
+        return home
+    kb = KnowledgeBase.open(home, create=True)
+    if kb.status()["chunks"] == 0:
+        texts, _ = generate(n, 10)
+        kb.index_texts(TextRecord(path=f"d{i}", text=t) for i, t in enumerate(texts))
+    ids = [r[0] for r in kb.conn.execute("SELECT id FROM chunks ORDER BY id")]
+    src = KnowledgeBase.open(vectors_from)
+    sig = stored_signature(src.conn)  # the real e5-small signature of the real vectors
+    assert sig is not None and sig["model"] == E5Small.name, f"{vectors_from}: no e5-small vectors"
+    mkey = model_key(sig)
+    real = np.stack(
+        [np.frombuffer(v, "<f4") for (v,) in src.conn.execute("SELECT vec FROM vectors")]
+    )
+    src.close()
+    rng = np.random.default_rng(7)
+    kb.conn.execute("BEGIN")
+    for start in range(0, len(ids), 5000):
+        part = ids[start : start + 5000]
+        base = real[rng.integers(0, len(real), len(part))]
+        vecs = base + rng.normal(0, 0.02, base.shape).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        kb.conn.executemany(
+            "INSERT OR REPLACE INTO vectors (model, key, vec) VALUES (?,?,?)",
+            ((mkey, f"k{c}", v.astype("<f4").tobytes()) for c, v in zip(part, vecs, strict=True)),
+        )
+        kb.conn.executemany(
+            "INSERT OR REPLACE INTO chunk_vectors (model, chunk_id, key) VALUES (?,?,?)",
+            ((mkey, c, f"k{c}") for c in part),
+        )
+    db.set_meta(kb.conn, SIGNATURE_KEY, json.dumps(sig, sort_keys=True))
+    db.set_meta(kb.conn, "dense_version", str(int(_time.time())))
+    kb.conn.execute("COMMIT")
+    kb.close()
+    kb = KnowledgeBase.open(home)  # the dense copy and its HNSW graph, built once here
+    kb.search("warm up", mode="hybrid", limit=10)
+    kb.close()
+    (home / "DONE").write_text("built\n")
+    return home
+
+
+def synth_queries(n: int, count: int) -> list[str]:
+    from synth import generate
+
+    return [q.text for q in generate(n, count)[1]]
 
 
 def stats(wall: list[float], cpu: list[float]) -> dict[str, float]:
@@ -173,8 +240,9 @@ def compare(args: argparse.Namespace, src: Path, qs: list[str]) -> dict[str, obj
     for _ in range(args.rounds):
         for name, tree in trees.items():
             env = {**os.environ, **THREAD_ENV, "PYTHONPATH": str(tree)}
-            cmd = [sys.executable, __file__, "--kb", str(src), "--child", "--rounds", "1",
-                   "--work", str(work / name), "--queries", str(args.queries), "--set", args.set]  # fmt: skip
+            cmd = [sys.executable, __file__, "--kb", str(args.kb), "--child", "--rounds", "1",
+                   "--work", str(work / name), "--queries", str(args.queries), "--set", args.set,
+                   "--synth", str(args.synth)]  # fmt: skip
             if args.datasets:
                 cmd += ["--datasets", args.datasets]
             run = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
@@ -202,11 +270,16 @@ def main() -> None:
     ap.add_argument("--work", default=str(ROOT / ".cache" / "default-latency"))
     ap.add_argument("--out", default=str(ROOT / "results" / "default-latency.json"))
     ap.add_argument("--old-ref", help="also time this commit's tree, in turn (same run)")
+    ap.add_argument("--synth", type=int, default=0, help="a synthetic KB of this many docs")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     add_datasets_flag(ap)
     args = ap.parse_args()
     src = Path(args.kb).resolve()
-    qs = queries(datasets_dir(args.datasets), args.set, args.queries)
+    if args.synth:
+        src = synth_kb(args.synth, src)
+        qs = synth_queries(args.synth, args.queries)
+    else:
+        qs = queries(datasets_dir(args.datasets), args.set, args.queries)
     head: dict[str, object] = {"kb": shown(src), "queries": len(qs), "rounds": args.rounds}
     if args.child:
         print(json.dumps(measure(src, Path(args.work).resolve(), qs, args.rounds)))
