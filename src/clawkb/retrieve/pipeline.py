@@ -215,6 +215,7 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
     stamp = source.stamp()
     if (
         stamp is not None
+        and r.cache.size > 0
         and resolved != "lexical"
         and q.chunk_ids is None
         and q.boost is None
@@ -262,7 +263,7 @@ def run(source: Source, settings: RetrievalSettings, q: Query) -> SearchResult:
         def lexical() -> tuple[fusion.Channel, int]:
             return source.lexical(rw.tokens, weights, k, scope, q.boost)
 
-        inline = resolved == "lexical" or not source.budgeted
+        inline = resolved == "lexical" or not source.budgeted or source.inline_lexical
         got = lexical() if inline else budget(lexical, s.budget_lexical_ms)
         if got is None:
             stage(stages, "lexical", st, "timeout", "lexical channel skipped")

@@ -115,6 +115,10 @@ class Source(ABC):
     name: str
     #: run the lexical and dense channels under the settings' time budgets
     budgeted: bool
+    #: a budgeted source whose lexical channel still runs on the caller's thread (the
+    #: local index answers in milliseconds at any measured size: a hand-off to the
+    #: stage pool cost more than it could save; ``budget_lexical_ms`` then does not apply)
+    inline_lexical: bool = False
     #: a remote service answers the channels: the trace names it per stage, fusion is
     #: "client side", and an empty dense answer (no vectors in scope) is left out
     remote: bool
@@ -233,6 +237,7 @@ class LocalSource(Source):
 
     name = "local"
     budgeted = True
+    inline_lexical = True
     remote = False
     capabilities = frozenset(CAPABILITIES)
 
