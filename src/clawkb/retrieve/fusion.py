@@ -59,7 +59,7 @@ def _set_trace(self: Fused, value: dict[str, Any]) -> None:
     self._trace, self._lazy = value, None  # type: ignore[attr-defined]
 
 
-Fused.trace = property(_get_trace, _set_trace)  # type: ignore[assignment,method-assign]
+Fused.trace = property(_get_trace, _set_trace)  # type: ignore[assignment]
 
 
 class _RRFTraces:
@@ -129,7 +129,9 @@ def rrf(channels: Mapping[str, Channel], weights: Mapping[str, float], k: int = 
     order = np.lexsort((uniq, -scores))
     out = []
     new = object.__new__
-    for cid, sc, row in zip(uniq[order].tolist(), scores[order].tolist(), order.tolist(), strict=True):
+    for cid, sc, row in zip(
+        uniq[order].tolist(), scores[order].tolist(), order.tolist(), strict=True
+    ):
         f = new(Fused)
         f.__dict__ = {"chunk_id": cid, "score": sc, "_trace": None, "_lazy": (table, row)}
         out.append(f)
