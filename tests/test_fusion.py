@@ -120,3 +120,27 @@ def test_ttl_cache_expires_and_evicts():
     assert c.get("b") is None and c.get("c") == 3
     now[0] = 11
     assert c.get("a") is None and c.get("c") is None and len(c) == 0  # both expired
+
+
+def test_vectorised_rrf_matches_the_loop_scores_order_and_traces():
+    """The vectorised RRF gives the one-at-a-time loop's floats, order and traces
+    (traces are built when read; plugins may still ``dataclasses.replace`` a Fused)."""
+    import dataclasses
+
+    rng = np.random.default_rng(5)
+    for n1, n2 in [(0, 0), (1, 0), (7, 3), (120, 90), (300, 300)]:
+        lex = ch(rng.choice(1000, n1, replace=False), rng.random(n1) * 30)
+        dense = ch(rng.choice(1000, n2, replace=False), rng.random(n2))
+        channels = {"lexical": lex, "dense": dense}
+        weights = {"lexical": 0.37, "dense": 1.0}
+        fast, slow = fusion.rrf(channels, weights, 20), fusion._rrf_loop(channels, weights, 20)
+        assert [(f.chunk_id, f.score) for f in fast] == [(f.chunk_id, f.score) for f in slow]
+        assert [f.trace for f in fast] == [f.trace for f in slow]
+    f = fusion.rrf({"lexical": ch([4, 2], [2.0, 1.0])}, {"lexical": 1.0}, 20)[1]
+    g = dataclasses.replace(f, score=9.0)
+    assert (g.chunk_id, g.score, g.trace) == (2, 9.0, f.trace) and g.trace["lexical"]["rank"] == 2
+
+
+def test_rrf_with_an_id_listed_twice_keeps_the_loop_semantics():
+    out = fusion.rrf({"lexical": ch([1, 1, 2], [3, 2, 1])}, {"lexical": 1.0}, k=10)
+    assert {f.chunk_id: f.score for f in out} == {1: 1 / 11 + 1 / 12, 2: 1 / 13}

@@ -174,3 +174,12 @@ def test_find_skips_only_positions_where_no_term_starts():
     ]
     for text in texts:
         assert g.find(text) == unfiltered.find(text), text
+
+
+def test_find_answers_a_repeated_text_alike_and_keeps_its_own_copy():
+    g = Glossary([Pair("电源管理芯片", "PMIC", "power"), Pair("电源", "power supply", "power")])
+    first = g.find("电源管理芯片的电源")
+    first.clear()  # a caller's list is its own
+    again = g.find("电源管理芯片的电源")
+    assert [(m.term, m.start) for m in again] == [("电源管理芯片", 0), ("电源", 7)]
+    assert again == g._find("电源管理芯片的电源")

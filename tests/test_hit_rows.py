@@ -76,3 +76,29 @@ def test_a_reader_of_an_older_generation_gets_the_retired_rows(tmp_path: Path) -
         assert rows == reader.repo.chunks_by_ids(old.chunk_ids)
         assert set(rows) == set(old.chunk_ids)
         assert all("v1 note" in r.text for r in rows.values())
+
+
+def test_a_query_reads_each_chunk_once(tmp_path: Path) -> None:
+    """The rank stages and the hits read overlapping rows: the query's scope keeps them."""
+    from clawkb.retrieve.source import LocalSource, Scope
+
+    with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
+        kb.index_texts(_records("v1"))
+        ids = _all_ids(kb)
+        src, scope = LocalSource(kb), Scope()
+        reads: list[str] = []
+        kb.conn.set_trace_callback(lambda sql: reads.append(sql) if "FROM chunks" in sql else None)
+        try:
+            kb.memo.check()
+            first = src.rows(ids[:8], scope)
+            assert len(reads) == 1
+            both = src.rows(ids[4:12], scope)  # only the four not read yet are asked for
+            wanted = ",".join(str(i) for i in ids[8:12])
+            assert len(reads) == 2 and reads[1].endswith(f"IN ({wanted})")
+            src.rows(ids[:12], scope)
+            assert len(reads) == 2
+        finally:
+            kb.conn.set_trace_callback(None)
+        assert both == kb.repo.chunks_by_ids(ids[4:12])
+        assert first == kb.repo.chunks_by_ids(ids[:8])
+        assert src.rows(ids[:3], Scope()) == kb.repo.chunks_by_ids(ids[:3])  # a new query reads

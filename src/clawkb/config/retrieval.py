@@ -108,9 +108,14 @@ class RetrievalSettings:
         return apply_settings(self, {k: v for k, v in overrides.items() if v is not None}, "option")
 
     def cache_key(self) -> tuple[Any, ...]:
-        return tuple(
-            (f.name, repr(getattr(self, f.name))) for f in fields(self) if f.name != "extra"
-        )
+        # frozen: computed once per settings object (every search asks)
+        key: tuple[Any, ...] | None = self.__dict__.get("_cache_key")
+        if key is None:
+            key = tuple(
+                (f.name, repr(getattr(self, f.name))) for f in fields(self) if f.name != "extra"
+            )
+            object.__setattr__(self, "_cache_key", key)
+        return key
 
 
 def apply_settings(

@@ -69,7 +69,11 @@ class EmbedReport:
 
 def check_signature(conn: sqlite3.Connection, signature: dict[str, Any]) -> None:
     """Refuse to mix models: the stored vectors must come from ``signature``'s model."""
-    stored = stored_signature(conn)
+    check_stored(stored_signature(conn), signature)
+
+
+def check_stored(stored: dict[str, Any] | None, signature: dict[str, Any]) -> None:
+    """:func:`check_signature` on a stored signature already read."""
     if stored is not None and model_key(stored) != model_key(signature):
         raise IndexError_(
             f"the knowledge base's vectors were made by {model_key(stored)!r} but the configured"

@@ -28,6 +28,7 @@ from clawkb.errors import DenseDamaged, MissingDependencyError
 from clawkb.index import npyfile
 from clawkb.index.generations import VERIFIED_MAX
 from clawkb.store import vectors_repo
+from clawkb.store.memo import commit_stamp
 from clawkb.store.repo import Repository
 from clawkb.store.vectors_repo import data_version, model_key
 
@@ -120,6 +121,7 @@ class DenseIndex:
         self.meta: dict[str, Any] = {}
         self._ann: hnswlib.Index | None = None
         self._stamp: list[int] | None = None
+        self._quick: tuple[int, int] | None = None
 
     def stamp(self) -> list[int]:
         return [Repository(self.conn).max_seq(), data_version(self.conn)]
@@ -130,8 +132,14 @@ class DenseIndex:
         Raises :class:`DenseDamaged` (one line naming the file) when a vector
         file does not match the size and checksum its ``meta.json`` recorded.
         """
+        # one pragma when nothing was committed since the last call (any commit, by
+        # this connection or another, moves it); else the store's own stamp decides
+        quick = commit_stamp(self.conn)
+        if quick == self._quick:
+            return
         stamp = self.stamp()
         if stamp == self._stamp:
+            self._quick = quick
             return
         meta = _read_meta(self.folder / "meta.json")
         if self._outdated(meta, stamp):
@@ -154,6 +162,7 @@ class DenseIndex:
         self.meta = meta
         self._ann = None
         self._stamp = stamp
+        self._quick = quick
 
     def _outdated(self, meta: dict[str, Any], stamp: list[int]) -> bool:
         return (

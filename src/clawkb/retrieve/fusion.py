@@ -32,9 +32,62 @@ class Channel:
 
 @dataclass
 class Fused:
+    """A fused candidate: chunk id, fused score and its per-channel trace.
+
+    :func:`rrf` fuses hundreds of candidates a query and only the first few traces
+    are ever read (the not-found decision, ``--explain``), so its traces are built
+    on first access from the channel lists (:class:`_RRFTraces`); the values are the
+    ones an eager build gives. ``trace`` stays a dataclass field (plugins use
+    ``dataclasses.replace``); the property below stands in for it.
+    """
+
     chunk_id: int
     score: float
     trace: dict[str, Any] = field(default_factory=dict)
+
+
+def _get_trace(self: Fused) -> dict[str, Any]:
+    t: dict[str, Any] | None = self._trace  # type: ignore[attr-defined]
+    if t is None:
+        table, row = self._lazy  # type: ignore[attr-defined]
+        t = self._trace = table.trace(row)  # type: ignore[attr-defined]
+        self._lazy = None  # type: ignore[attr-defined]
+    return t
+
+
+def _set_trace(self: Fused, value: dict[str, Any]) -> None:
+    self._trace, self._lazy = value, None  # type: ignore[attr-defined]
+
+
+Fused.trace = property(_get_trace, _set_trace)  # type: ignore[assignment]
+
+
+class _RRFTraces:
+    """The channel lists of one :func:`rrf` call: each candidate's trace, on demand."""
+
+    __slots__ = ("k", "ranks", "raws", "weights")
+
+    def __init__(self, k: int | float) -> None:
+        self.k = k
+        #: per channel name: (its weight, rank per candidate row (0: absent), raw scores)
+        self.weights: dict[str, float] = {}
+        self.ranks: dict[str, np.ndarray] = {}
+        self.raws: dict[str, list[float]] = {}
+
+    def trace(self, row: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        k = self.k
+        for name, ranks in self.ranks.items():
+            rank = int(ranks[row])
+            if rank:
+                contrib = self.weights[name] / (k + rank)
+                out[name] = {
+                    "rank": rank,
+                    "raw": round(self.raws[name][rank - 1], 6),
+                    "norm": round(1.0 / (k + rank), 6),
+                    "contribution": round(contrib, 6),
+                }
+        return out
 
 
 def _normalise(scores: np.ndarray, how: str) -> np.ndarray:
@@ -54,6 +107,41 @@ def rrf(channels: Mapping[str, Channel], weights: Mapping[str, float], k: int = 
     """Weighted reciprocal-rank fusion."""
     if k < 0:
         raise ConfigError(f"rrf k must be >= 0, got {k}")
+    lists = [np.asarray(ch.ids, np.int64) for ch in channels.values()]
+    if not lists or any(len(np.unique(ids)) != len(ids) for ids in lists):
+        return _rrf_loop(channels, weights, k)
+    # vectorised: the same sums in the same order (0.0 + first channel + second ...),
+    # the same order (score descending, then chunk id), traces built when read
+    uniq, inverse = np.unique(np.concatenate(lists), return_inverse=True)
+    scores = np.zeros(len(uniq), np.float64)
+    table = _RRFTraces(k)
+    start = 0
+    for (name, ch), ids in zip(channels.items(), lists, strict=True):
+        w = float(weights.get(name, 1.0))
+        ranks = np.arange(1, len(ids) + 1, dtype=np.int64)
+        rows = inverse[start : start + len(ids)]
+        start += len(ids)
+        scores[rows] += w / (k + ranks).astype(np.float64)  # ids unique within a channel
+        rank_of = np.zeros(len(uniq), np.int64)
+        rank_of[rows] = ranks
+        table.weights[name], table.ranks[name] = w, rank_of
+        table.raws[name] = np.asarray(ch.scores).tolist()
+    order = np.lexsort((uniq, -scores))
+    out = []
+    new = object.__new__
+    for cid, sc, row in zip(
+        uniq[order].tolist(), scores[order].tolist(), order.tolist(), strict=True
+    ):
+        f = new(Fused)
+        f.__dict__ = {"chunk_id": cid, "score": sc, "_trace": None, "_lazy": (table, row)}
+        out.append(f)
+    return out
+
+
+def _rrf_loop(
+    channels: Mapping[str, Channel], weights: Mapping[str, float], k: int = 60
+) -> list[Fused]:
+    """:func:`rrf` one candidate at a time (a channel listing an id twice)."""
     out: dict[int, Fused] = {}
     for name, ch in channels.items():
         w = float(weights.get(name, 1.0))

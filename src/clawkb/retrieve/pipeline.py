@@ -52,6 +52,7 @@ from clawkb.retrieve.stages import (
     rerank,
     stage,
 )
+from clawkb.store.memo import commit_stamp
 from clawkb.text.glossary import bundled_glossary
 
 if TYPE_CHECKING:
@@ -83,6 +84,8 @@ class Retriever:
         self._dense: DenseIndex | None = None
         self._synonyms: tuple[float, list[SynonymGroup]] | None = None
         self._synonyms_path: tuple[str | None, Path, bool] | None = None
+        self._stored: tuple[tuple[int, int], dict[str, Any] | None] | None = None
+        self._version: tuple[tuple[int, int], int] | None = None
 
     @property
     def kb(self) -> KnowledgeBase:
@@ -104,7 +107,7 @@ class Retriever:
         from clawkb.index.dense import DenseIndex
 
         sig = self.embedder.signature()
-        vectors.check_signature(self.kb.conn, sig)
+        vectors.check_stored(self.stored_signature(), sig)
         if self._dense is None or self._dense.signature != sig:
             self._dense = DenseIndex(
                 self.kb.home / "index" / "dense",
@@ -139,6 +142,15 @@ class Retriever:
             self._synonyms = (mtime, load_synonyms(path))
         return self._synonyms[1]
 
+    def stored_signature(self) -> dict[str, Any] | None:
+        """The stored vectors' signature, read again only after a commit (a search asks
+        several times: the damage check, each dense index use)."""
+        conn = self.kb.conn
+        quick = commit_stamp(conn)
+        if self._stored is None or self._stored[0] != quick:
+            self._stored = (quick, vectors.stored_signature(conn))
+        return self._stored[1]
+
     def dense_damage(self) -> str | None:
         """Why the dense vectors cannot be searched (a damaged file), or None.
 
@@ -148,7 +160,7 @@ class Retriever:
         from clawkb.errors import DenseDamaged
 
         sig = self.embedder.signature()
-        stored = vectors.stored_signature(self.kb.conn)
+        stored = self.stored_signature()
         if stored is not None and vectors.model_key(stored) != vectors.model_key(sig):
             return None
         try:
@@ -162,7 +174,11 @@ class Retriever:
         return kb.memo.get("has_vectors", lambda: vectors.stored_signature(kb.conn) is not None)
 
     def stamp(self) -> tuple[int, int]:
-        return (self.kb.lexical.applied_seq, vectors.data_version(self.kb.conn))
+        conn = self.kb.conn
+        quick = commit_stamp(conn)
+        if self._version is None or self._version[0] != quick:
+            self._version = (quick, vectors.data_version(conn))
+        return (self.kb.lexical.applied_seq, self._version[1])
 
 
 _RETRIEVERS: weakref.WeakKeyDictionary[Any, Retriever] = weakref.WeakKeyDictionary()
@@ -207,6 +223,7 @@ def run(
     stamp = source.stamp()
     if (
         stamp is not None
+        and r.cache.size > 0
         and resolved != "lexical"
         and q.chunk_ids is None
         and q.boost is None
@@ -254,7 +271,7 @@ def run(
         def lexical() -> tuple[fusion.Channel, int]:
             return source.lexical(rw.tokens, weights, k, scope, q.boost)
 
-        inline = resolved == "lexical" or not source.budgeted
+        inline = resolved == "lexical" or not source.budgeted or source.inline_lexical
         got = lexical() if inline else budget(lexical, s.budget_lexical_ms)
         if got is None:
             stage(stages, "lexical", st, "timeout", "lexical channel skipped")
@@ -351,9 +368,11 @@ def run(
     # the fitted model reads the local term statistics; Milvus keeps the cosine rule
     judged = "abstain_model" in source.capabilities
     if resolved != "lexical" and judged:  # "is anything relevant?" (notfound.py)
-        traces = {f.chunk_id: f.trace for f in fused[:depth]}
+        by_id = {f.chunk_id: f for f in fused[:depth]}  # traces built for the judged only
+        judged_ids = chunk_ids[: notfound.DEPTH]
         dense_scores = channels["dense"].scores.tolist() if "dense" in channels else None
-        verdict = notfound.judge(source.kb, q.text, hits, [traces.get(i) for i in chunk_ids],
+        verdict = notfound.judge(source.kb, q.text, hits,
+                                  [by_id[i].trace if i in by_id else None for i in judged_ids],
                                   s.min_confidence, dense_scores)  # fmt: skip
         conf = verdict.value if verdict is not None else conf
         if early and verdict is not None and verdict.abstain and s.min_confidence is None:

@@ -87,6 +87,9 @@ class Scope:
 
     allowed: np.ndarray | None = None
     hidden: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    #: rows this query has read (the rank stages read the first candidates, the hits
+    #: read them again): a chunk is read from the store once per query
+    read: dict[int, ChunkRow] = field(default_factory=dict, repr=False, compare=False)
 
 
 #: What a source can do beyond the channels; a stage that needs one a source lacks
@@ -112,6 +115,10 @@ class Source(ABC):
     name: str
     #: run the lexical and dense channels under the settings' time budgets
     budgeted: bool
+    #: a budgeted source whose lexical channel still runs on the caller's thread (the
+    #: local index answers in milliseconds at any measured size: a hand-off to the
+    #: stage pool cost more than it could save; ``budget_lexical_ms`` then does not apply)
+    inline_lexical: bool = False
     #: a remote service answers the channels: the trace names it per stage, fusion is
     #: "client side", and an empty dense answer (no vectors in scope) is left out
     remote: bool
@@ -230,6 +237,7 @@ class LocalSource(Source):
 
     name = "local"
     budgeted = True
+    inline_lexical = True
     remote = False
     capabilities = frozenset(CAPABILITIES)
 
@@ -339,7 +347,11 @@ class LocalSource(Source):
         }
 
     def rows(self, ids: list[int], scope: Scope) -> dict[int, ChunkRow]:
-        return hit_rows(self.kb.repo, self.kb.memo, ids)
+        read = scope.read
+        need = [i for i in ids if i not in read]
+        if need:
+            read.update(hit_rows(self.kb.repo, self.kb.memo, need))
+        return {i: read[i] for i in ids if i in read}
 
     def embedded(self) -> Callable[[np.ndarray], np.ndarray]:
         return self.retriever.dense_index().has

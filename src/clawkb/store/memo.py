@@ -18,6 +18,12 @@ from typing import Any, TypeVar, cast
 T = TypeVar("T")
 
 
+def commit_stamp(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Moves with every commit ``conn`` can see: another connection's (SQLite's
+    ``data_version``) or its own (``total_changes``). One pragma."""
+    return int(conn.execute("PRAGMA data_version").fetchone()[0]), conn.total_changes
+
+
 class StoreMemo:
     """Values computed from one connection's store, forgotten when the store changes.
 
@@ -31,10 +37,7 @@ class StoreMemo:
         self._values: dict[str, Any] = {}
 
     def stamp(self) -> tuple[int, int]:
-        return (
-            int(self.conn.execute("PRAGMA data_version").fetchone()[0]),
-            self.conn.total_changes,
-        )
+        return commit_stamp(self.conn)
 
     def check(self) -> None:
         """Forget every value when the store changed since the last check."""

@@ -18,6 +18,7 @@ sentence.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,6 +34,8 @@ _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _CJK_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 _WORD = re.compile(r"[a-z0-9][a-z0-9.+#/'-]*[a-z0-9+#]|[a-z0-9]")
 _MAX_EN_WORDS = 6
+#: Texts whose matches :meth:`Glossary.find` keeps (oldest dropped first).
+_FOUND_KEPT = 256
 
 
 @dataclass(frozen=True)
@@ -73,12 +76,25 @@ class Glossary:
         # key: positions where no term can start are skipped without slicing
         self._zh_heads = frozenset(z[:2] for z in self.zh_to_en if len(z) > 1)
         self._en_heads = frozenset(k.split(" ", 1)[0] for k in self._en_key)
+        self._found: dict[str, tuple[Match, ...]] = {}
 
     def __len__(self) -> int:
         return len(self.pairs)
 
     def find(self, text: str) -> list[Match]:
-        """Glossary terms in ``text`` (normalised here), longest first, no nested ones."""
+        """Glossary terms in ``text`` (normalised here), longest first, no nested ones.
+
+        A search looks up its query several times (rewrite, the cross-lingual check,
+        the not-found decision): the last :data:`_FOUND_KEPT` answers are kept."""
+        kept = self._found.get(text)
+        if kept is None:
+            kept = self._found[text] = tuple(self._find(text))
+            if len(self._found) > _FOUND_KEPT:  # threads may race here: any one drop will do
+                with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+                    del self._found[next(iter(self._found))]
+        return list(kept)
+
+    def _find(self, text: str) -> list[Match]:
         norm = normalize(text)
         found: list[Match] = []
         for run in _CJK_RUN.finditer(norm):
