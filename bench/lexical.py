@@ -24,6 +24,7 @@ import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 from collections import Counter  # noqa: E402
 from collections.abc import Callable  # noqa: E402
@@ -60,6 +61,59 @@ def children_peak_rss_mb() -> float:
     if "clawkb.ingest.sync" not in sys.modules:
         return 0.0
     return sys.modules["clawkb.ingest.sync"].worker_peak_kb / 1024
+
+
+def _vm_rss_kb(pid: str) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    except (OSError, ValueError, IndexError):
+        return 0  # the process is gone
+
+
+def _children() -> list[str]:
+    out: list[str] = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/children") as fh:
+                out += fh.read().split()
+        except OSError:
+            pass
+    return out
+
+
+class TreeSampler:
+    """The largest sum of this process's and its live children's resident sizes,
+    sampled every ``interval`` seconds while running (the build: clawkb's ingest
+    and index workers live only then). A process's peak and its workers' peaks
+    need not coincide: adding them overstates what the machine ever held."""
+
+    def __init__(self, interval: float = 0.02) -> None:
+        self.interval = interval
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total = _vm_rss_kb("self") + sum(_vm_rss_kb(pid) for pid in _children())
+            self.peak_kb = max(self.peak_kb, total)
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> TreeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def build_cpu_s() -> float:
+    """CPU seconds so far of this process and of its children that have exited."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def load_corpus(folder: Path) -> tuple[list[str], list[dict[str, Any]]]:
@@ -166,8 +220,11 @@ def run(engine_name: str, folder: Path, k: int) -> dict[str, Any]:
     engine = peers.make(engine_name)
     rss_base = rss_mb()
     t0 = time.perf_counter()
-    engine.build(texts)
+    cpu0 = build_cpu_s()
+    with TreeSampler() as tree:
+        engine.build(texts)
     build_s = time.perf_counter() - t0
+    build_cpu = build_cpu_s() - cpu0
     log(f"{engine_name}: built in {build_s:.1f} s")
     rss_built = rss_mb()
     stats, raws = time_queries(engine.query_raw, qtexts, k)
@@ -180,6 +237,9 @@ def run(engine_name: str, folder: Path, k: int) -> dict[str, Any]:
         "n_docs": len(texts),
         "k": k,
         "build_s": build_s,
+        # every thread of this process plus the worker processes it waited for
+        # (clawkb's index and ingest workers): steadier than wall on a busy machine
+        "build_cpu_s": build_cpu,
         "docs_per_s": len(texts) / build_s if build_s else None,
         "query": stats,
         "self_hit_at_k": self_hits(found, timed_queries),
@@ -209,6 +269,9 @@ def run(engine_name: str, folder: Path, k: int) -> dict[str, Any]:
     workers = int(engine.settings().get("index_workers", 0) or 0)
     result["rss_children_peak_mb"] = children_peak_rss_mb()
     result["rss_peak_mb"] = peak_rss_mb() + workers * result["rss_children_peak_mb"]
+    # What the engine's processes held at once: the build sampled as a process tree,
+    # then this process alone (queries run in it; any workers have exited by then).
+    result["rss_tree_peak_mb"] = max(tree.peak_kb / 1024, peak_rss_mb())
     result["rss_delta_mb"] = result["rss_peak_mb"] - rss_base
     engine.close()
     return result

@@ -62,6 +62,72 @@ class Engine:
         pass
 
 
+class ClawkbIndexEngine(Engine):
+    """clawkb's lexical index alone, built from the texts in memory: what bm25s's build does.
+
+    No store, no chunking, no worker processes: one process tokenizes and inverts
+    the texts (one document = one body field, chunk id = its index) in batches of
+    ``index_batch_chunks``, writes the segments and merges them as the index
+    would. ``clawkb`` (the whole ingest path) is the figure a user waits for;
+    this one is the like-for-like build against bm25s and tantivy.
+    """
+
+    name = "clawkb-index"
+
+    def __init__(self) -> None:
+        from clawkb.index.lexical import LexicalIndex
+
+        self._dir = tempfile.mkdtemp(prefix="bench-clawkb-index-")
+        self.lexical = LexicalIndex(Path(self._dir), writable=True)
+
+    def build(self, texts: list[str]) -> None:
+        from clawkb.config import Config
+        from clawkb.index.segment import DocTexts
+
+        batch = Config().index_batch_chunks
+        for start in range(0, len(texts), batch):
+            part = texts[start : start + batch]
+            docs = (DocTexts(start + i, "", t, "") for i, t in enumerate(part))
+            self.lexical.apply(docs, [], start + len(part))
+
+    def query_raw(self, q: str, k: int) -> Any:
+        from clawkb.text.tokenize import tokenize
+
+        ids, _scores, _ = self.lexical.search(tokenize(q), k=k)
+        return ids
+
+    def resolve(self, raw: Any) -> list[int]:
+        return _dedupe(int(i) for i in raw)
+
+    def settings(self) -> dict[str, Any]:
+        import importlib
+
+        tok = importlib.import_module("clawkb.text.tokenize")
+        return {
+            "tokenizer_version": getattr(tok, "TOKENIZER_VERSION", "?"),
+            "what": "LexicalIndex.apply on the texts in one process (no store, no chunking)",
+        }
+
+    def save(self, folder: str) -> str:
+        return self._dir
+
+    @classmethod
+    def open_saved(cls, folder: str) -> Engine:
+        from clawkb.index.lexical import LexicalIndex
+
+        self = cls.__new__(cls)
+        self._dir = folder
+        self.lexical = LexicalIndex(Path(folder))
+        return self
+
+    def index_bytes(self) -> int | None:
+        return dir_size(self._dir)
+
+    def close(self) -> None:
+        self.lexical.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
 class Bm25sEngine(Engine):
     """bm25s with its own default tokenizer; ``backend`` is "numpy" or "numba"."""
 
@@ -332,6 +398,7 @@ def _plain(obj: Any) -> Any:
 
 ENGINES: dict[str, type[Engine]] = {
     "clawkb": ClawkbEngine,
+    "clawkb-index": ClawkbIndexEngine,
     "bm25s": Bm25sEngine,
     "bm25s-numba": Bm25sNumbaEngine,
     "tantivy": TantivyEngine,

@@ -6,11 +6,13 @@ from typing import Any
 
 RATIO_METRICS: list[tuple[str, str]] = [
     ("index time", "build_s"),
+    ("index CPU time", "build_cpu_s"),
     ("query p50", "query.p50_ms"),
     ("query p95", "query.p95_ms"),
     ("query mean", "query.mean_ms"),
     ("query CPU time", "query.cpu_ms"),
-    ("peak RSS", "rss_peak_mb"),
+    ("peak RSS (each process at its own peak, added)", "rss_peak_mb"),
+    ("peak RSS (process tree at once, sampled)", "rss_tree_peak_mb"),
     ("RSS over baseline", "rss_delta_mb"),
     ("index on disk", "index_bytes"),
     ("lexical index on disk", "lexical_index_bytes"),
@@ -119,10 +121,10 @@ def summary_table(rows: list[dict[str, Any]]) -> list[str]:
     if ours is None:
         return ["_The summary needs the clawkb run._"]
     out = [
-        "| engine | CPU ms/query | q/s | index s | peak RSS MB | self@10 | "
-        "clawkb CPU/query ÷ engine | clawkb q/s ÷ engine | clawkb build ÷ engine "
-        "| clawkb peak RSS ÷ engine |",
-        "|---|" + "---:|" * 9,
+        "| engine | CPU ms/query | q/s | index s | index CPU s | peak RSS MB | tree peak MB "
+        "| self@10 | clawkb CPU/query ÷ engine | clawkb q/s ÷ engine | clawkb build ÷ engine "
+        "| clawkb build CPU ÷ engine | clawkb peak RSS ÷ engine | clawkb tree peak ÷ engine |",
+        "|---|" + "---:|" * 13,
     ]
 
     def ratio(key: str, r: dict[str, Any]) -> str:
@@ -133,10 +135,19 @@ def summary_table(rows: list[dict[str, Any]]) -> list[str]:
         hits = (r.get("self_hit_at_k") or {}).get("all")
         out.append(
             f"| {name} | {fmt(get(r, 'query.cpu_ms'))} | {fmt(get(r, 'query.qps'))} | "
-            f"{fmt(get(r, 'build_s'))} | {fmt(get(r, 'rss_peak_mb'))} | "
+            f"{fmt(get(r, 'build_s'))} | {fmt(get(r, 'build_cpu_s'))} | "
+            f"{fmt(get(r, 'rss_peak_mb'))} | {fmt(get(r, 'rss_tree_peak_mb'))} | "
             f"{'–' if hits is None else f'{hits:.3f}'} | "
             + " | ".join(
-                ratio(k, r) for k in ("query.cpu_ms", "query.qps", "build_s", "rss_peak_mb")
+                ratio(k, r)
+                for k in (
+                    "query.cpu_ms",
+                    "query.qps",
+                    "build_s",
+                    "build_cpu_s",
+                    "rss_peak_mb",
+                    "rss_tree_peak_mb",
+                )
             )
             + " |"
         )

@@ -56,7 +56,7 @@ def _self_hit_rate(engine: object, queries: list[synth.Query]) -> float:
 def adapter(request: pytest.FixtureRequest) -> Iterator[object]:
     import peers
 
-    if request.param == "clawkb":
+    if request.param.startswith("clawkb"):
         pytest.importorskip("clawkb.kb", reason="clawkb.kb not available yet")
     else:
         pytest.importorskip(request.param)
@@ -65,10 +65,26 @@ def adapter(request: pytest.FixtureRequest) -> Iterator[object]:
     engine.close()
 
 
-@pytest.mark.parametrize("adapter", ["clawkb", "bm25s"], indirect=True)
+@pytest.mark.parametrize("adapter", ["clawkb", "clawkb-index", "bm25s"], indirect=True)
 def test_adapter_finds_source_doc(
     adapter: object, corpus: tuple[list[str], list[synth.Query]]
 ) -> None:
     texts, queries = corpus
     adapter.build(texts)  # type: ignore[attr-defined]
     assert _self_hit_rate(adapter, queries) >= 0.5
+
+
+def test_tree_sampler_counts_a_live_child_and_build_cpu_counts_a_waited_one() -> None:
+    """The tree peak covers memory held by a child process while it runs, and the
+    build CPU figure covers a child's CPU once it has been waited for."""
+    import subprocess
+
+    import lexical
+
+    hold = "b = bytearray(80 << 20); import time; sum(range(3_000_000)); time.sleep(0.6)"
+    cpu0 = lexical.build_cpu_s()
+    with lexical.TreeSampler(interval=0.01) as tree:
+        own_kb = lexical._vm_rss_kb("self")
+        subprocess.run([sys.executable, "-c", hold], check=True)
+    assert tree.peak_kb >= own_kb + 70 * 1024
+    assert lexical.build_cpu_s() - cpu0 > 0.05

@@ -104,3 +104,55 @@ def test_native_merge_writes_the_same_segment_as_the_numpy_merge(
         ).read_bytes(), name
     gone = hash_terms(["only_in_a_deleted_doc"])[0]
     assert gone in set(segs[1].terms.tolist()) and gone not in set(a.terms.tolist())
+
+
+def _entries(rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """Inverted entries as the inverter emits them: docs ascending; per doc a few
+    terms in up to three fields (a term may appear in several fields of a doc);
+    some terms of the table in no doc at all."""
+    n_terms = int(rng.integers(1, 400))
+    rank, doc, field, tf = [], [], [], []
+    for d in range(int(rng.integers(0, 300))):
+        for f in range(3):
+            for t in np.unique(rng.integers(0, n_terms, size=int(rng.integers(0, 12)))):
+                rank.append(t)
+                doc.append(d * 7)  # gaps between doc numbers
+                field.append(f)
+                tf.append(int(rng.integers(1, 256)))
+    return (
+        np.array(rank, np.uint32),
+        np.array(doc, np.uint32),
+        np.array(field, np.uint8),
+        np.array(tf, np.uint8),
+        n_terms,
+    )
+
+
+def _assemble_reference(rank, doc, field, tf, n_terms):  # type: ignore[no-untyped-def]
+    rows: dict[tuple[int, int], list[int]] = {}
+    for r, d, f, t in zip(rank.tolist(), doc.tolist(), field.tolist(), tf.tolist(), strict=True):
+        rows.setdefault((r, d), [0, 0, 0])[f] = t
+    keys = sorted(rows)
+    off = np.searchsorted(np.array([k[0] for k in keys], np.int64), np.arange(n_terms + 1))
+    docs = np.array([k[1] for k in keys], np.uint32)
+    tfs = np.array([rows[k] for k in keys], np.uint8).reshape(-1, 3)
+    return off.astype(np.int64), docs, tfs
+
+
+@pytest.mark.skipif(not packing.NATIVE, reason="assemble is native only")
+@pytest.mark.parametrize("seed", range(6))
+def test_assemble_folds_fields_and_orders_postings_by_term_then_doc(seed: int) -> None:
+    entries = _entries(np.random.default_rng(seed))
+    off, docs, tfs = packing.assemble(*entries)
+    ref_off, ref_docs, ref_tfs = _assemble_reference(*entries)
+    assert np.array_equal(off, ref_off)
+    assert np.array_equal(docs, ref_docs) and np.array_equal(tfs, ref_tfs)
+
+
+@pytest.mark.skipif(not packing.NATIVE, reason="assemble is native only")
+def test_assemble_rejects_a_rank_outside_the_term_table() -> None:
+    rank, doc, field, tf, n_terms = _entries(np.random.default_rng(1))
+    rank = rank.copy()
+    rank[len(rank) // 2] = n_terms
+    with pytest.raises(ValueError, match="out of range"):
+        packing.assemble(rank, doc, field, tf, n_terms)

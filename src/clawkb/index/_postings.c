@@ -177,9 +177,13 @@ fail:
  *
  * Inverted entries (one per term, doc and field, in ascending doc order) to
  * postings ordered by term rank then doc, the fields of one (term, doc) folded
- * into one row: a counting sort by rank (stable, so docs stay ascending) with
- * one uint32 index per entry as the only temporary. The P postings are
- * written to the caller's arrays (sized for n, the most there can be). */
+ * into one row. Two passes over the entries, no per-entry temporary: the first
+ * counts each term's postings (a term's entries of one doc are adjacent in its
+ * own order, since docs ascend: a new posting is a doc other than the term's
+ * last), the second scatters each entry straight to its term's next slot. The
+ * only temporaries are two per-term arrays (next slot, last doc). The P
+ * postings are written to the caller's arrays (sized for n, the most there can
+ * be; untouched pages cost nothing). */
 static PyObject *assemble(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *o[7];
     Py_ssize_t T;
@@ -190,7 +194,7 @@ static PyObject *assemble(PyObject *Py_UNUSED(self), PyObject *args) {
     int got = 0;
     PyObject *result = NULL;
     int64_t *start = NULL;
-    uint32_t *idx = NULL;
+    uint32_t *last = NULL;
     for (; got < 7; got++)
         if (get_buf(o[got], &b[got], names[got], got >= 4) < 0) goto done;
     Py_ssize_t n = b[0].len / 4;
@@ -208,32 +212,40 @@ static PyObject *assemble(PyObject *Py_UNUSED(self), PyObject *args) {
     uint32_t *docs = b[5].buf;
     uint8_t *tfs = b[6].buf;
     start = calloc((size_t)T + 1, sizeof(int64_t));
-    idx = malloc(sizeof(uint32_t) * (size_t)(n ? n : 1));
-    if (!start || !idx) { PyErr_NoMemory(); goto done; }
+    last = malloc(sizeof(uint32_t) * (size_t)(T ? T : 1));
+    if (!start || !last) { PyErr_NoMemory(); goto done; }
+    memset(last, 0xff, sizeof(uint32_t) * (size_t)T);  /* no doc yet: UINT32_MAX */
     int bad = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (rank[i] >= (uint64_t)T || field[i] > 2) { bad = 1; break; }
-        start[rank[i] + 1]++;
+        uint32_t r = rank[i];
+        if (r >= (uint64_t)T || field[i] > 2 || doc[i] == UINT32_MAX) { bad = 1; break; }
+        if (last[r] != doc[i]) { last[r] = doc[i]; start[r + 1]++; }
     }
     if (bad) { PyErr_SetString(PyExc_ValueError, "assemble: rank or field out of range"); goto done; }
-    for (Py_ssize_t t = 0; t < T; t++) start[t + 1] += start[t];
-    for (Py_ssize_t i = 0; i < n; i++) idx[start[rank[i]]++] = (uint32_t)i;
-    /* start[t] is now the end of term t's entries */
-    int64_t P = 0, e0 = 0;
     for (Py_ssize_t t = 0; t < T; t++) {
-        off[t] = P;
-        for (int64_t j = e0; j < start[t]; j++) {
-            uint32_t i = idx[j];
-            if (j == e0 || doc[i] != docs[P - 1]) docs[P++] = doc[i];
-            tfs[3 * (P - 1) + field[i]] = tf[i];
+        start[t + 1] += start[t];
+        off[t] = start[t];
+    }
+    int64_t P = start[T];
+    memset(last, 0xff, sizeof(uint32_t) * (size_t)T);
+    /* start[t] is now term t's next free slot */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t r = rank[i], d = doc[i];
+        int64_t p;
+        if (last[r] != d) {
+            last[r] = d;
+            p = start[r]++;
+            docs[p] = d;
+        } else {
+            p = start[r] - 1;
         }
-        e0 = start[t];
+        tfs[3 * p + field[i]] = tf[i];
     }
     off[T] = P;
     result = PyLong_FromLongLong((long long)P);
 done:
     for (int i = 0; i < got; i++) PyBuffer_Release(&b[i]);
-    free(start); free(idx);
+    free(start); free(last);
     return result;
 }
 

@@ -139,8 +139,12 @@ EXACT_BLOCK_BOUNDS = False
 #: byte per posting (an upper bound for pruning; survivors are scored exactly,
 #: so results are identical) instead of three frequencies, a random load of
 #: the doc's length factors and a division. Memory: one byte per posting of the
-#: blocks queries touched (zeroed pages cost nothing until then).
-IMPACTS = True
+#: blocks queries touched (zeroed pages cost nothing until then). Off by default:
+#: queries touch scattered blocks of long lists, so most of a large index's
+#: pages get dirtied (at 0.77M docs: 183 vs 54 MB anonymous, peak 566 vs 437 MB)
+#: for no measurable CPU saving (3.69/3.49 vs 3.31/3.49 ms a query, identical
+#: top-k; bench/results/lexical-build-s9.md).
+IMPACTS = False
 
 
 def _impact_cache(seg: Segment) -> tuple[np.ndarray, np.ndarray]:

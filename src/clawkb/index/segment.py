@@ -232,7 +232,7 @@ _ADD_DOCS = 512
 def _build_streamed(batch: Iterable[DocFields | DocTexts]) -> tuple[np.ndarray, ...]:
     """:func:`build_arrays` through the native text inverter: about 10 bytes per
     (term, doc, field) entry, no token strings for the tokens it has seen."""
-    _release_free_heap()  # what the process freed before (a worker's earlier tasks)
+    release_free_heap()  # what the process freed before (a worker's earlier tasks)
     inv = TextInverter()
     ids_list: list[int] = []
     lens_parts: list[bytes] = []
@@ -247,7 +247,7 @@ def _build_streamed(batch: Iterable[DocFields | DocTexts]) -> tuple[np.ndarray, 
         lens_parts.append(inv.add(rows))
     del rows
     h, rank, doc_of, field_of, tf_of = inv.finish()  # the term table is freed
-    _release_free_heap()
+    release_free_heap()
     n = len(ids_list)
     chunk_ids = np.array(ids_list, np.int64)
     lens = np.frombuffer(b"".join(lens_parts), np.uint32).reshape(n, N_FIELDS).copy()
@@ -340,7 +340,7 @@ def _invert_native(docs: Iterator[DocFields]) -> tuple[np.ndarray, ...] | None:
 
     for rows in _native_batches(docs):
         flush(rows)
-        _release_free_heap()
+        release_free_heap()
     if not parts:
         return None
     hashes = _sorted_unique(np.concatenate([p[0] for p in parts]))
@@ -360,7 +360,7 @@ def _invert_native(docs: Iterator[DocFields]) -> tuple[np.ndarray, ...] | None:
         tf_of[at : at + len(t)] = tf
         at += len(t)
         del h, t, d, f, tf
-    _release_free_heap()
+    release_free_heap()
     off, dd, tt = packing.assemble(rank, doc_of, field_of, tf_of, len(hashes))
     del rank, doc_of, field_of, tf_of
     return hashes, off, dd, tt
@@ -381,7 +381,7 @@ def _sorted_unique(values: np.ndarray) -> np.ndarray:
 _TRIM: list[object] = []
 
 
-def _release_free_heap() -> None:
+def release_free_heap() -> None:
     """Hand free heap pages back to the OS (glibc's ``malloc_trim``).
 
     Each token batch leaves freed string memory between the batch's
@@ -893,6 +893,10 @@ def merge_segments(segments: Sequence[Segment], folder: Path) -> None:
                 segments[n].folder if 0 <= n < len(segments) else folder, exc
             ) from None
         _write_folder(folder, arrays)
+        del arrays
+        # the merged arrays were the process's largest allocations: give their
+        # pages back now, not at some later trim (a KB process goes on to serve queries)
+        release_free_heap()
         return
     terms = np.unique(np.concatenate([np.asarray(s.terms) for s in segments]))
     counts = np.zeros(len(terms), np.int64)

@@ -19,7 +19,13 @@ import numpy as np
 
 from clawkb.errors import IndexError_
 from clawkb.index.lexical import LexicalIndex
-from clawkb.index.segment import DocFields, DocTexts, build_arrays, write_segment
+from clawkb.index.segment import (
+    DocFields,
+    DocTexts,
+    build_arrays,
+    release_free_heap,
+    write_segment,
+)
 from clawkb.ingest.workers import WorkerPool
 from clawkb.store import db, pragmas
 from clawkb.store.repo import Repository
@@ -117,6 +123,7 @@ def sync_lexical(
             progress(len(changes))
     if applied:
         _tidy_store(repo, lexical)
+        release_free_heap()  # the batch's rows and merge buffers, before queries follow
     return applied
 
 
