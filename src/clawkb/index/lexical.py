@@ -150,8 +150,8 @@ IMPACTS = True
 #: until the next write, 1.5 bits per doc of the segment each, at most
 #: MEMBER_BUDGET times the segment's packed postings in all. Results are
 #: identical with or without them (0 turns them off).
-MEMBER_DENSITY = 16
-MEMBER_BUDGET = 0.5
+MEMBER_DENSITY = 32
+MEMBER_BUDGET = 0.25
 
 
 def _member_cache(seg: Segment) -> Any:
