@@ -443,9 +443,25 @@ static void fill_impacts(const SegCtx *c, const Term *t, int64_t b, float k1) {
     int64_t st = block_start(t, b);
     int n = (int)(block_end(t, b) - st);
     uint8_t *out = c->imp + st;
+    /* field by field over the whole block (bulk unpacking, then one pass per
+       field), adding in posting_x's order, so each x is the same float */
+    float xs[BLOCK];
+    uint32_t tf[BLOCK];
+    for (int i = 0; i < n; i++) xs[i] = 0.0f;
+    for (int k = 0; k < 3; k++) {
+        if (!t->tf_w[k]) continue;
+        uint64_t bit = t->tf_bit[k];
+        unpack_bits(t->bp, &bit, t->tf_w[k], n, tf);
+        const float *f = g->factor + k;
+        for (int i = 0; i < n; i++) xs[i] += (float)tf[i] * f[3 * (size_t)t->bd[i]];
+    }
+    float q[BLOCK];
+    const float scale = 255.0f * 1.00001f;
+    for (int i = 0; i < n; i++) q[i] = xs[i] / (xs[i] + k1) * scale; /* vectorises */
     for (int i = 0; i < n; i++) {
-        float x = posting_x(g, t, i);
-        out[i] = impact_code(x, k1);
+        if (!(xs[i] > 0.0f)) { out[i] = 0; continue; }
+        int v = (int)q[i] + 1;
+        out[i] = (uint8_t)(v > 255 ? 255 : v);
     }
     c->imp_ok[b] = 1;
 }
