@@ -586,3 +586,57 @@ def test_impact_bytes_on_or_off_give_the_same_results(
     for p, f, c in zip(plain, filled, cached, strict=True):
         assert p[0].tolist() == f[0].tolist() == c[0].tolist()
         assert p[1].tolist() == f[1].tolist() == c[1].tolist()
+
+
+def test_membership_bitmaps_give_the_same_results(tmp_path: Path) -> None:
+    """Long lists found by bitmap and rank (membership bitmaps) instead of seeks
+    give the same ids and scores as without them, with deletes, a filter and
+    several segments; a zero budget builds none and changes nothing either."""
+    from clawkb.index import lexical, scorer
+
+    if not scorer.BLOCKMAX_AVAILABLE:
+        pytest.skip("block-max kernel not built (no C compiler at install)")
+    rng = random.Random(11)
+    common = ["a0", "a1", "a2", "a3", "a4"]  # in 5-60 % of the docs: get bitmaps
+    vocab = [f"u{i}" for i in range(400)]
+    docs = []
+    for i in range(5000):
+        body = [rng.choice(vocab) for _ in range(rng.randint(2, 25))]
+        body += [c for j, c in enumerate(common) if rng.random() < 0.05 + 0.12 * j]
+        title = [rng.choice(vocab + common)] if i % 3 == 0 else []
+        docs.append(DocFields(i + 1, title, body, []))
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.BLOCKMAX_MIN_POSTINGS = 0
+    idx.apply(docs[:3500], [], 1)
+    idx.apply(docs[3500:], [], 2)
+    idx.apply([], [d.chunk_id for d in docs if d.chunk_id % 13 == 0], 3)
+    allowed = np.array([d.chunk_id for d in docs if d.chunk_id % 4], np.int64)
+    queries = [
+        rng.sample(vocab, rng.randint(1, 3)) + rng.sample(common, rng.randint(1, 5))
+        for _ in range(60)
+    ]
+
+    def run() -> list[Any]:
+        idx._invalidate()
+        return [
+            idx.search(q, k=k, allowed=f) for q in queries for k in (1, 10) for f in (None, allowed)
+        ]
+
+    saved = lexical.MEMBER_DENSITY, lexical.MEMBER_BUDGET
+    try:
+        lexical.MEMBER_DENSITY, lexical.MEMBER_BUDGET = 32, 4.0
+        with_bits = run()
+        built = [scorer.member_stats(e[8]) for e in idx._native_args or []]
+        lexical.MEMBER_DENSITY = 0
+        without = run()
+        lexical.MEMBER_DENSITY, lexical.MEMBER_BUDGET = 32, 0.0
+        no_budget = run()
+        none_built = [scorer.member_stats(e[8]) for e in idx._native_args or []]
+    finally:
+        lexical.MEMBER_DENSITY, lexical.MEMBER_BUDGET = saved
+    assert built and all(n >= 3 for n, _ in built), built
+    assert all(n == 0 for n, _ in none_built), none_built
+    assert sum(len(r[0]) for r in without) > 200
+    for a, b, c in zip(with_bits, without, no_budget, strict=True):
+        assert a[0].tolist() == b[0].tolist() == c[0].tolist()
+        assert a[1].tolist() == b[1].tolist() == c[1].tolist()

@@ -60,6 +60,9 @@ typedef struct {
     uint32_t tf_bit[3];  /* bit offset of each field's frequencies in the block */
     uint8_t tf_w[3];     /* and their bit width (0: the field is absent) */
     uint8_t warmed;      /* its docs were scored by the warm-up */
+    int64_t lb;          /* block whose layout (bp, tf_bit, tf_w) is held (-1: none) */
+    const uint64_t *mbits; /* membership bitmap of a long list (one bit per doc), or NULL */
+    const uint32_t *mrank; /* postings before each of its 64-bit words */
     uint32_t bd[BLOCK];  /* its docs */
 } Term;
 
@@ -90,9 +93,9 @@ static inline int64_t block_end(const Term *t, int64_t b) {
    loop below stops on such a doc without indexing anything by it, and the
    caller gives up at the next window. */
 static inline void ensure_block(const Seg *g, Term *t, int64_t b) {
-    if (t->cb == b) return;
+    if (t->cb == b && t->lb == b) return;
     int n = (int)(block_end(t, b) - block_start(t, b));
-    t->cb = b;
+    t->cb = t->lb = b;
     if (decode_docs_checked(g->packed, g->plen, g->blk_pos, g->blk_last, g->maxtf, b, b == t->b0,
                             n, g->n_docs, t->bd, t->tf_bit, t->tf_w) < 0) {
         *g->err = 1;
@@ -105,9 +108,53 @@ static inline void ensure_block(const Seg *g, Term *t, int64_t b) {
     t->bp = g->packed + g->blk_pos[b];
 }
 
-/* BM25F pseudo-frequency of posting p (its block is decoded) for doc d. */
+/* Only the layout of block b (where each field's frequencies start, their
+   widths), not its docs: for a term with a membership bitmap, whose blocks were
+   all decoded and checked when the bitmap was built, a posting found by rank
+   needs no doc decoding. The held docs (cb) stay as they are. */
+static inline void ensure_layout(const Seg *g, Term *t, int64_t b) {
+    if (t->lb == b) return;
+    int n = (int)(block_end(t, b) - block_start(t, b));
+    int64_t at = g->blk_pos[b];
+    int wd = at + 1 <= g->plen ? g->packed[at] : 255;
+    uint32_t bits = 8 + (uint32_t)n * (uint32_t)(wd & 63);
+    for (int f = 0; f < 3; f++) {
+        t->tf_w[f] = (uint8_t)bit_width(g->maxtf[3 * b + f]);
+        t->tf_bit[f] = bits;
+        bits += (uint32_t)n * t->tf_w[f];
+    }
+    if (wd > 32 || at + ((int64_t)bits + 7) / 8 + 8 > g->plen) {
+        *g->err = 1;
+        t->tf_w[0] = t->tf_w[1] = t->tf_w[2] = 0;
+        t->tf_bit[0] = t->tf_bit[1] = t->tf_bit[2] = 0;
+        t->bp = g->packed;
+        t->lb = b;
+        return;
+    }
+    t->bp = g->packed + at;
+    t->lb = b;
+}
+
+/* Set bits of a 64-bit word (portable: no popcnt instruction assumed). */
+static inline uint32_t popcount64(uint64_t x) {
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return (uint32_t)((x * 0x0101010101010101ULL) >> 56);
+}
+
+/* Whether a term with a membership bitmap has doc d (d < the segment's docs). */
+static inline int member_has(const Term *t, uint32_t d) { return (int)(t->mbits[d >> 6] >> (d & 63) & 1); }
+
+/* Postings of a bitmapped term before doc d: its first posting >= d is s + this. */
+static inline int64_t member_rank(const Term *t, uint32_t d) {
+    uint32_t w = d >> 6;
+    return (int64_t)t->mrank[w] + popcount64(t->mbits[w] & ((1ULL << (d & 63)) - 1));
+}
+
+/* BM25F pseudo-frequency of posting p (its block's layout is held) for doc d. */
 static inline float pseudo_tf(const Seg *g, const Term *t, int64_t p, uint32_t d) {
-    uint32_t i = (uint32_t)(p - block_start(t, t->cb));
+    uint32_t i = (uint32_t)(p - block_start(t, t->lb));
     const float *f = g->factor + 3 * (size_t)d;
     float x = 0.0f;
     for (int k = 0; k < 3; k++)
@@ -131,6 +178,11 @@ static inline uint32_t cur_doc(const Seg *g, Term *t) {
    last doc is below d are passed over without decoding them. */
 static void seek(const Seg *g, Term *t, uint32_t d) {
     if (t->pos >= t->e) return;
+    if (t->mbits) { /* by rank: no block search, no decoding */
+        int64_t p = (int64_t)d >= g->n_docs ? t->e : t->s + member_rank(t, d);
+        if (p > t->pos) t->pos = p;
+        return;
+    }
     int64_t b = block_of(t, t->pos), b_end = block_of(t, t->e - 1) + 1;
     while (b < b_end && g->blk_last[b] < d) b++;
     if (b == b_end) { t->pos = t->e; return; }
@@ -145,6 +197,11 @@ static void seek(const Seg *g, Term *t, uint32_t d) {
    list ends before d. */
 static inline int64_t block_for(const Seg *g, const Term *t, uint32_t d) {
     if (t->pos >= t->e) return -1;
+    if (t->mbits) {
+        int64_t p = (int64_t)d >= g->n_docs ? t->e : t->s + member_rank(t, d);
+        if (p < t->pos) p = t->pos;
+        return p < t->e ? block_of(t, p) : -1;
+    }
     int64_t b = block_of(t, t->pos), b_end = block_of(t, t->e - 1) + 1;
     while (b < b_end && g->blk_last[b] < d) b++;
     return b == b_end ? -1 : b;
@@ -199,6 +256,15 @@ static float exact_score(const Seg *g, Term *terms, Py_ssize_t T, uint32_t d, fl
     float score = 0.0f;
     for (Py_ssize_t t = 0; t < T; t++) {
         Term *tm = &terms[t];
+        if (tm->mbits) { /* membership by one bit, the posting by rank */
+            if (!member_has(tm, d)) continue;
+            int64_t p = tm->s + member_rank(tm, d);
+            if (p < tm->pos) continue; /* the cursor is past d (as a seek would find) */
+            tm->pos = p;
+            ensure_layout(g, tm, block_of(tm, tm->pos));
+            score += contribution(g, tm, d, k1);
+            continue;
+        }
         seek(g, tm, d);
         if (cur_doc(g, tm) == d) score += contribution(g, tm, d, k1);
     }
@@ -256,7 +322,107 @@ typedef struct {
                              accumulator; NULL: none */
     uint8_t *imp_ok;      /* per block: 1 once its impacts are filled */
     int64_t n_imp;        /* postings imp holds */
+    struct MemberCache *mc; /* membership bitmaps of long lists; NULL: none */
 } SegCtx;
+
+/* Membership bitmaps of a segment's long posting lists, built the first time a
+ * query has such a term and kept with the segment (they depend on its postings
+ * only, not on deletes or parameters). A candidate's membership in a long
+ * non-essential list is then one bit test instead of a seek through its
+ * blocks, and the posting of a member is found by rank (postings before each
+ * 64-bit word, plus the set bits of the word below the doc) with no block
+ * search and no doc decoding. Lists of at least n_docs / density postings get
+ * one, while the bytes stay within budget. Held by a capsule (member_cache()). */
+typedef struct {
+    int64_t s, e, b0;  /* the term's postings (key) */
+    uint64_t *bits;    /* n_words */
+    uint32_t *rank;    /* n_words */
+} MemberSlot;
+
+typedef struct MemberCache {
+    int64_t n_docs, n_words, density, budget, bytes;
+    int64_t cap, used;     /* slots (a power of two), filled */
+    MemberSlot *slots;
+} MemberCache;
+
+static void member_cache_free(PyObject *cap) {
+    MemberCache *mc = PyCapsule_GetPointer(cap, "clawkb.member_cache");
+    if (!mc) return;
+    for (int64_t i = 0; i < mc->cap; i++) {
+        free(mc->slots[i].bits);
+        free(mc->slots[i].rank);
+    }
+    free(mc->slots);
+    free(mc);
+}
+
+static inline uint64_t slot_hash(int64_t s) { return (uint64_t)s * 0x9E3779B97F4A7C15ULL; }
+
+/* The slot of term t (s, e, b0), or where it would go (bits NULL). */
+static MemberSlot *member_slot(MemberCache *mc, const Term *t) {
+    uint64_t i = slot_hash(t->s) & (uint64_t)(mc->cap - 1);
+    for (;;) {
+        MemberSlot *sl = &mc->slots[i];
+        if (!sl->bits || (sl->s == t->s && sl->e == t->e && sl->b0 == t->b0)) return sl;
+        i = (i + 1) & (uint64_t)(mc->cap - 1);
+    }
+}
+
+/* Give term t its bitmap (found or built); leaves it without one when its
+   list is short, the budget is spent, memory is short or a block is damaged
+   (that sets *g->err, as decoding it anywhere else would). Leaves the term's
+   decoded block unset (cb = lb = -1). */
+static void member_attach(const SegCtx *c, Term *t) {
+    MemberCache *mc = c->mc;
+    const Seg *g = &c->g;
+    int64_t n = t->e - t->s;
+    if (!mc || mc->n_docs != c->n_docs || n < 2 * BLOCK || n * mc->density < mc->n_docs) return;
+    if (2 * (mc->used + 1) > mc->cap) { /* grow: keep the table at most half full */
+        int64_t ncap = mc->cap * 2;
+        MemberSlot *ns = calloc((size_t)ncap, sizeof(MemberSlot));
+        if (!ns) return;
+        MemberSlot *old = mc->slots;
+        int64_t ocap = mc->cap;
+        mc->slots = ns;
+        mc->cap = ncap;
+        for (int64_t i = 0; i < ocap; i++)
+            if (old[i].bits) {
+                Term key;
+                key.s = old[i].s; key.e = old[i].e; key.b0 = old[i].b0;
+                *member_slot(mc, &key) = old[i];
+            }
+        free(old);
+    }
+    MemberSlot *sl = member_slot(mc, t);
+    if (!sl->bits) {
+        int64_t need = mc->n_words * (int64_t)(sizeof(uint64_t) + sizeof(uint32_t));
+        if (mc->bytes + need > mc->budget) return;
+        uint64_t *bits = calloc((size_t)mc->n_words, sizeof(uint64_t));
+        uint32_t *rank = malloc((size_t)mc->n_words * sizeof(uint32_t));
+        if (!bits || !rank) { free(bits); free(rank); return; }
+        int64_t b_end = block_of(t, t->e - 1) + 1;
+        for (int64_t b = t->b0; b < b_end; b++) {
+            ensure_block(g, t, b);
+            if (*g->err) { free(bits); free(rank); t->cb = t->lb = -1; return; }
+            int nb = (int)(block_end(t, b) - block_start(t, b));
+            for (int i = 0; i < nb; i++) bits[t->bd[i] >> 6] |= 1ULL << (t->bd[i] & 63);
+        }
+        uint32_t acc = 0;
+        for (int64_t w = 0; w < mc->n_words; w++) {
+            rank[w] = acc;
+            acc += popcount64(bits[w]);
+        }
+        t->cb = t->lb = -1;
+        if ((int64_t)acc != n) { free(bits); free(rank); return; } /* repeated docs: not a set */
+        sl->s = t->s; sl->e = t->e; sl->b0 = t->b0;
+        sl->bits = bits;
+        sl->rank = rank;
+        mc->used++;
+        mc->bytes += need;
+    }
+    t->mbits = sl->bits;
+    t->mrank = sl->rank;
+}
 
 /* A posting's impact: x / (x + k1) (its BM25F saturation, below 1) in 255ths,
    rounded up with room to spare (the floor plus one of 255.003 x / (x + k1), at
@@ -277,9 +443,25 @@ static void fill_impacts(const SegCtx *c, const Term *t, int64_t b, float k1) {
     int64_t st = block_start(t, b);
     int n = (int)(block_end(t, b) - st);
     uint8_t *out = c->imp + st;
+    /* field by field over the whole block (bulk unpacking, then one pass per
+       field), adding in posting_x's order, so each x is the same float */
+    float xs[BLOCK];
+    uint32_t tf[BLOCK];
+    for (int i = 0; i < n; i++) xs[i] = 0.0f;
+    for (int k = 0; k < 3; k++) {
+        if (!t->tf_w[k]) continue;
+        uint64_t bit = t->tf_bit[k];
+        unpack_bits(t->bp, &bit, t->tf_w[k], n, tf);
+        const float *f = g->factor + k;
+        for (int i = 0; i < n; i++) xs[i] += (float)tf[i] * f[3 * (size_t)t->bd[i]];
+    }
+    float q[BLOCK];
+    const float scale = 255.0f * 1.00001f;
+    for (int i = 0; i < n; i++) q[i] = xs[i] / (xs[i] + k1) * scale; /* vectorises */
     for (int i = 0; i < n; i++) {
-        float x = posting_x(g, t, i);
-        out[i] = impact_code(x, k1);
+        if (!(xs[i] > 0.0f)) { out[i] = 0; continue; }
+        int v = (int)q[i] + 1;
+        out[i] = (uint8_t)(v > 255 ? 255 : v);
     }
     c->imp_ok[b] = 1;
 }
@@ -353,8 +535,14 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
         tm->wq = tm->w * kp1 / 255.0f;
         tm->use_imp = c->imp != NULL && tm->e <= c->n_imp;
         tm->bub = bub + used;
-        tm->cb = -1;
+        tm->cb = tm->lb = -1;
+        tm->mbits = NULL;
+        tm->mrank = NULL;
         if (tm->e <= tm->s) { tm->e = tm->s; continue; }
+        if (c->mc) {
+            member_attach(c, tm);
+            if (*g->err) { free(bub); return -2; }
+        }
         int64_t nb = (tm->e - tm->s + BLOCK - 1) / BLOCK;
         for (int64_t j = 0; j < nb; j++) {
             int64_t blk = tm->b0 + j;
@@ -519,6 +707,21 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
                 for (Py_ssize_t i = ne - 1; i >= 0; i--) {
                     Term *tm = &terms[ord[i]];
                     if ((partial + prefix[i + 1]) * SLACK < theta) { pruned = 1; break; }
+                    if (tm->mbits) { /* one bit test instead of a seek */
+                        if (!member_has(tm, d)) continue;
+                        int64_t mp = tm->s + member_rank(tm, d);
+                        if (mp < tm->pos) continue;
+                        tm->pos = mp;
+                        int64_t mb = block_of(tm, tm->pos);
+                        if ((partial + tm->bub[mb - tm->b0] + prefix[i]) * SLACK < theta) { pruned = 1; break; }
+                        if (tm->use_imp && c->imp_ok[mb]) {
+                            partial += tm->wq * (float)c->imp[tm->pos];
+                        } else {
+                            ensure_layout(g, tm, mb);
+                            partial += contribution(g, tm, d, k1);
+                        }
+                        continue;
+                    }
                     /* the bound of the one block that may hold d is tighter
                        than the term's bound over the whole window */
                     int64_t blk = block_for(g, tm, d);
@@ -586,7 +789,7 @@ static PyObject *topk(PyObject *Py_UNUSED(self), PyObject *args) {
     int err = 0;
     SegCtx c = {{b[0].buf, b[1].buf, b[11].buf, b[5].buf, b[2].buf, b[0].len, n_docs, &err},
                 NULL, 0, b[6].buf, o_live == Py_None ? NULL : b[12].buf, NULL, n_docs,
-                common_blocks(&b[1], &b[11], &b[5], &b[6]), NULL, NULL, 0};
+                common_blocks(&b[1], &b[11], &b[5], &b[6]), NULL, NULL, 0, NULL};
     if (n_docs < 0 || b[2].len / 12 < n_docs || (o_live != Py_None && b[12].len < n_docs) ||
         b[3].len / 16 < b[7].len / 4 || b[4].len / 8 < b[7].len / 4) {
         set_damaged(0, "arrays disagree in length");
@@ -627,7 +830,7 @@ done:
     return result;
 }
 
-#define SEG_ITEMS 14
+#define SEG_ITEMS 15
 
 /* search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact]) -> n or -1
  *
@@ -684,13 +887,18 @@ static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
     for (Py_ssize_t i = 0; i < S; i++) {
         PyObject *tup = PyList_GET_ITEM(o_segs, i);
         Py_ssize_t n_items = PyTuple_Check(tup) ? PyTuple_GET_SIZE(tup) : 0;
-        if (n_items != 11 && n_items != 12 && n_items != 14) {
-            PyErr_SetString(PyExc_TypeError, "each segment must be a tuple of 11, 12 or 14 items");
+        if (n_items != 11 && n_items != 12 && n_items != 14 && n_items != 15) {
+            PyErr_SetString(PyExc_TypeError, "each segment must be a tuple of 11, 12, 14 or 15 items");
             goto done;
         }
         for (int j = 0; j < n_items; j++) {
             PyObject *o = PyTuple_GET_ITEM(tup, j);
             if ((j == 9 || j >= 11) && o == Py_None) continue;
+            if (j == 14) {
+                ctx[i].mc = PyCapsule_GetPointer(o, "clawkb.member_cache");
+                if (!ctx[i].mc) goto done;
+                continue;
+            }
             if (j >= 11) {
                 if (PyObject_GetBuffer(o, &sb[i * SEG_ITEMS + j], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
                     PyErr_SetString(PyExc_TypeError, "the block and impact caches must be writable arrays");
@@ -812,7 +1020,43 @@ static PyObject *vector_decode(PyObject *Py_UNUSED(self), PyObject *args) {
     return PyBool_FromLong(was);
 }
 
+/* member_cache(n_docs, budget_bytes, density) -> an empty cache of membership
+   bitmaps for one segment of n_docs docs, passed as the segment's 15th item. */
+static PyObject *member_cache(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_ssize_t n_docs, budget, density;
+    if (!PyArg_ParseTuple(args, "nnn", &n_docs, &budget, &density)) return NULL;
+    if (n_docs < 0 || budget < 0 || density < 1) {
+        PyErr_SetString(PyExc_ValueError, "member_cache: n_docs, budget >= 0 and density >= 1");
+        return NULL;
+    }
+    MemberCache *mc = calloc(1, sizeof(MemberCache));
+    if (!mc) return PyErr_NoMemory();
+    mc->n_docs = n_docs;
+    mc->n_words = (n_docs + 63) / 64 + 1;
+    mc->density = density;
+    mc->budget = budget;
+    mc->cap = 16;
+    mc->slots = calloc((size_t)mc->cap, sizeof(MemberSlot));
+    if (!mc->slots) { free(mc); return PyErr_NoMemory(); }
+    PyObject *cap = PyCapsule_New(mc, "clawkb.member_cache", member_cache_free);
+    if (!cap) { free(mc->slots); free(mc); }
+    return cap;
+}
+
+/* member_stats(cache) -> (lists with a bitmap, bytes they take) */
+static PyObject *member_stats(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *cap;
+    if (!PyArg_ParseTuple(args, "O", &cap)) return NULL;
+    MemberCache *mc = PyCapsule_GetPointer(cap, "clawkb.member_cache");
+    if (!mc) return NULL;
+    return Py_BuildValue("(LL)", (long long)mc->used, (long long)mc->bytes);
+}
+
 static PyMethodDef methods[] = {
+    {"member_cache", member_cache, METH_VARARGS,
+     "member_cache(n_docs, budget_bytes, density) -> a segment's cache of membership bitmaps"},
+    {"member_stats", member_stats, METH_VARARGS,
+     "member_stats(cache) -> (lists with a bitmap, bytes)"},
     {"vector_decode", vector_decode, METH_VARARGS,
      "vector_decode(on) -> bool: use the AVX2 block decoder where the CPU has it; returns the"
      " previous setting"},

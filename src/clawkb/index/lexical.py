@@ -39,6 +39,7 @@ from clawkb.index import npyfile
 from clawkb.index.blocks import BLOCK
 from clawkb.index.scorer import (
     BLOCKMAX_AVAILABLE,
+    member_cache,
     score_topk,
     score_topk_blockmax,
     score_topk_pruned,
@@ -145,6 +146,24 @@ EXACT_BLOCK_BOUNDS = False
 #: for no measurable CPU saving (3.69/3.49 vs 3.31/3.49 ms a query, identical
 #: top-k; bench/results/lexical-build-s9.md).
 IMPACTS = False
+
+#: Membership bitmaps (``_blockmax.c``) for posting lists holding at least one
+#: doc in MEMBER_DENSITY: a candidate's membership in such a list is one bit
+#: test and its posting is found by rank, instead of a seek through the list's
+#: blocks. Built by the kernel the first time a query has such a term, kept
+#: until the next write, 1.5 bits per doc of the segment each, at most
+#: MEMBER_BUDGET times the segment's packed postings in all. Results are
+#: identical with or without them (0 turns them off).
+MEMBER_DENSITY = 32
+MEMBER_BUDGET = 0.25
+
+
+def _member_cache(seg: Segment) -> Any:
+    """An empty membership-bitmap cache for the kernel to fill, or None."""
+    if not MEMBER_DENSITY:
+        return None
+    budget = int(len(seg.packed["packed"]) * MEMBER_BUDGET)
+    return member_cache(len(seg.chunk_ids), budget, MEMBER_DENSITY)
 
 
 def _impact_cache(seg: Segment) -> tuple[np.ndarray, np.ndarray]:
@@ -804,6 +823,7 @@ class LexicalIndex:
                         *(_impact_cache(seg) if IMPACTS else (None, None)),
                         None,  # the live array last seen ...
                         None,  # ... and what to pass for it (None: every doc live)
+                        _member_cache(seg),
                     ]
                 )
             self._native_args = args
@@ -820,7 +840,7 @@ class LexicalIndex:
             else:  # checked once per live array, not per query
                 entry[6], entry[7] = seg.live, (None if seg.live.all() else seg.live)
                 live = entry[7]
-            out.append((*head, *tail, live, seg.chunk_ids, xmax, imp, imp_ok))
+            out.append((*head, *tail, live, seg.chunk_ids, xmax, imp, imp_ok, entry[8]))
         return out
 
     def _block_params(self) -> np.ndarray:

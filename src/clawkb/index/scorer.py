@@ -195,6 +195,25 @@ def score_topk_blockmax(
     return out_docs[:n], out_scores[:n], int(scored)
 
 
+def member_cache(n_docs: int, budget: int, density: int) -> Any:
+    """An empty cache of membership bitmaps for one segment of ``n_docs`` docs
+    (``_blockmax.member_cache``): passed as a segment's 15th item to
+    :func:`search_segments`, the kernel gives each list of at least
+    ``n_docs / density`` postings a bitmap while their bytes stay within
+    ``budget``; None when the kernel is not built."""
+    if _blockmax is None:
+        return None
+    return _blockmax.member_cache(n_docs, budget, density)
+
+
+def member_stats(cache: Any) -> tuple[int, int]:
+    """(lists with a bitmap, bytes they take) of a :func:`member_cache`."""
+    if _blockmax is None or cache is None:
+        return 0, 0
+    n, size = _blockmax.member_stats(cache)
+    return int(n), int(size)
+
+
 def search_segments(
     segs: list[tuple[Any, ...]],
     hashes: np.ndarray,
