@@ -158,7 +158,7 @@ MEMBER_DENSITY = 32
 MEMBER_BUDGET = 0.25
 
 
-def _member_cache(seg: Segment) -> Any:
+def _member_cache(seg: Segment) -> object | None:
     """An empty membership-bitmap cache for the kernel to fill, or None."""
     if not MEMBER_DENSITY:
         return None

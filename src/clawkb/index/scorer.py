@@ -195,7 +195,7 @@ def score_topk_blockmax(
     return out_docs[:n], out_scores[:n], int(scored)
 
 
-def member_cache(n_docs: int, budget: int, density: int) -> Any:
+def member_cache(n_docs: int, budget: int, density: int) -> object | None:
     """An empty cache of membership bitmaps for one segment of ``n_docs`` docs
     (``_blockmax.member_cache``): passed as a segment's 15th item to
     :func:`search_segments`, the kernel gives each list of at least
@@ -206,7 +206,7 @@ def member_cache(n_docs: int, budget: int, density: int) -> Any:
     return _blockmax.member_cache(n_docs, budget, density)
 
 
-def member_stats(cache: Any) -> tuple[int, int]:
+def member_stats(cache: object) -> tuple[int, int]:
     """(lists with a bitmap, bytes they take) of a :func:`member_cache`."""
     if _blockmax is None or cache is None:
         return 0, 0
