@@ -8,6 +8,7 @@ Bounded examples so CI stays fast; `fuzz/fuzz_parsers.py` runs atheris longer.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -90,8 +91,21 @@ def test_atheris_fuzzer_short_run(tmp_path: Path) -> None:
     pytest.importorskip("atheris")
     script = Path(__file__).resolve().parents[1] / "fuzz" / "fuzz_parsers.py"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent)}
+    # libFuzzer's memory check reads the peak RSS, which Linux carries from this
+    # (pytest) process into the child across fork and exec; after the model-loading
+    # tests that peak alone is over the default 2 GB limit, so the check fired
+    # whenever 300 runs outlasted its one-second poll. Give the fuzzer its own 2 GB
+    # on top of what it inherits.
+    inherited_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     res = subprocess.run(
-        [sys.executable, str(script), "-runs=300", "-seed=1", f"-artifact_prefix={tmp_path}/"],
+        [
+            sys.executable,
+            str(script),
+            "-runs=300",
+            "-seed=1",
+            f"-rss_limit_mb={inherited_mb + 2048}",
+            f"-artifact_prefix={tmp_path}/",
+        ],
         env=env,
         capture_output=True,
         text=True,
