@@ -251,9 +251,15 @@ class Scored:
     present: list[frozenset[str]]
 
 
-def scored(terms: Sequence[Term], texts: Iterable[str], question: str | None = None) -> Scored:
-    """Score ``texts`` against ``terms`` once (see :class:`Scored`)."""
-    terms, forms = _glossary_forms(terms, question)
+def scored(
+    terms: Sequence[Term],
+    texts: Iterable[str],
+    question: str | None = None,
+    glossed: tuple[list[Term], list[tuple[list[str], list[list[str]]]]] | None = None,
+) -> Scored:
+    """Score ``texts`` against ``terms`` once (see :class:`Scored`); ``glossed``:
+    :func:`_glossary_forms` of ``terms`` and ``question``, when already known."""
+    terms, forms = glossed if glossed is not None else _glossary_forms(terms, question)
     return Scored(terms, forms, [_present(terms, text, forms) for text in texts])
 
 

@@ -39,18 +39,20 @@ from clawkb.retrieve.hits import query_terms
 from clawkb.retrieve.merge import Candidate, merge_adjacent
 from clawkb.retrieve.query import Query
 from clawkb.retrieve.result import SearchResult
-from clawkb.retrieve.rewrite import SynonymGroup, load_synonyms, rewrite
+from clawkb.retrieve.rewrite import Rewritten, SynonymGroup, load_synonyms, rewrite
 from clawkb.retrieve.settings import RetrievalSettings, from_config, remote_min_confidence
-from clawkb.retrieve.source import MEMORY_PREFIX, Source
+from clawkb.retrieve.source import MEMORY_PREFIX, Source, TermStats
 from clawkb.retrieve.stages import (
     RankContext,
     budget,
     confidence,
     decisive,
+    finish,
     fuse,
     hit,
     rerank,
     stage,
+    start,
 )
 from clawkb.store.memo import commit_stamp
 from clawkb.text.glossary import bundled_glossary
@@ -265,6 +267,7 @@ def run(
 
     channels: dict[str, fusion.Channel] = {}
     matched, dense_tr = 0, None
+    prepared: dict[str, Any] = {}
     if resolved in ("lexical", "hybrid"):
         st = time.perf_counter()
 
@@ -300,7 +303,14 @@ def run(
         def dense_work() -> list[fusion.Channel]:
             return source.dense(texts, k, scope)
 
-        found = budget(dense_work, s.budget_dense_ms) if source.budgeted else dense_work()
+        # the query is embedded on a stage worker (the model releases the GIL) while
+        # this thread does what needs only the lexical side (prepare: adaptive weights'
+        # signals, the not-found decision's question features)
+        began = time.perf_counter()  # the budget counts from here, as before
+        pending = start(dense_work) if source.budgeted else None
+        prepared = _prepare(source, s, q, rw, stats, channels.get("lexical"), resolved)
+        found = (finish(pending, s.budget_dense_ms, began) if pending is not None
+                 else dense_work())  # fmt: skip
         dense, dense_tr = pick_dense(found[0], found[-1], tr) if found else (None, None)
         if dense is None:
             stage(stages, "dense", st, "timeout", f"over {s.budget_dense_ms:.0f} ms; skipped")
@@ -321,7 +331,8 @@ def run(
                         if s.titles and resolved == "hybrid" and "dense" in channels else (None, [], None))  # fmt: skip
     fs, note = s, s.fusion if len(channels) > 1 else "single channel"
     if s.adaptive and len(channels) > 1:  # crossling hook: per-query weights (adaptive.py)
-        fs, trace = adaptive.tune(stats, rw, channels, s, dense_translated=bool(dense_tr))
+        fs, trace = adaptive.tune(stats, rw, channels, s, dense_translated=bool(dense_tr),
+                                  pre=prepared.get("adaptive"))  # fmt: skip
         note += " adaptive " + " ".join(f"{k}={v}" for k, v in trace.items())
     fused = fuse(channels, fs, partial(source.recency, scope=scope))
     if first:  # a cross-language title query: its sections first (titles.lead)
@@ -373,7 +384,7 @@ def run(
         dense_scores = channels["dense"].scores.tolist() if "dense" in channels else None
         verdict = notfound.judge(source.kb, q.text, hits,
                                   [by_id[i].trace if i in by_id else None for i in judged_ids],
-                                  s.min_confidence, dense_scores)  # fmt: skip
+                                  s.min_confidence, dense_scores, prepared.get("notfound"))  # fmt: skip
         conf = verdict.value if verdict is not None else conf
         if early and verdict is not None and verdict.abstain and s.min_confidence is None:
             # a decisive lexical top-1 whose passages fail the lexical decision: look with
@@ -411,6 +422,28 @@ def run(
 
 
 # -- stages ------------------------------------------------------------------
+def _prepare(
+    source: Source,
+    s: RetrievalSettings,
+    q: Query,
+    rw: Rewritten,
+    stats: TermStats,
+    lex: fusion.Channel | None,
+    resolved: str,
+) -> dict[str, Any]:
+    """The later stages' work that needs only the query and the lexical channel, done
+    while the dense channel runs: each result is handed to its stage, which computes
+    the very same values itself when it is missing (a dense-only search, no overlap)."""
+    out: dict[str, Any] = {}
+    if resolved != "hybrid":
+        return out
+    if s.adaptive and lex is not None:
+        out["adaptive"] = adaptive.prepare(stats, rw, lex, s)
+    if "abstain_model" in source.capabilities:
+        out["notfound"] = notfound.prepare(source.kb, q.text)
+    return out
+
+
 def _boost(fused: list[fusion.Fused], q: Query) -> list[fusion.Fused]:
     """Per-chunk multipliers after fusion (boards, memory weights), for every source."""
     assert q.boost is not None

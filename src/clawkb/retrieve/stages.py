@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -55,6 +56,35 @@ def budget(fn: Callable[[], T], budget_ms: float) -> T | None:
     fut = _POOL.submit(fn)
     try:
         return fut.result(timeout=budget_ms / 1000.0)
+    except FutureTimeout:
+        return None
+
+
+def start(fn: Callable[[], T]) -> Future[T]:
+    """Start ``fn`` on a stage worker; :func:`finish` waits for it under a budget.
+
+    The caller blocks until the worker is running ``fn`` (it has the GIL then), so
+    the work the caller does meanwhile cannot delay its start by a switch interval."""
+    running = threading.Event()
+
+    def run() -> T:
+        running.set()
+        return fn()
+
+    fut = _POOL.submit(run)
+    running.wait()
+    return fut
+
+
+def finish(fut: Future[T], budget_ms: float, started: float | None = None) -> T | None:
+    """``fut``'s result, waiting at most what is left of ``budget_ms`` since ``started``
+    (default: now); None when it did not finish in time. An error ``fn`` raised is
+    raised here, as :func:`budget` raises it."""
+    left = budget_ms / 1000.0
+    if started is not None:
+        left -= time.perf_counter() - started
+    try:
+        return fut.result(timeout=max(0.0, left))
     except FutureTimeout:
         return None
 
