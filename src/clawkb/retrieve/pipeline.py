@@ -39,9 +39,9 @@ from clawkb.retrieve.hits import query_terms
 from clawkb.retrieve.merge import Candidate, merge_adjacent
 from clawkb.retrieve.query import Query
 from clawkb.retrieve.result import SearchResult
-from clawkb.retrieve.rewrite import Rewritten, SynonymGroup, load_synonyms, rewrite
+from clawkb.retrieve.rewrite import SynonymGroup, load_synonyms, rewrite
 from clawkb.retrieve.settings import RetrievalSettings, from_config, remote_min_confidence
-from clawkb.retrieve.source import MEMORY_PREFIX, Source, TermStats
+from clawkb.retrieve.source import MEMORY_PREFIX, Source
 from clawkb.retrieve.stages import (
     RankContext,
     budget,
@@ -308,7 +308,7 @@ def run(
         # signals, the not-found decision's question features)
         began = time.perf_counter()  # the budget counts from here, as before
         pending = start(dense_work) if source.budgeted else None
-        prepared = _prepare(source, s, q, rw, stats, channels.get("lexical"), resolved)
+        prepared = _prepare(ctx, rank_stages, channels.get("lexical"))
         found = (finish(pending, s.budget_dense_ms, began) if pending is not None
                  else dense_work())  # fmt: skip
         dense, dense_tr = pick_dense(found[0], found[-1], tr) if found else (None, None)
@@ -423,24 +423,21 @@ def run(
 
 # -- stages ------------------------------------------------------------------
 def _prepare(
-    source: Source,
-    s: RetrievalSettings,
-    q: Query,
-    rw: Rewritten,
-    stats: TermStats,
-    lex: fusion.Channel | None,
-    resolved: str,
+    ctx: RankContext, rank_stages: list[tuple[str, Any]], lex: fusion.Channel | None
 ) -> dict[str, Any]:
     """The later stages' work that needs only the query and the lexical channel, done
     while the dense channel runs: each result is handed to its stage, which computes
     the very same values itself when it is missing (a dense-only search, no overlap)."""
     out: dict[str, Any] = {}
-    if resolved != "hybrid":
+    if ctx.mode != "hybrid":
         return out
-    if s.adaptive and lex is not None:
-        out["adaptive"] = adaptive.prepare(stats, rw, lex, s)
-    if "abstain_model" in source.capabilities:
-        out["notfound"] = notfound.prepare(source.kb, q.text)
+    for name, rs in rank_stages:  # exact: the query's anchors and their passages
+        if hasattr(rs, "prepare"):
+            ctx.prepared[name] = rs.prepare(ctx, lex)
+    if ctx.s.adaptive and lex is not None:
+        out["adaptive"] = adaptive.prepare(ctx.stats, ctx.rw, lex, ctx.s)
+    if "abstain_model" in ctx.source.capabilities:
+        out["notfound"] = notfound.prepare(ctx.source.kb, ctx.q.text)
     return out
 
 

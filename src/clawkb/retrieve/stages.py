@@ -9,12 +9,12 @@ applies budgets) so each stays small; all take plain values and return new ones.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
@@ -233,6 +233,10 @@ class RankContext:
     stats: TermStats
     source: Source
     scope: Scope
+    #: per stage name, what its optional ``prepare(ctx, lexical)`` returned: the work
+    #: that needs only the query and the lexical channel, done while the dense
+    #: channel runs (the stage computes it itself when it is missing)
+    prepared: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 class RankStage(Protocol):
@@ -244,6 +248,8 @@ class RankStage(Protocol):
     order: int
     needs: frozenset[str]
     #: optional ``depth``: the channels fetch at least that many candidates
+    #: optional ``prepare(ctx, lexical_channel)``: work needing only the query and the
+    #: lexical channel, run while the dense channel runs; found in ``ctx.prepared``
 
     def wanted(self, ctx: RankContext) -> bool: ...
 
@@ -263,6 +269,12 @@ class ExactStage:
         return ctx.s.exact
 
     @staticmethod
+    def prepare(ctx: RankContext, lexical: fusion.Channel | None) -> exact.Spelled | None:
+        if not exact.restricted(ctx.stats):
+            return None
+        return exact.prepare(ctx.stats, ctx.q.text, ctx.scope.allowed, _rows(ctx))
+
+    @staticmethod
     def apply(ctx: RankContext, fused: list[fusion.Fused]) -> tuple[list[fusion.Fused], Any]:
         return exact.keep_on_top(
             ctx.stats,
@@ -270,8 +282,13 @@ class ExactStage:
             fused,
             ctx.scope.allowed,
             ctx.scope.hidden,
-            rows=lambda ids: ctx.source.rows(ids, ctx.scope),
+            rows=_rows(ctx),
+            prepared=ctx.prepared.get("exact"),
         )
+
+
+def _rows(ctx: RankContext) -> Callable[[list[int]], dict[int, ChunkRow]]:
+    return lambda ids: ctx.source.rows(ids, ctx.scope)
 
 
 class HeadingsStage:
