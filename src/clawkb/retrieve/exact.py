@@ -148,6 +148,13 @@ def _whole(run: str, kind: str) -> tuple[str, ...]:
 
 def anchors(query: str) -> list[Anchor]:
     """The query's identifier-like runs and quoted strings, as index tokens."""
+    return list(_anchors(query))
+
+
+@functools.lru_cache(maxsize=256)
+def _anchors(query: str) -> tuple[Anchor, ...]:
+    """:func:`anchors`, kept for the last queries: one search reads a query's anchors
+    in five places (the exact stage, the adaptive weights twice, headings, ``bare``)."""
     text = nfkc(query)
     out: dict[tuple[str, ...], Anchor] = {}
     for m in _QUOTED.finditer(text):
@@ -168,7 +175,7 @@ def anchors(query: str) -> list[Anchor]:
         toks = _whole(run, kind)
         if toks:
             out.setdefault(toks, Anchor(run, toks))
-    return list(out.values())
+    return tuple(out.values())
 
 
 def bare(query: str) -> bool:
