@@ -146,18 +146,22 @@ class Model:
             raise ConfigError(
                 f"{origin}: {len(self.coef)} coefficients for {len(self.features)} features"
             )
+        #: each feature's parts (``a*b``: an interaction), split once
+        self._parts = [(c, f.split("*")) for f, c in zip(self.features, self.coef, strict=True)]
 
     def probability(self, feats: Mapping[str, float]) -> float:
-        z = self.intercept + sum(
-            c * value(feats, f) for f, c in zip(self.features, self.coef, strict=True)
-        )
+        z = self.intercept + sum(c * _product(feats, parts) for c, parts in self._parts)
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
 
 def value(feats: Mapping[str, float], name: str) -> float:
     """A feature, or the product of features for an interaction ``a*b``."""
+    return _product(feats, name.split("*"))
+
+
+def _product(feats: Mapping[str, float], parts: Sequence[str]) -> float:
     out = 1.0
-    for part in name.split("*"):
+    for part in parts:
         out *= float(feats.get(part, 0.0))
     return out
 

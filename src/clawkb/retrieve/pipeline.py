@@ -381,7 +381,7 @@ def run(
     if resolved != "lexical" and judged:  # "is anything relevant?" (notfound.py)
         by_id = {f.chunk_id: f for f in fused[:depth]}  # traces built for the judged only
         judged_ids = chunk_ids[: notfound.DEPTH]
-        dense_scores = channels["dense"].scores.tolist() if "dense" in channels else None
+        dense_scores = channels["dense"].scores if "dense" in channels else None
         verdict = notfound.judge(source.kb, q.text, hits,
                                   [by_id[i].trace if i in by_id else None for i in judged_ids],
                                   s.min_confidence, dense_scores, prepared.get("notfound"))  # fmt: skip
