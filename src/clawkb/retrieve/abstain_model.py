@@ -183,8 +183,15 @@ def probability(feats: Mapping[str, float], vectors: bool) -> tuple[float, float
 
 
 def _cjk_share(text: str) -> float:
-    units = _WORDISH.findall(text)
-    return sum(1 for u in units if _CJK.match(u)) / len(units) if units else 0.0
+    # the units of _WORDISH, counted in C: one per CJK character, and one per run
+    # of ASCII letters and digits (every other character, as "?", separates runs)
+    cjk = len(_CJK.findall(text))
+    units = cjk + len(text.encode("ascii", "replace").translate(_RUNS).split())
+    return cjk / units if units else 0.0
+
+
+#: bytes.translate table: ASCII letters and digits stay, every other byte is a space
+_RUNS = bytes(c if chr(c).isascii() and chr(c).isalnum() else 32 for c in range(256))
 
 
 def features(
