@@ -11,7 +11,9 @@ channel then fetches only ``limit`` candidates and runs inline (there is no
 other channel to degrade to), so it costs what the plain BM25F call costs.
 With a dense channel the slow stages (lexical, dense, rerank) run under a
 time budget; when one runs out the pipeline continues with what it has and
-records the degradation in ``stages`` (shown by ``--explain``).
+records the degradation in ``stages`` (shown by ``--explain``). The dense
+channel runs on a stage worker while this thread does the later stages' work
+that needs only the lexical side (:func:`_prepare`).
 """
 
 from __future__ import annotations
