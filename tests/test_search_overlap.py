@@ -7,11 +7,14 @@ thread (real SQLite, real static model)."""
 from __future__ import annotations
 
 import csv
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 import clawkb.retrieve.pipeline as pipeline
+import clawkb.retrieve.stages as stages
 from clawkb.embed.run import embed_kb
 from clawkb.kb import KnowledgeBase, TextRecord
 from clawkb.retrieve.pipeline import retriever_for
@@ -65,7 +68,7 @@ def test_head_start_gives_the_same_answers(kb, monkeypatch):
     ]
     started = []
     start = pipeline.start
-    monkeypatch.setattr(pipeline, "start", lambda fn: started.append(1) or start(fn))
+    monkeypatch.setattr(pipeline, "start", lambda fn, ms: started.append(1) or start(fn, ms))
     overlapped = [answer(kb.search(q, explain=True, **o)) for q, o in cases]
     assert len(started) >= len(cases) // 2  # most searches embedded their query on the worker
     assert any(a[1] for a in overlapped) and not all(a[1] for a in overlapped)
@@ -98,8 +101,27 @@ def test_an_embedding_error_is_raised_by_the_search(kb, monkeypatch):
 
 def test_no_vectors_no_worker(kb, monkeypatch):
     started = []
-    monkeypatch.setattr(pipeline, "start", lambda fn: started.append(1))
+    monkeypatch.setattr(pipeline, "start", lambda fn, ms: started.append(1))
     for q in queries():
         res = kb.search(q)
         assert res.mode == "lexical"
     assert started == []
+
+
+def test_the_budget_holds_when_every_worker_is_taken(kb):
+    """Stages that overran keep their workers: the dense channel then waits in the
+    queue, and the search still ends within its budget, lexical results only."""
+    embed_kb(kb)
+    release = threading.Event()
+    held = [stages._POOL.submit(release.wait, 30) for _ in range(stages._POOL._max_workers)]
+    try:
+        began = time.perf_counter()
+        res = kb.search("GPIOB_PUPDR pull-up", early_return=0.0, budget_dense_ms=200, explain=True)
+        took = time.perf_counter() - began
+        dense = next(s for s in res.stages if s["stage"] == "dense")
+        assert dense["status"] == "timeout" and res.hits
+        assert took < 5.0  # the budget (0.2 s), not the held workers (30 s)
+    finally:
+        release.set()
+        for f in held:
+            f.result()

@@ -309,7 +309,7 @@ def run(
         # this thread does what needs only the lexical side (prepare: adaptive weights'
         # signals, the not-found decision's question features)
         began = time.perf_counter()  # the budget counts from here, as before
-        pending = start(dense_work) if source.budgeted else None
+        pending = start(dense_work, s.budget_dense_ms) if source.budgeted else None
         prepared = _prepare(ctx, rank_stages, channels.get("lexical"))
         found = (finish(pending, s.budget_dense_ms, began) if pending is not None
                  else dense_work())  # fmt: skip

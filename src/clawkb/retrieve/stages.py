@@ -60,11 +60,12 @@ def budget(fn: Callable[[], T], budget_ms: float) -> T | None:
         return None
 
 
-def start(fn: Callable[[], T]) -> Future[T]:
+def start(fn: Callable[[], T], budget_ms: float) -> Future[T]:
     """Start ``fn`` on a stage worker; :func:`finish` waits for it under a budget.
 
     The caller blocks until the worker is running ``fn`` (it has the GIL then), so
-    the work the caller does meanwhile cannot delay its start by a switch interval."""
+    the work the caller does meanwhile cannot delay its start by a switch interval;
+    at most ``budget_ms`` (every worker may be held by stages that overran)."""
     running = threading.Event()
 
     def run() -> T:
@@ -72,7 +73,7 @@ def start(fn: Callable[[], T]) -> Future[T]:
         return fn()
 
     fut = _POOL.submit(run)
-    running.wait()
+    running.wait(budget_ms / 1000.0)
     return fut
 
 
