@@ -21,7 +21,7 @@ import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -250,10 +250,22 @@ class Scored:
     forms: list[tuple[list[str], list[list[str]]]]
     present: list[frozenset[str]]
 
+    @cached_property
+    def values(self) -> list[float]:
+        """Per passage, :func:`coverage` of the terms (read by the confidence and by
+        the spread features: computed once)."""
+        return [coverage(self.terms, present) for present in self.present]
 
-def scored(terms: Sequence[Term], texts: Iterable[str], question: str | None = None) -> Scored:
-    """Score ``texts`` against ``terms`` once (see :class:`Scored`)."""
-    terms, forms = _glossary_forms(terms, question)
+
+def scored(
+    terms: Sequence[Term],
+    texts: Iterable[str],
+    question: str | None = None,
+    glossed: tuple[list[Term], list[tuple[list[str], list[list[str]]]]] | None = None,
+) -> Scored:
+    """Score ``texts`` against ``terms`` once (see :class:`Scored`); ``glossed``:
+    :func:`_glossary_forms` of ``terms`` and ``question``, when already known."""
+    terms, forms = glossed if glossed is not None else _glossary_forms(terms, question)
     return Scored(terms, forms, [_present(terms, text, forms) for text in texts])
 
 
@@ -267,8 +279,9 @@ def best_confidence(
     by_weight = sorted(s.terms, key=lambda t: t.weight, reverse=True)
     best, best_i, best_present = -1.0, None, frozenset[str]()
     weighed = any(t.weight > 0 for t in s.terms)
+    values = s.values if weighed else []
     for i, present in enumerate(s.present[:depth] if weighed else ()):
-        cov = coverage(s.terms, present)
+        cov = values[i]
         if cov > best:
             best, best_i, best_present = cov, i, present
     dense = dense_confidence(dense_cosine) if dense_cosine is not None else 0.0
@@ -308,8 +321,8 @@ def passage_coverages(
 def coverages(s: Scored) -> list[tuple[float, list[str]]]:
     """:func:`passage_coverages` of the passages ``s`` scored."""
     return [
-        (coverage(s.terms, present), [t.text for t in s.terms if t.credit(present) > 0])
-        for present in s.present
+        (cov, [t.text for t in s.terms if t.credit(present) > 0])
+        for cov, present in zip(s.values, s.present, strict=True)
     ]
 
 

@@ -63,6 +63,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,6 +76,7 @@ from clawkb.retrieve.abstain import (
     Judged,
     Scored,
     Term,
+    _glossary_forms,
     best_confidence,
     coverages,
     dense_confidence,
@@ -89,7 +91,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MODEL_PATH",
+    "Asked",
     "Model",
+    "ask",
     "decide",
     "derived",
     "features",
@@ -142,18 +146,22 @@ class Model:
             raise ConfigError(
                 f"{origin}: {len(self.coef)} coefficients for {len(self.features)} features"
             )
+        #: each feature's parts (``a*b``: an interaction), split once
+        self._parts = [(c, f.split("*")) for f, c in zip(self.features, self.coef, strict=True)]
 
     def probability(self, feats: Mapping[str, float]) -> float:
-        z = self.intercept + sum(
-            c * value(feats, f) for f, c in zip(self.features, self.coef, strict=True)
-        )
+        z = self.intercept + sum(c * _product(feats, parts) for c, parts in self._parts)
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
 
 def value(feats: Mapping[str, float], name: str) -> float:
     """A feature, or the product of features for an interaction ``a*b``."""
+    return _product(feats, name.split("*"))
+
+
+def _product(feats: Mapping[str, float], parts: Sequence[str]) -> float:
     out = 1.0
-    for part in name.split("*"):
+    for part in parts:
         out *= float(feats.get(part, 0.0))
     return out
 
@@ -175,8 +183,15 @@ def probability(feats: Mapping[str, float], vectors: bool) -> tuple[float, float
 
 
 def _cjk_share(text: str) -> float:
-    units = _WORDISH.findall(text)
-    return sum(1 for u in units if _CJK.match(u)) / len(units) if units else 0.0
+    # the units of _WORDISH, counted in C: one per CJK character, and one per run
+    # of ASCII letters and digits (every other character, as "?", separates runs)
+    cjk = len(_CJK.findall(text))
+    units = cjk + len(text.encode("ascii", "replace").translate(_RUNS).split())
+    return cjk / units if units else 0.0
+
+
+#: bytes.translate table: ASCII letters and digits stay, every other byte is a space
+_RUNS = bytes(c if chr(c).isascii() and chr(c).isalnum() else 32 for c in range(256))
 
 
 def features(
@@ -190,23 +205,17 @@ def features(
     texts: Sequence[str] = (),
     dense_scores: Sequence[float] | np.ndarray | None = None,
     done: Scored | None = None,
+    asked: Asked | None = None,
 ) -> dict[str, float]:
     """The model's inputs for one question (see the module docstring); ``texts``:
     the hits as scored for coverage (title, headings, text); ``dense_scores``: the
     dense channel's cosines for its whole candidate list (when it ran); ``done``:
-    ``texts`` already scored against ``terms`` (:func:`~clawkb.retrieve.abstain.scored`)."""
-    from clawkb.retrieve.abstain import kb_coverage
-
-    glossed = (done.terms, done.forms) if done is not None else None
-    tokens = list(dict.fromkeys(tok for t in terms for tok in t.tokens))
-    mass = sum(t.weight for t in terms)
-    lex_norm = gap = 0.0
-    if tokens and mass > 0:
-        _, scores, _ = lexical.search(tokens, k=GAP_DEPTH)
-        if len(scores) and float(scores[0]) > 0:
-            top = float(scores[0])
-            lex_norm = top / mass
-            gap = (top - float(scores[-1])) / top if len(scores) >= GAP_DEPTH else 1.0
+    ``texts`` already scored against ``terms`` (:func:`~clawkb.retrieve.abstain.scored`);
+    ``asked``: the question's own features, read before the hits were known (:func:`ask`)."""
+    if asked is None:
+        glossed = (done.terms, done.forms) if done is not None else None
+        asked = _asked(lexical, question, terms, glossed)
+    lex_norm, gap = asked.lex_norm, asked.gap
     agree = 0.0
     if hits:
         both = [h for h in hits[:3] if _both_channels(h)]
@@ -223,7 +232,7 @@ def features(
         "agree": round(agree, 6),
         "agree1": 1.0 if hits and _both_channels(hits[0], AGREE1_RANK) else 0.0,
         "anchor": round(anchored(hits[:3]), 6),
-        "known": round(kb_coverage(lexical, terms, question, glossed), 6) if terms else 0.0,
+        "known": asked.known,
         "qlen": min(len(question), MAX_CHARS) / MAX_CHARS,
         "whole": whole(question, texts[:3]),
         **title_evidence(hits[:3], cosine),
@@ -231,6 +240,50 @@ def features(
         **background(dense_scores),
     }
     return derived(base, question)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What the decision reads from the question and the index alone, before any hit
+    is known (:func:`ask`): a search computes it while the query is being embedded."""
+
+    question: str
+    terms: list[Term]
+    #: the terms without glossary seams, and the question's glossary forms
+    glossed: tuple[list[Term], list[tuple[list[str], list[list[str]]]]]
+    lex_norm: float
+    gap: float
+    known: float
+
+
+def ask(lexical: TermStats, question: str) -> Asked:
+    """The question's own features (terms, best lexical score and its lead over the
+    fifth, the share of its terms the KB holds), for :func:`decide`'s ``asked``."""
+    terms = question_terms(lexical, question)
+    return _asked(lexical, question, terms, _glossary_forms(terms, question))
+
+
+def _asked(
+    lexical: TermStats,
+    question: str,
+    terms: Sequence[Term],
+    glossed: tuple[list[Term], list[tuple[list[str], list[list[str]]]]] | None,
+) -> Asked:
+    from clawkb.retrieve.abstain import kb_coverage
+
+    tokens = list(dict.fromkeys(tok for t in terms for tok in t.tokens))
+    mass = sum(t.weight for t in terms)
+    lex_norm = gap = 0.0
+    if tokens and mass > 0:
+        _, scores, _ = lexical.search(tokens, k=GAP_DEPTH)
+        if len(scores) and float(scores[0]) > 0:
+            top = float(scores[0])
+            lex_norm = top / mass
+            gap = (top - float(scores[-1])) / top if len(scores) >= GAP_DEPTH else 1.0
+    if glossed is None:
+        glossed = _glossary_forms(terms, question)
+    known = round(kb_coverage(lexical, terms, question, glossed), 6) if terms else 0.0
+    return Asked(question, list(terms), glossed, lex_norm, gap, known)
 
 
 def background(scores: Sequence[float] | np.ndarray | None) -> dict[str, float]:
@@ -359,6 +412,7 @@ def model_confidence(
     cosine: float | None,
     vectors: bool,
     dense_scores: Sequence[float] | np.ndarray | None = None,
+    asked: Asked | None = None,
 ) -> Confidence:
     """`ask`'s :class:`~clawkb.retrieve.abstain.Confidence` from the fitted model.
 
@@ -369,10 +423,12 @@ def model_confidence(
     """
     from dataclasses import replace
 
-    done = scored(terms, texts[:SPREAD_DEPTH], question)  # once for every coverage feature
+    glossed = asked.glossed if asked is not None else None
+    # once for every coverage feature
+    done = scored(terms, texts[:SPREAD_DEPTH], question, glossed)
     cov = best_confidence(done)
     feats = features(lexical, question, hits, terms, cov.value, len(cov.matched), cosine, texts,
-                     dense_scores, done)  # fmt: skip
+                     dense_scores, done, asked)  # fmt: skip
     p, threshold = probability(feats, vectors=vectors and cosine is not None)
     return replace(cov, value=p, threshold=threshold, method="model", features=feats)
 
@@ -383,6 +439,7 @@ def decide(
     hits: Sequence[Judged],
     vectors: bool,
     dense_scores: Sequence[float] | np.ndarray | None = None,
+    asked: Asked | None = None,
 ) -> Confidence:
     """The one "is anything here relevant?" decision, used by ``search`` and ``ask``.
 
@@ -391,11 +448,15 @@ def decide(
     holding the fusion's per-channel trace. ``vectors``: the search ran with
     the dense channel on (the hybrid model decides when its cosine is known).
     ``dense_scores``: the dense channel's cosines over its candidate list.
+    ``asked``: :func:`ask` of this question on this index, when already computed.
     Returns a :class:`~clawkb.retrieve.abstain.Confidence` whose ``abstain``
     says whether to answer "no match".
     """
     top = list(hits[:SPREAD_DEPTH])
-    terms = question_terms(lexical, question)
+    if asked is not None and asked.question != question:
+        asked = None
+    terms = asked.terms if asked is not None else question_terms(lexical, question)
     texts = [" ".join((h.title, *h.anchor.heading_path, h.text)) for h in top]
     cos = dense_top(top) if vectors else None
-    return model_confidence(lexical, question, top, terms, texts, cos, vectors, dense_scores)
+    return model_confidence(lexical, question, top, terms, texts, cos, vectors, dense_scores,
+                            asked)  # fmt: skip

@@ -71,22 +71,51 @@ def features(
     weights: Sequence[float],
     n_glossary: int,
     channels: Mapping[str, Channel],
+    pre: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
-    """The per-query signals :func:`lexical_weight` reads (all in [0, 1])."""
-    out = {**_query_signals(lexical, tokens, weights, n_glossary), "agreement": 0.0, "margin": 0.0}
+    """The per-query signals :func:`lexical_weight` reads (all in [0, 1]); ``pre``:
+    :func:`prepare`'s signals of the same query and lexical channel."""
     lex, dense = channels.get("lexical"), channels.get("dense")
-    if lex is not None and len(lex.scores):
-        top = float(lex.scores[0])
-        tenth = float(lex.scores[min(len(lex.scores), AGREE_K) - 1])
-        out["margin"] = (top - tenth) / top if top > 0 else 0.0
+    if pre is None:
+        pre = _lexical_side(lexical, tokens, weights, n_glossary, lex)
+    out = {k: pre[k] for k in ("cjk", "coverage", "translated")}
+    out.update(agreement=0.0, margin=pre["margin"])
     if dense is not None and len(dense.ids):
         out["dense_other"] = other_language(lexical, dense.ids[:AGREE_K], out["cjk"] >= 0.5)
-    out["kb_other"] = kb_other_language(lexical, out["cjk"] >= 0.5)
+    out["kb_other"] = pre["kb_other"]
     if lex is not None and dense is not None and len(lex.ids) and len(dense.ids):
         a = set(lex.ids[:AGREE_K].tolist())
         b = set(dense.ids[:AGREE_K].tolist())
         out["agreement"] = len(a & b) / min(AGREE_K, len(a), len(b))
     return {k: round(v, 4) for k, v in out.items()}
+
+
+def _lexical_side(
+    lexical: TermStats,
+    tokens: Sequence[str],
+    weights: Sequence[float],
+    n_glossary: int,
+    lex: Channel | None,
+) -> dict[str, float]:
+    """The signals of :func:`features` that need only the query and the lexical channel."""
+    out = {**_query_signals(lexical, tokens, weights, n_glossary), "margin": 0.0}
+    if lex is not None and len(lex.scores):
+        top = float(lex.scores[0])
+        tenth = float(lex.scores[min(len(lex.scores), AGREE_K) - 1])
+        out["margin"] = (top - tenth) / top if top > 0 else 0.0
+    out["kb_other"] = kb_other_language(lexical, out["cjk"] >= 0.5)
+    return out
+
+
+def prepare(
+    lexical: TermStats, rw: Rewritten, lex: Channel | None, settings: RetrievalSettings
+) -> dict[str, float]:
+    """What :func:`tune` reads from the query and the lexical channel alone: a search
+    computes it while its query is being embedded (the dense channel is not needed)."""
+    pre = _lexical_side(lexical, rw.tokens, rw.weights, rw.n_glossary, lex)
+    pre["exact"] = exact_lead(lexical, rw.query, lex) if settings.exact else 0.0
+    pre["bare"] = 1.0 if identifier_led(lexical, rw.query) else 0.0
+    return pre
 
 
 #: The last query's channel-independent signals: (weak reference to the index, key,
@@ -175,16 +204,19 @@ def tune(
     channels: Mapping[str, Channel],
     settings: RetrievalSettings,
     dense_translated: bool = False,
+    pre: Mapping[str, float] | None = None,
 ) -> tuple[RetrievalSettings, dict[str, float]]:
     """Settings with the adaptive channel weights, and the trace for ``--explain``.
 
     ``dense_translated``: the dense channel searched with the query's glossary
     translation (:func:`clawkb.retrieve.crossling.translated_dense`), so it is
     not the weak channel of a cross-lingual query and keeps its full weight.
+    ``pre``: :func:`prepare` of this query, its lexical channel and ``settings``.
     """
-    f = features(lexical, rw.tokens, rw.weights, rw.n_glossary, channels)
-    f["exact"] = exact_lead(lexical, rw.query, channels.get("lexical")) if settings.exact else 0.0
-    f["bare"] = 1.0 if identifier_led(lexical, rw.query) else 0.0
+    if pre is None:
+        pre = prepare(lexical, rw, channels.get("lexical"), settings)
+    f = features(lexical, rw.tokens, rw.weights, rw.n_glossary, channels, pre)
+    f["exact"], f["bare"] = pre["exact"], pre["bare"]
     wl, wd = channel_weights(f)
     if dense_translated and not f["bare"]:
         wd = 1.0

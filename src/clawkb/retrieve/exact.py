@@ -148,6 +148,13 @@ def _whole(run: str, kind: str) -> tuple[str, ...]:
 
 def anchors(query: str) -> list[Anchor]:
     """The query's identifier-like runs and quoted strings, as index tokens."""
+    return list(_anchors(query))
+
+
+@functools.lru_cache(maxsize=256)
+def _anchors(query: str) -> tuple[Anchor, ...]:
+    """:func:`anchors`, kept for the last queries: one search reads a query's anchors
+    in five places (the exact stage, the adaptive weights twice, headings, ``bare``)."""
     text = nfkc(query)
     out: dict[tuple[str, ...], Anchor] = {}
     for m in _QUOTED.finditer(text):
@@ -168,7 +175,7 @@ def anchors(query: str) -> list[Anchor]:
         toks = _whole(run, kind)
         if toks:
             out.setdefault(toks, Anchor(run, toks))
-    return list(out.values())
+    return tuple(out.values())
 
 
 def bare(query: str) -> bool:
@@ -336,29 +343,34 @@ def _fetched_all(
     }
 
 
-def keep_on_top(
-    lexical: TermStats,
-    query: str,
-    fused: list[Fused],
-    allowed: np.ndarray | None = None,
-    hidden: np.ndarray | None = None,
-    rows: Rows | None = None,
-) -> tuple[list[Fused], dict[str, Any] | None]:
-    """``fused`` with passages that contain the query's selective anchors first.
+@dataclass(frozen=True)
+class Spelled:
+    """What :func:`keep_on_top` reads from the query and the index alone (its selective
+    anchors and the passages that spell them), before the fused list is known: a
+    search computes it while its query is being embedded (:func:`prepare`)."""
 
-    ``rows`` reads passages: with it, an anchor the text broke (:func:`broken`) counts.
-    Returns the new list and a trace for ``--explain`` (None when the query has
-    no selective anchor, and the list is returned as it was).
-    """
-    if not restricted(lexical):
-        return fused, None
+    query: str
+    allowed: np.ndarray | None
+    weighted: list[tuple[Anchor, float]]
+    known: dict[Anchor, set[int]]
+    tokens: list[str]
+    ids: np.ndarray
+    spelled: np.ndarray
+
+
+def prepare(
+    lexical: RestrictedStats,
+    query: str,
+    allowed: np.ndarray | None = None,
+    rows: Rows | None = None,
+) -> Spelled:
+    """The query's selective anchors (a broken spelling counts when ``rows`` reads
+    passages) and the passages found for them, for :func:`keep_on_top`."""
     found = anchors(query)
     weighted = selective(lexical, found)
     known = broken(lexical, found, rows, allowed) if rows is not None else {}
     for a, got in known.items():
         weighted.append((a, float(lexical.idf(np.asarray([len(got)], np.int64))[0])))
-    if not weighted:
-        return fused, None
     tokens = [t for a, _ in weighted if a not in known for t in a.tokens]
     ids, spelled, _ = (
         lexical.search(tokens, k=FETCH * len(weighted), allowed=allowed)
@@ -369,6 +381,33 @@ def keep_on_top(
         more = sorted({i for got in known.values() for i in got} - set(ids.tolist()))
         ids = np.concatenate([ids, np.asarray(more, np.int64)])
         spelled = np.concatenate([spelled, np.zeros(len(more), spelled.dtype)])
+    return Spelled(query, allowed, weighted, known, tokens, ids, spelled)
+
+
+def keep_on_top(
+    lexical: TermStats,
+    query: str,
+    fused: list[Fused],
+    allowed: np.ndarray | None = None,
+    hidden: np.ndarray | None = None,
+    rows: Rows | None = None,
+    prepared: Spelled | None = None,
+) -> tuple[list[Fused], dict[str, Any] | None]:
+    """``fused`` with passages that contain the query's selective anchors first.
+
+    ``rows`` reads passages: with it, an anchor the text broke (:func:`broken`) counts.
+    ``prepared``: :func:`prepare` of the same query, scope and ``rows``, when done already.
+    Returns the new list and a trace for ``--explain`` (None when the query has
+    no selective anchor, and the list is returned as it was).
+    """
+    if not restricted(lexical):
+        return fused, None
+    sp = prepared
+    if sp is None or sp.query != query or sp.allowed is not allowed:
+        sp = prepare(lexical, query, allowed, rows)
+    weighted, known, tokens, ids, spelled = sp.weighted, sp.known, sp.tokens, sp.ids, sp.spelled
+    if not weighted:
+        return fused, None
     # a query that is nothing but identifiers has no meaning beyond its spelling for
     # the dense channel to judge: within a coverage level, the anchors' own BM25F
     # (how much a passage is about that spelling: its title, its heading, its count)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from clawkb.kb import KnowledgeBase
     from clawkb.retrieve.abstain import Confidence
+    from clawkb.retrieve.abstain_model import Asked
     from clawkb.types import Anchor, Hit
 
 #: Passages the decision looks at, whatever the requested limit (so a search for
@@ -53,6 +54,7 @@ def judge(
     traces: Sequence[Mapping[str, Any] | None],
     min_confidence: float | None,
     dense_scores: Sequence[float] | np.ndarray | None = None,
+    asked: Asked | None = None,
 ) -> Confidence | None:
     """The :class:`~clawkb.retrieve.abstain.Confidence` for ``hits`` (None without hits).
 
@@ -60,6 +62,7 @@ def judge(
     stage's anchor coverage). ``min_confidence``: a threshold on P(answerable)
     replacing the model's own (0 never abstains). ``dense_scores``: the dense
     channel's cosines over its candidates (the query's background in this KB).
+    ``asked``: the question's own features (:func:`prepare`), when computed already.
     """
     if not hits:
         return None
@@ -69,7 +72,8 @@ def judge(
         _Judged(h.title, h.anchor, h.text, {"channels": dict(t or {})})
         for h, t in zip(hits[:DEPTH], traces, strict=False)
     ]
-    conf = decide(kb.lexical, question, views, vectors=True, dense_scores=dense_scores)
+    conf = decide(kb.lexical, question, views, vectors=True, dense_scores=dense_scores,
+                  asked=asked)  # fmt: skip
     if min_confidence is not None:
         conf = replace(conf, threshold=float(min_confidence))
     elif conf.abstain and (
@@ -77,6 +81,14 @@ def judge(
     ):
         conf = replace(conf, value=1.0, method="identifier")
     return conf
+
+
+def prepare(kb: KnowledgeBase, question: str) -> Asked:
+    """What :func:`judge` reads from the question and the index alone: a search
+    computes it while its query is being embedded, before any hit is known."""
+    from clawkb.retrieve.abstain_model import ask
+
+    return ask(kb.lexical, question)
 
 
 def anchored(views: Sequence[_Judged]) -> bool:

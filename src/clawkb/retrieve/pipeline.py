@@ -11,7 +11,9 @@ channel then fetches only ``limit`` candidates and runs inline (there is no
 other channel to degrade to), so it costs what the plain BM25F call costs.
 With a dense channel the slow stages (lexical, dense, rerank) run under a
 time budget; when one runs out the pipeline continues with what it has and
-records the degradation in ``stages`` (shown by ``--explain``).
+records the degradation in ``stages`` (shown by ``--explain``). The dense
+channel runs on a stage worker while this thread does the later stages' work
+that needs only the lexical side (:func:`_prepare`).
 """
 
 from __future__ import annotations
@@ -47,10 +49,12 @@ from clawkb.retrieve.stages import (
     budget,
     confidence,
     decisive,
+    finish,
     fuse,
     hit,
     rerank,
     stage,
+    start,
 )
 from clawkb.store.memo import commit_stamp
 from clawkb.text.glossary import bundled_glossary
@@ -265,6 +269,7 @@ def run(
 
     channels: dict[str, fusion.Channel] = {}
     matched, dense_tr = 0, None
+    prepared: dict[str, Any] = {}
     if resolved in ("lexical", "hybrid"):
         st = time.perf_counter()
 
@@ -300,7 +305,14 @@ def run(
         def dense_work() -> list[fusion.Channel]:
             return source.dense(texts, k, scope)
 
-        found = budget(dense_work, s.budget_dense_ms) if source.budgeted else dense_work()
+        # the query is embedded on a stage worker (the model releases the GIL) while
+        # this thread does what needs only the lexical side (prepare: adaptive weights'
+        # signals, the not-found decision's question features)
+        began = time.perf_counter()  # the budget counts from here, as before
+        pending = start(dense_work, s.budget_dense_ms) if source.budgeted else None
+        prepared = _prepare(ctx, rank_stages, channels.get("lexical"))
+        found = (finish(pending, s.budget_dense_ms, began) if pending is not None
+                 else dense_work())  # fmt: skip
         dense, dense_tr = pick_dense(found[0], found[-1], tr) if found else (None, None)
         if dense is None:
             stage(stages, "dense", st, "timeout", f"over {s.budget_dense_ms:.0f} ms; skipped")
@@ -321,7 +333,8 @@ def run(
                         if s.titles and resolved == "hybrid" and "dense" in channels else (None, [], None))  # fmt: skip
     fs, note = s, s.fusion if len(channels) > 1 else "single channel"
     if s.adaptive and len(channels) > 1:  # crossling hook: per-query weights (adaptive.py)
-        fs, trace = adaptive.tune(stats, rw, channels, s, dense_translated=bool(dense_tr))
+        fs, trace = adaptive.tune(stats, rw, channels, s, dense_translated=bool(dense_tr),
+                                  pre=prepared.get("adaptive"))  # fmt: skip
         note += " adaptive " + " ".join(f"{k}={v}" for k, v in trace.items())
     fused = fuse(channels, fs, partial(source.recency, scope=scope))
     if first:  # a cross-language title query: its sections first (titles.lead)
@@ -370,10 +383,10 @@ def run(
     if resolved != "lexical" and judged:  # "is anything relevant?" (notfound.py)
         by_id = {f.chunk_id: f for f in fused[:depth]}  # traces built for the judged only
         judged_ids = chunk_ids[: notfound.DEPTH]
-        dense_scores = channels["dense"].scores.tolist() if "dense" in channels else None
+        dense_scores = channels["dense"].scores if "dense" in channels else None
         verdict = notfound.judge(source.kb, q.text, hits,
                                   [by_id[i].trace if i in by_id else None for i in judged_ids],
-                                  s.min_confidence, dense_scores)  # fmt: skip
+                                  s.min_confidence, dense_scores, prepared.get("notfound"))  # fmt: skip
         conf = verdict.value if verdict is not None else conf
         if early and verdict is not None and verdict.abstain and s.min_confidence is None:
             # a decisive lexical top-1 whose passages fail the lexical decision: look with
@@ -411,6 +424,25 @@ def run(
 
 
 # -- stages ------------------------------------------------------------------
+def _prepare(
+    ctx: RankContext, rank_stages: list[tuple[str, Any]], lex: fusion.Channel | None
+) -> dict[str, Any]:
+    """The later stages' work that needs only the query and the lexical channel, done
+    while the dense channel runs: each result is handed to its stage, which computes
+    the very same values itself when it is missing (a dense-only search, no overlap)."""
+    out: dict[str, Any] = {}
+    if ctx.mode != "hybrid":
+        return out
+    for name, rs in rank_stages:  # exact: the query's anchors and their passages
+        if hasattr(rs, "prepare"):
+            ctx.prepared[name] = rs.prepare(ctx, lex)
+    if ctx.s.adaptive and lex is not None:
+        out["adaptive"] = adaptive.prepare(ctx.stats, ctx.rw, lex, ctx.s)
+    if "abstain_model" in ctx.source.capabilities:
+        out["notfound"] = notfound.prepare(ctx.source.kb, ctx.q.text)
+    return out
+
+
 def _boost(fused: list[fusion.Fused], q: Query) -> list[fusion.Fused]:
     """Per-chunk multipliers after fusion (boards, memory weights), for every source."""
     assert q.boost is not None

@@ -9,11 +9,12 @@ applies budgets) so each stays small; all take plain values and return new ones.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
@@ -55,6 +56,36 @@ def budget(fn: Callable[[], T], budget_ms: float) -> T | None:
     fut = _POOL.submit(fn)
     try:
         return fut.result(timeout=budget_ms / 1000.0)
+    except FutureTimeout:
+        return None
+
+
+def start(fn: Callable[[], T], budget_ms: float) -> Future[T]:
+    """Start ``fn`` on a stage worker; :func:`finish` waits for it under a budget.
+
+    The caller blocks until the worker is running ``fn`` (it has the GIL then), so
+    the work the caller does meanwhile cannot delay its start by a switch interval;
+    at most ``budget_ms`` (every worker may be held by stages that overran)."""
+    running = threading.Event()
+
+    def run() -> T:
+        running.set()
+        return fn()
+
+    fut = _POOL.submit(run)
+    running.wait(budget_ms / 1000.0)
+    return fut
+
+
+def finish(fut: Future[T], budget_ms: float, started: float | None = None) -> T | None:
+    """``fut``'s result, waiting at most what is left of ``budget_ms`` since ``started``
+    (default: now); None when it did not finish in time. An error ``fn`` raised is
+    raised here, as :func:`budget` raises it."""
+    left = budget_ms / 1000.0
+    if started is not None:
+        left -= time.perf_counter() - started
+    try:
+        return fut.result(timeout=max(0.0, left))
     except FutureTimeout:
         return None
 
@@ -203,6 +234,10 @@ class RankContext:
     stats: TermStats
     source: Source
     scope: Scope
+    #: per stage name, what its optional ``prepare(ctx, lexical)`` returned: the work
+    #: that needs only the query and the lexical channel, done while the dense
+    #: channel runs (the stage computes it itself when it is missing)
+    prepared: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 class RankStage(Protocol):
@@ -214,6 +249,8 @@ class RankStage(Protocol):
     order: int
     needs: frozenset[str]
     #: optional ``depth``: the channels fetch at least that many candidates
+    #: optional ``prepare(ctx, lexical_channel)``: work needing only the query and the
+    #: lexical channel, run while the dense channel runs; found in ``ctx.prepared``
 
     def wanted(self, ctx: RankContext) -> bool: ...
 
@@ -233,6 +270,12 @@ class ExactStage:
         return ctx.s.exact
 
     @staticmethod
+    def prepare(ctx: RankContext, lexical: fusion.Channel | None) -> exact.Spelled | None:
+        if not exact.restricted(ctx.stats):
+            return None
+        return exact.prepare(ctx.stats, ctx.q.text, ctx.scope.allowed, _rows(ctx))
+
+    @staticmethod
     def apply(ctx: RankContext, fused: list[fusion.Fused]) -> tuple[list[fusion.Fused], Any]:
         return exact.keep_on_top(
             ctx.stats,
@@ -240,8 +283,13 @@ class ExactStage:
             fused,
             ctx.scope.allowed,
             ctx.scope.hidden,
-            rows=lambda ids: ctx.source.rows(ids, ctx.scope),
+            rows=_rows(ctx),
+            prepared=ctx.prepared.get("exact"),
         )
+
+
+def _rows(ctx: RankContext) -> Callable[[list[int]], dict[int, ChunkRow]]:
+    return lambda ids: ctx.source.rows(ids, ctx.scope)
 
 
 class HeadingsStage:
