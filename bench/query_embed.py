@@ -126,13 +126,14 @@ def main() -> None:
 
     # agreement with the old path, every checked query
     agree: dict[str, dict[str, object]] = {}
+    olds = {s: np.stack([variants["old"](q) for q in qlist]) for s, qlist in check.items()}
     for name in variants:
         if name in ("old", "new-warm"):
             continue
         per: dict[str, object] = {}
         for set_name, qlist in check.items():
-            qtok._words.clear()
-            a = np.stack([variants["old"](q) for q in qlist])
+            qtok.forget_words()
+            a = olds[set_name]
             b = np.stack([variants[name](q) for q in qlist])
             cos = (l2_normalize(a) * l2_normalize(b)).sum(1)
             per[set_name] = {
@@ -148,7 +149,7 @@ def main() -> None:
     wall: dict[str, list[float]] = {n: [] for n in variants}
     for _ in range(args.rounds):  # variants interleaved, so load changes hit all alike
         for name, f in variants.items():
-            qtok._words.clear()
+            qtok.forget_words()
             if name == "new-warm":
                 qtok.encode_batch(["query: " + q for q in earlier])
             for q in qs:
@@ -158,7 +159,7 @@ def main() -> None:
                 cpu[name].append((time.process_time() - c) * 1000)
 
     # where the new path's time goes (same queries, one more round, warm word cache)
-    qtok._words.clear()
+    qtok.forget_words()
     qtok.encode_batch(["query: " + q for q in earlier])
     words = [w for q in qs for w in qtok.normalize("query: " + q).split(META)[1:]]
     hit_rate = sum(META + w in qtok._words for w in words) / max(1, len(words))

@@ -257,5 +257,9 @@ class PieceTableTokenizer:
         starts.reverse()
         return out, starts
 
+    def forget_words(self) -> None:
+        """Empty the word cache (benchmarks: each round pays its own misses)."""
+        self._words.clear()
+
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [self.encode(t) for t in texts]
