@@ -218,8 +218,9 @@ class PieceTableTokenizer:
                 cache[w] = tuple(ids[k0:k])
                 at = end
         out: list[int] = []
-        for w in words:
-            out.extend(cache[w] if w in cache else self._segment(w)[0])
+        for w in words:  # .get: another thread may empty the cache meanwhile
+            known = cache.get(w)
+            out.extend(known if known is not None else self._segment(w)[0])
         return out
 
     def _segment(self, chars: str) -> tuple[list[int], list[int]]:
