@@ -186,3 +186,17 @@ def test_query_path_embeds_like_the_document_path() -> None:
     via_query = e5.embed_query(q)
     via_batch = e5._embed(["query: " + q], e5.tok)[0]
     assert float(via_query @ via_batch) > 1 - 1e-6
+
+
+def test_piece_table_word_cache_keeps_the_ids(img: E5Image, oracle: UnigramTokenizer) -> None:
+    # words are segmented alone and cached: the ids of a text must not depend on
+    # which of its words were seen before, nor on the order texts arrive in
+    table = build_table(img)
+    texts = [t for t in MIXED if len(t) < 500] + ["query: 串口 UART 没有输出", "UART UART uart"]
+    first = PieceTableTokenizer(img, table)
+    cold = [first.encode(t) for t in texts]
+    assert first._words  # the words were kept
+    warm = [first.encode(t) for t in reversed(texts)][::-1]
+    alone = [PieceTableTokenizer(img, table).encode(t) for t in texts]
+    expected = [oracle.encode(t) for t in texts]
+    assert cold == warm == alone == expected

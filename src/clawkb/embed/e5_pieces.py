@@ -34,6 +34,9 @@ META = "\u2581"
 #: Bump when the table layout changes (part of the file name).
 TABLE_VERSION = "2"
 _NEG = -1e30
+#: Words the query tokenizer keeps (normalised word → ids; emptied when full):
+#: queries share most of their words, and a known word costs a dict lookup.
+WORD_CACHE = 20_000
 #: Polynomial hash of a byte string, mod 2**64: sum((b[k] + 1) * BASE**k).
 #: BASE is odd, so it has an inverse mod 2**64 and the hash of any slice comes
 #: from prefix sums: h(b[x:y]) = (S[y] - S[x]) * BASE**-x, one numpy expression
@@ -123,6 +126,7 @@ class PieceTableTokenizer:
         self._maxlen = int(np.asarray(table[2]).max())  # longest piece, in characters
         self._offs = img.piece_offsets
         self._blob = img.piece_blob.data
+        self._words: dict[str, tuple[int, ...]] = {}
 
     def normalize(self, text: str) -> str:
         text = text.translate(self._map)
@@ -186,7 +190,41 @@ class PieceTableTokenizer:
         return -1
 
     def encode(self, text: str) -> list[int]:
-        chars = self.normalize(text)
+        """The engine's ids for ``text``, word by word.
+
+        Every piece that holds "▁" starts with it, so every path through the lattice
+        cuts before each "▁": the words of a text are segmented independently (the
+        scores are float32 values, so their float64 sums are exact and ties fall the
+        same way as in one pass over the whole text). A word seen before is a dict
+        lookup; the new words of a text go through :meth:`_segment` together."""
+        parts = self.normalize(text).split(META)
+        words = [META + w for w in parts[1:]]
+        if parts[0]:
+            words.insert(0, parts[0])
+        cache = self._words
+        new = [w for w in dict.fromkeys(words) if w not in cache]
+        if new:
+            if len(cache) + len(new) > WORD_CACHE:
+                cache.clear()
+            joined = "".join(new)
+            ids, starts = self._segment(joined)
+            k = 0
+            at = 0
+            for w in new:
+                end = at + len(w)
+                k0 = k
+                while k < len(ids) and starts[k] < end:
+                    k += 1
+                cache[w] = tuple(ids[k0:k])
+                at = end
+        out: list[int] = []
+        for w in words:  # .get: another thread may empty the cache meanwhile
+            known = cache.get(w)
+            out.extend(known if known is not None else self._segment(w)[0])
+        return out
+
+    def _segment(self, chars: str) -> tuple[list[int], list[int]]:
+        """Viterbi over ``chars``: the best path's piece ids and their start positions."""
         n = len(chars)
         matches = self._matches(chars)
         unk = self.img.unk
@@ -210,12 +248,19 @@ class PieceTableTokenizer:
                 back_id[i + 1] = -1
                 back_from[i + 1] = i
         out: list[int] = []
+        starts: list[int] = []
         i = n
         while i > 0:
             out.append(unk if back_id[i] < 0 else back_id[i])
             i = back_from[i]
+            starts.append(i)
         out.reverse()
-        return out
+        starts.reverse()
+        return out, starts
+
+    def forget_words(self) -> None:
+        """Empty the word cache (benchmarks: each round pays its own misses)."""
+        self._words.clear()
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [self.encode(t) for t in texts]
