@@ -337,21 +337,28 @@ typedef struct {
     int64_t s, e, b0;  /* the term's postings (key) */
     uint64_t *bits;    /* n_words */
     uint32_t *rank;    /* n_words */
+    uint8_t stored;    /* bits and rank are the segment file's (not ours to free) */
+    uint8_t checked;   /* a stored bitmap's ranks were checked against its bits */
 } MemberSlot;
 
 typedef struct MemberCache {
     int64_t n_docs, n_words, density, budget, bytes;
     int64_t cap, used;     /* slots (a power of two), filled */
     MemberSlot *slots;
+    Py_buffer stored[3];   /* the segment's member_keys, member_bits, member_rank */
+    int n_stored;          /* buffers held (0 or 3) */
+    int64_t stored_lists;  /* slots that point into them */
 } MemberCache;
 
 static void member_cache_free(PyObject *cap) {
     MemberCache *mc = PyCapsule_GetPointer(cap, "clawkb.member_cache");
     if (!mc) return;
     for (int64_t i = 0; i < mc->cap; i++) {
+        if (mc->slots[i].stored) continue;
         free(mc->slots[i].bits);
         free(mc->slots[i].rank);
     }
+    for (int i = 0; i < mc->n_stored; i++) PyBuffer_Release(&mc->stored[i]);
     free(mc->slots);
     free(mc);
 }
@@ -368,7 +375,27 @@ static MemberSlot *member_slot(MemberCache *mc, const Term *t) {
     }
 }
 
-/* Give term t its bitmap (found or built); leaves it without one when its
+/* Keep the table at most half full for one more slot: 0, or -1 (no memory). */
+static int member_grow(MemberCache *mc) {
+    if (2 * (mc->used + 1) <= mc->cap) return 0;
+    int64_t ncap = mc->cap * 2;
+    MemberSlot *ns = calloc((size_t)ncap, sizeof(MemberSlot));
+    if (!ns) return -1;
+    MemberSlot *old = mc->slots;
+    int64_t ocap = mc->cap;
+    mc->slots = ns;
+    mc->cap = ncap;
+    for (int64_t i = 0; i < ocap; i++)
+        if (old[i].bits) {
+            Term key;
+            key.s = old[i].s; key.e = old[i].e; key.b0 = old[i].b0;
+            *member_slot(mc, &key) = old[i];
+        }
+    free(old);
+    return 0;
+}
+
+/* Give term t its bitmap (stored in the segment, found or built); leaves it without one when its
    list is short, the budget is spent, memory is short or a block is damaged
    (that sets *g->err, as decoding it anywhere else would). Leaves the term's
    decoded block unset (cb = lb = -1). */
@@ -377,23 +404,20 @@ static void member_attach(const SegCtx *c, Term *t) {
     const Seg *g = &c->g;
     int64_t n = t->e - t->s;
     if (!mc || mc->n_docs != c->n_docs || n < 2 * BLOCK || n * mc->density < mc->n_docs) return;
-    if (2 * (mc->used + 1) > mc->cap) { /* grow: keep the table at most half full */
-        int64_t ncap = mc->cap * 2;
-        MemberSlot *ns = calloc((size_t)ncap, sizeof(MemberSlot));
-        if (!ns) return;
-        MemberSlot *old = mc->slots;
-        int64_t ocap = mc->cap;
-        mc->slots = ns;
-        mc->cap = ncap;
-        for (int64_t i = 0; i < ocap; i++)
-            if (old[i].bits) {
-                Term key;
-                key.s = old[i].s; key.e = old[i].e; key.b0 = old[i].b0;
-                *member_slot(mc, &key) = old[i];
-            }
-        free(old);
-    }
+    if (member_grow(mc) < 0) return;
     MemberSlot *sl = member_slot(mc, t);
+    if (sl->bits && sl->stored && !sl->checked) {
+        /* a bitmap stored in the segment: its ranks must count its bits and
+           its bits the list's postings, so a posting found by rank lies in
+           [s, e) whatever the file holds (a damaged one reads as damaged) */
+        uint32_t acc = 0;
+        for (int64_t w = 0; w < mc->n_words; w++) {
+            if (sl->rank[w] != acc) { *g->err = 1; return; }
+            acc += popcount64(sl->bits[w]);
+        }
+        if ((int64_t)acc != n) { *g->err = 1; return; }
+        sl->checked = 1;
+    }
     if (!sl->bits) {
         int64_t need = mc->n_words * (int64_t)(sizeof(uint64_t) + sizeof(uint32_t));
         if (mc->bytes + need > mc->budget) return;
@@ -1020,11 +1044,15 @@ static PyObject *vector_decode(PyObject *Py_UNUSED(self), PyObject *args) {
     return PyBool_FromLong(was);
 }
 
-/* member_cache(n_docs, budget_bytes, density) -> an empty cache of membership
-   bitmaps for one segment of n_docs docs, passed as the segment's 15th item. */
+/* member_cache(n_docs, budget_bytes, density[, keys, bits, rank]) -> a cache of
+   membership bitmaps for one segment of n_docs docs, passed as the segment's
+   15th item: empty, or holding the bitmaps the segment stores (keys int64
+   [L, 3] = (s, e, b0) of each list, bits uint64 and rank uint32 [L, n_words]). */
 static PyObject *member_cache(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_ssize_t n_docs, budget, density;
-    if (!PyArg_ParseTuple(args, "nnn", &n_docs, &budget, &density)) return NULL;
+    PyObject *o_keys = Py_None, *o_bits = Py_None, *o_rank = Py_None;
+    if (!PyArg_ParseTuple(args, "nnn|OOO", &n_docs, &budget, &density, &o_keys, &o_bits, &o_rank))
+        return NULL;
     if (n_docs < 0 || budget < 0 || density < 1) {
         PyErr_SetString(PyExc_ValueError, "member_cache: n_docs, budget >= 0 and density >= 1");
         return NULL;
@@ -1039,24 +1067,131 @@ static PyObject *member_cache(PyObject *Py_UNUSED(self), PyObject *args) {
     mc->slots = calloc((size_t)mc->cap, sizeof(MemberSlot));
     if (!mc->slots) { free(mc); return PyErr_NoMemory(); }
     PyObject *cap = PyCapsule_New(mc, "clawkb.member_cache", member_cache_free);
-    if (!cap) { free(mc->slots); free(mc); }
+    if (!cap) { free(mc->slots); free(mc); return NULL; }
+    if (o_keys == Py_None) return cap;
+    /* bitmaps stored in the segment (member_bitmaps at write time): slots that
+       point into the arrays, held by the cache; their ranks are checked the
+       first time a query uses each */
+    PyObject *objs[3] = {o_keys, o_bits, o_rank};
+    for (int i = 0; i < 3; i++) {
+        if (PyObject_GetBuffer(objs[i], &mc->stored[i], PyBUF_C_CONTIGUOUS) < 0) {
+            Py_DECREF(cap);
+            return NULL;
+        }
+        mc->n_stored = i + 1;
+    }
+    Py_ssize_t L = mc->stored[0].len / (3 * 8);
+    if (mc->stored[0].len != L * 24 || mc->stored[1].len != L * mc->n_words * 8 ||
+        mc->stored[2].len != L * mc->n_words * 4) {
+        PyErr_SetString(PyExc_ValueError, "member_cache: stored bitmaps disagree in length");
+        Py_DECREF(cap);
+        return NULL;
+    }
+    const int64_t *keys = mc->stored[0].buf;
+    uint64_t *bits = mc->stored[1].buf;
+    uint32_t *rank = mc->stored[2].buf;
+    for (Py_ssize_t l = 0; l < L; l++) {
+        if (member_grow(mc) < 0) { Py_DECREF(cap); return PyErr_NoMemory(); }
+        Term key;
+        key.s = keys[3 * l]; key.e = keys[3 * l + 1]; key.b0 = keys[3 * l + 2];
+        MemberSlot *sl = member_slot(mc, &key);
+        if (sl->bits) continue; /* a repeated key: the first one serves */
+        sl->s = key.s; sl->e = key.e; sl->b0 = key.b0;
+        sl->bits = bits + (size_t)l * (size_t)mc->n_words;
+        sl->rank = rank + (size_t)l * (size_t)mc->n_words;
+        sl->stored = 1;
+        mc->used++;
+        mc->stored_lists++;
+    }
     return cap;
 }
 
-/* member_stats(cache) -> (lists with a bitmap, bytes they take) */
+/* member_bitmaps(packed, blk_pos, blk_last, blk_maxtf, keys, n_docs, out_bits, out_rank)
+   -> None: the membership bitmap and ranks (as member_attach builds them) of
+   each list keys[l] = (s, e, b0) of a segment of n_docs docs, into rows of
+   out_bits (uint64) and out_rank (uint32), (n_docs + 63) / 64 + 1 words a
+   row; the segment writer stores them. ValueError when a block is damaged or
+   a list repeats a doc. */
+static PyObject *member_bitmaps(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *o[8];
+    Py_ssize_t n_docs;
+    if (!PyArg_ParseTuple(args, "OOOOOnOO", &o[0], &o[1], &o[2], &o[3], &o[4], &n_docs, &o[6], &o[7]))
+        return NULL;
+    int idx[7] = {0, 1, 2, 3, 4, 6, 7};
+    Py_buffer b[8];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 7; got++) {
+        int i = idx[got];
+        int flags = PyBUF_C_CONTIGUOUS | (i >= 6 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(o[i], &b[i], flags) < 0) goto done;
+    }
+    int64_t n_words = (n_docs + 63) / 64 + 1;
+    Py_ssize_t L = b[4].len / 24;
+    int64_t n_blocks = b[1].len / 4 < b[2].len / 4 ? b[1].len / 4 : b[2].len / 4;
+    if (b[3].len / 3 < n_blocks) n_blocks = b[3].len / 3;
+    if (n_docs < 0 || b[4].len != L * 24 || b[6].len != L * n_words * 8 || b[7].len != L * n_words * 4) {
+        PyErr_SetString(PyExc_ValueError, "member_bitmaps: arrays disagree in length");
+        goto done;
+    }
+    int err = 0;
+    Seg g = {b[0].buf, b[1].buf, b[2].buf, b[3].buf, NULL, b[0].len, n_docs, &err};
+    const int64_t *keys = b[4].buf;
+    Term *t = calloc(1, sizeof(Term));
+    if (!t) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t l = 0; l < L && !err; l++) {
+        t->s = keys[3 * l]; t->e = keys[3 * l + 1]; t->b0 = keys[3 * l + 2];
+        t->cb = t->lb = -1;
+        uint64_t *bits = (uint64_t *)b[6].buf + (size_t)l * (size_t)n_words;
+        uint32_t *rank = (uint32_t *)b[7].buf + (size_t)l * (size_t)n_words;
+        memset(bits, 0, (size_t)n_words * 8);
+        int64_t n = t->e - t->s;
+        if (t->s < 0 || n <= 0 || t->b0 < 0 || (n + BLOCK - 1) / BLOCK > n_blocks - t->b0) { err = 1; break; }
+        int64_t b_end = block_of(t, t->e - 1) + 1;
+        for (int64_t blk = t->b0; blk < b_end && !err; blk++) {
+            ensure_block(&g, t, blk);
+            int nb = (int)(block_end(t, blk) - block_start(t, blk));
+            for (int i = 0; i < nb && !err; i++) bits[t->bd[i] >> 6] |= 1ULL << (t->bd[i] & 63);
+        }
+        uint32_t acc = 0;
+        for (int64_t w = 0; w < n_words; w++) {
+            rank[w] = acc;
+            acc += popcount64(bits[w]);
+        }
+        if ((int64_t)acc != n) err = 1;
+    }
+    free(t);
+    if (err) {
+        PyErr_SetString(PyExc_ValueError, "member_bitmaps: damaged postings");
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[idx[i]]);
+    return result;
+}
+
+/* member_stats(cache) -> (lists given a bitmap at query time, bytes they take,
+   lists whose bitmap the segment stores) */
 static PyObject *member_stats(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *cap;
     if (!PyArg_ParseTuple(args, "O", &cap)) return NULL;
     MemberCache *mc = PyCapsule_GetPointer(cap, "clawkb.member_cache");
     if (!mc) return NULL;
-    return Py_BuildValue("(LL)", (long long)mc->used, (long long)mc->bytes);
+    return Py_BuildValue("(LLL)", (long long)(mc->used - mc->stored_lists), (long long)mc->bytes,
+                         (long long)mc->stored_lists);
 }
 
 static PyMethodDef methods[] = {
     {"member_cache", member_cache, METH_VARARGS,
-     "member_cache(n_docs, budget_bytes, density) -> a segment's cache of membership bitmaps"},
+     "member_cache(n_docs, budget_bytes, density[, keys, bits, rank]) -> a segment's cache of"
+     " membership bitmaps (empty, or holding the ones the segment stores)"},
+    {"member_bitmaps", member_bitmaps, METH_VARARGS,
+     "member_bitmaps(packed, blk_pos, blk_last, blk_maxtf, keys, n_docs, out_bits, out_rank):"
+     " the membership bitmaps of the lists keys (s, e, b0), as the segment file stores them"},
     {"member_stats", member_stats, METH_VARARGS,
-     "member_stats(cache) -> (lists with a bitmap, bytes)"},
+     "member_stats(cache) -> (lists built at query time, their bytes, lists stored)"},
     {"vector_decode", vector_decode, METH_VARARGS,
      "vector_decode(on) -> bool: use the AVX2 block decoder where the CPU has it; returns the"
      " previous setting"},

@@ -150,20 +150,23 @@ IMPACTS = False
 #: Membership bitmaps (``_blockmax.c``) for posting lists holding at least one
 #: doc in MEMBER_DENSITY: a candidate's membership in such a list is one bit
 #: test and its posting is found by rank, instead of a seek through the list's
-#: blocks. Built by the kernel the first time a query has such a term, kept
-#: until the next write, 1.5 bits per doc of the segment each, at most
-#: MEMBER_BUDGET times the segment's packed postings in all. Results are
-#: identical with or without them (0 turns them off).
+#: blocks. Segments of format 6 store them (written with the segment, by the
+#: same rule: ``segment.MEMBER_DENSITY``); for older segments the kernel builds
+#: them the first time a query has such a term, kept until the next write,
+#: 1.5 bits per doc of the segment each, at most MEMBER_BUDGET times the
+#: segment's packed postings in all. Results are identical with or without
+#: them (0 turns them off, stored ones included).
 MEMBER_DENSITY = 32
 MEMBER_BUDGET = 0.25
 
 
 def _member_cache(seg: Segment) -> object | None:
-    """An empty membership-bitmap cache for the kernel to fill, or None."""
+    """The segment's membership-bitmap cache (its stored bitmaps, if any, the
+    kernel fills the rest), or None."""
     if not MEMBER_DENSITY:
         return None
     budget = int(len(seg.packed["packed"]) * MEMBER_BUDGET)
-    return member_cache(len(seg.chunk_ids), budget, MEMBER_DENSITY)
+    return member_cache(len(seg.chunk_ids), budget, MEMBER_DENSITY, seg.members)
 
 
 def _impact_cache(seg: Segment) -> tuple[np.ndarray, np.ndarray]:
