@@ -1071,7 +1071,8 @@ static PyObject *member_cache(PyObject *Py_UNUSED(self), PyObject *args) {
     if (o_keys == Py_None) return cap;
     /* bitmaps stored in the segment (member_bitmaps at write time): slots that
        point into the arrays, held by the cache; their ranks are checked the
-       first time a query uses each */
+       first time a query uses each. Their bytes count against the budget, so
+       stored and built bitmaps together stay within it. */
     PyObject *objs[3] = {o_keys, o_bits, o_rank};
     for (int i = 0; i < 3; i++) {
         if (PyObject_GetBuffer(objs[i], &mc->stored[i], PyBUF_C_CONTIGUOUS) < 0) {
@@ -1102,6 +1103,7 @@ static PyObject *member_cache(PyObject *Py_UNUSED(self), PyObject *args) {
         sl->stored = 1;
         mc->used++;
         mc->stored_lists++;
+        mc->bytes += mc->n_words * (int64_t)(sizeof(uint64_t) + sizeof(uint32_t));
     }
     return cap;
 }
@@ -1172,8 +1174,9 @@ done:
     return result;
 }
 
-/* member_stats(cache) -> (lists given a bitmap at query time, bytes they take,
-   lists whose bitmap the segment stores) */
+/* member_stats(cache) -> (lists given a bitmap at query time, bytes of all the
+   bitmaps (stored ones count against the budget too), lists whose bitmap the
+   segment stores) */
 static PyObject *member_stats(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *cap;
     if (!PyArg_ParseTuple(args, "O", &cap)) return NULL;

@@ -207,7 +207,8 @@ def member_cache(
     ``n_docs / density`` postings a bitmap while their bytes stay within
     ``budget``; None when the kernel is not built. ``stored``: the segment's
     own bitmaps (keys, bits, rank, as :func:`member_bitmaps` makes them),
-    used as they are (no budget: they are file pages, not heap)."""
+    used as they are; their bytes count against ``budget``, so the kernel
+    builds others only while stored and built bitmaps together fit."""
     if _blockmax is None:
         return None
     if stored is None:
@@ -246,8 +247,8 @@ def member_bitmaps(
 
 
 def member_stats(cache: object) -> tuple[int, int, int]:
-    """(lists given a bitmap at query time, bytes they take, lists whose bitmap
-    the segment stores) of a :func:`member_cache`."""
+    """(lists given a bitmap at query time, bytes of all its bitmaps, lists
+    whose bitmap the segment stores) of a :func:`member_cache`."""
     if _blockmax is None or cache is None:
         return 0, 0, 0
     n, size, stored = _blockmax.member_stats(cache)
