@@ -75,7 +75,12 @@ typedef struct {
     int64_t plen;            /* bytes of packed */
     int64_t n_docs;          /* docs: factor has 3 per doc, live and ids one */
     int *err;                /* set when a block turns out damaged */
+    int64_t fstep, dstep;    /* factor of doc d, field k: factor[k * fstep + d * dstep]
+                                (doc-major [N, 3]: 1, 3; field-major [3, N]: N, 1) */
 } Seg;
+
+/* Length factor of field k of doc d. */
+#define FAC(g, d, k) ((g)->factor[(size_t)(k) * (size_t)(g)->fstep + (size_t)(d) * (size_t)(g)->dstep])
 
 static inline int64_t block_of(const Term *t, int64_t pos) { return t->b0 + (pos - t->s) / BLOCK; }
 
@@ -155,11 +160,10 @@ static inline int64_t member_rank(const Term *t, uint32_t d) {
 /* BM25F pseudo-frequency of posting p (its block's layout is held) for doc d. */
 static inline float pseudo_tf(const Seg *g, const Term *t, int64_t p, uint32_t d) {
     uint32_t i = (uint32_t)(p - block_start(t, t->lb));
-    const float *f = g->factor + 3 * (size_t)d;
     float x = 0.0f;
     for (int k = 0; k < 3; k++)
         if (t->tf_w[k])
-            x += (float)read_bits(t->bp, t->tf_bit[k] + (uint64_t)i * t->tf_w[k], t->tf_w[k]) * f[k];
+            x += (float)read_bits(t->bp, t->tf_bit[k] + (uint64_t)i * t->tf_w[k], t->tf_w[k]) * FAC(g, d, k);
     return x;
 }
 
@@ -221,11 +225,11 @@ static inline float contribution(const Seg *g, Term *t, uint32_t d, float k1) {
 /* The length-normalised term frequency x of the i-th posting of t's decoded block
  * (sum over the three fields of tf times the doc's field factor). */
 static inline float posting_x(const Seg *g, const Term *t, int i) {
-    const float *f = g->factor + 3 * (size_t)t->bd[i];
+    uint32_t d = t->bd[i];
     float x = 0.0f;
     for (int k = 0; k < 3; k++)
         if (t->tf_w[k])
-            x += (float)read_bits(t->bp, t->tf_bit[k] + (uint64_t)i * t->tf_w[k], t->tf_w[k]) * f[k];
+            x += (float)read_bits(t->bp, t->tf_bit[k] + (uint64_t)i * t->tf_w[k], t->tf_w[k]) * FAC(g, d, k);
     return x;
 }
 
@@ -476,8 +480,7 @@ static void fill_impacts(const SegCtx *c, const Term *t, int64_t b, float k1) {
         if (!t->tf_w[k]) continue;
         uint64_t bit = t->tf_bit[k];
         unpack_bits(t->bp, &bit, t->tf_w[k], n, tf);
-        const float *f = g->factor + k;
-        for (int i = 0; i < n; i++) xs[i] += (float)tf[i] * f[3 * (size_t)t->bd[i]];
+        for (int i = 0; i < n; i++) xs[i] += (float)tf[i] * FAC(g, t->bd[i], k);
     }
     float q[BLOCK];
     const float scale = 255.0f * 1.00001f;
@@ -704,11 +707,12 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
                 for (; p < be; p++) {
                     uint32_t i = (uint32_t)(p - st), d = tm->bd[i];
                     if (d >= hi) { stop = 1; break; }
-                    const float *f = g->factor + 3 * (size_t)d;
+                    const float *f = g->factor + (size_t)d * (size_t)g->dstep;
+                    const size_t fs = (size_t)g->fstep;
                     float x = 0.0f;
                     if (w0) x += (float)read_bits(bp, tb0 + (uint64_t)i * w0, w0) * f[0];
-                    if (w1) x += (float)read_bits(bp, tb1 + (uint64_t)i * w1, w1) * f[1];
-                    if (w2) x += (float)read_bits(bp, tb2 + (uint64_t)i * w2, w2) * f[2];
+                    if (w1) x += (float)read_bits(bp, tb1 + (uint64_t)i * w1, w1) * f[fs];
+                    if (w2) x += (float)read_bits(bp, tb2 + (uint64_t)i * w2, w2) * f[2 * fs];
                     if (x <= 0.0f) continue;
                     uint32_t r = d - lo;
                     if (!(bits[r >> 6] & (1ULL << (r & 63)))) { bits[r >> 6] |= 1ULL << (r & 63); acc[r] = 0.0f; }
@@ -811,7 +815,7 @@ static PyObject *topk(PyObject *Py_UNUSED(self), PyObject *args) {
     for (; got < n_bufs; got++)
         if (get_buf(objs[got], &b[got], names[got]) < 0) goto done;
     int err = 0;
-    SegCtx c = {{b[0].buf, b[1].buf, b[11].buf, b[5].buf, b[2].buf, b[0].len, n_docs, &err},
+    SegCtx c = {{b[0].buf, b[1].buf, b[11].buf, b[5].buf, b[2].buf, b[0].len, n_docs, &err, 1, 3},
                 NULL, 0, b[6].buf, o_live == Py_None ? NULL : b[12].buf, NULL, n_docs,
                 common_blocks(&b[1], &b[11], &b[5], &b[6]), NULL, NULL, 0, NULL};
     if (n_docs < 0 || b[2].len / 12 < n_docs || (o_live != Py_None && b[12].len < n_docs) ||
@@ -856,7 +860,8 @@ done:
 
 #define SEG_ITEMS 15
 
-/* search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact]) -> n or -1
+/* search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact[, field_major]])
+ *   -> n or -1
  *
  * The whole query in one call: every segment's term lookup (compact
  * dictionary, _dict.h), document frequencies summed over segments, idf
@@ -876,15 +881,18 @@ done:
  * while `factor` and k1 are, hold each posting's impact_code once its block
  * was first added into a window: later queries add those bytes instead of
  * computing BM25F per posting (bounds only: scores stay exact).
+ * With `field_major` every segment's factor is float32 [3, N] (each field's
+ * factors together: a block of one field reads 4 bytes a doc, not 12), else
+ * [N, 3]; the same floats either way, so the same scores.
  * Returns -1 without scoring when a weight is not positive (the caller then
  * takes the general path). */
 static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *o_segs, *o_hash, *o_qw, *o_par, *o_out_ids, *o_out_scores;
     float k1;
     Py_ssize_t n_live;
-    int exact = 1;
-    if (!PyArg_ParseTuple(args, "O!OOOfnOO|p", &PyList_Type, &o_segs, &o_hash, &o_qw, &o_par, &k1,
-                          &n_live, &o_out_ids, &o_out_scores, &exact))
+    int exact = 1, field_major = 0;
+    if (!PyArg_ParseTuple(args, "O!OOOfnOO|pp", &PyList_Type, &o_segs, &o_hash, &o_qw, &o_par, &k1,
+                          &n_live, &o_out_ids, &o_out_scores, &exact, &field_major))
         return NULL;
     Py_ssize_t S = PyList_GET_SIZE(o_segs);
     Py_buffer top[5];
@@ -950,7 +958,10 @@ static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
         ctx[i].exact = exact;
         ctx[i].n_blocks = common_blocks(&b[4], &b[5], &b[6], &b[7]);
         ctx[i].g.n_docs = ctx[i].n_docs;
+        ctx[i].g.fstep = field_major ? ctx[i].n_docs : 1;
+        ctx[i].g.dstep = field_major ? 1 : 3;
         if (b[1].len != b[0].len / 8 || b[8].len / 12 < ctx[i].n_docs ||
+            (field_major && b[8].len != 12 * ctx[i].n_docs) ||
             (ctx[i].live && b[9].len < ctx[i].n_docs)) {
             set_damaged(i, "arrays disagree in length");
             goto done;
@@ -1137,7 +1148,7 @@ static PyObject *member_bitmaps(PyObject *Py_UNUSED(self), PyObject *args) {
         goto done;
     }
     int err = 0;
-    Seg g = {b[0].buf, b[1].buf, b[2].buf, b[3].buf, NULL, b[0].len, n_docs, &err};
+    Seg g = {b[0].buf, b[1].buf, b[2].buf, b[3].buf, NULL, b[0].len, n_docs, &err, 1, 3};
     const int64_t *keys = b[4].buf;
     Term *t = calloc(1, sizeof(Term));
     if (!t) { PyErr_NoMemory(); goto done; }
@@ -1202,7 +1213,8 @@ static PyMethodDef methods[] = {
      "topk(packed, blk_pos, blk_last, factor, ranges, first_blocks, blk_maxtf, blk_minlen, weights,"
      " live, params, k1, n_docs, out_docs, out_scores, theta0) -> (n_out, n_scored)"},
     {"search", search, METH_VARARGS,
-     "search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact]) -> n"
+     "search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact[, field_major]])"
+     " -> n"
      " (-1: fall back)"},
     {NULL, NULL, 0, NULL},
 };

@@ -265,6 +265,7 @@ def search_segments(
     k: int,
     *,
     exact_bounds: bool = True,
+    field_major: bool = False,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """A whole query in one native call (``_blockmax.search``): term lookup in
     every segment, idf, and block-max top-k over all segments with one heap.
@@ -274,7 +275,9 @@ def search_segments(
     segment first, optionally followed by a float32 block cache (one slot per
     block, zeros at first): the kernel keeps there each block's bound once
     computed, the exact one with ``exact_bounds``, else the max-tf/min-length
-    one. Returns (chunk ids, scores) sorted by descending score, ties
+    one. ``field_major``: every ``factor`` is float32 [3, N] (one field's
+    factors together) instead of [N, 3]: same scores, fewer cache lines
+    read. Returns (chunk ids, scores) sorted by descending score, ties
     by ascending chunk id, or None when a term's weight is not positive (the
     general path handles that case).
     """
@@ -292,6 +295,7 @@ def search_segments(
         out_ids,
         out_scores,
         exact_bounds,
+        field_major,
     )
     if n < 0:
         return None
