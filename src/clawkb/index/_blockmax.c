@@ -14,7 +14,8 @@
  *  - essential terms are added term at a time into a window accumulator, as
  *    upper bounds read from per-posting impact bytes once a block's impacts
  *    are cached (impact_code; the first query to add a block fills them), else
- *    as BM25F computed from the block's frequencies;
+ *    as BM25F computed from the block's frequencies (with an approximate
+ *    reciprocal, inflated so it stays an upper bound: approx_rcp);
  *  - each candidate then gets its non-essential terms (found by skipping
  *    blocks) only while its partial score plus the remaining bounds can still
  *    reach theta; survivors are scored exactly.
@@ -31,6 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #define BLOCK 128
 #define SLACK 1.0005f
@@ -81,6 +85,18 @@ typedef struct {
 
 /* Length factor of field k of doc d. */
 #define FAC(g, d, k) ((g)->factor[(size_t)(k) * (size_t)(g)->fstep + (size_t)(d) * (size_t)(g)->dstep])
+
+/* 1 / v for v > 0 to about 12 bits (x86: rcpss, relative error at most
+   1.5 * 2^-12), else exactly: the window accumulator's estimates only, which
+   RCP_UP inflates so they stay upper bounds of the exact contributions
+   (survivors are scored exactly; the results do not change). */
+#if defined(__SSE__) || defined(__x86_64__)
+static inline float approx_rcp(float v) { return _mm_cvtss_f32(_mm_rcp_ss(_mm_set_ss(v))); }
+#define RCP_UP 1.001f
+#else
+static inline float approx_rcp(float v) { return 1.0f / v; }
+#define RCP_UP 1.0f
+#endif
 
 static inline int64_t block_of(const Term *t, int64_t pos) { return t->b0 + (pos - t->s) / BLOCK; }
 
@@ -701,6 +717,7 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
                     continue;
                 }
                 const uint8_t *bp = tm->bp;
+                const float wup = tm->w * kp1 * RCP_UP;
                 uint32_t tb0 = tm->tf_bit[0], tb1 = tm->tf_bit[1], tb2 = tm->tf_bit[2];
                 int w0 = tm->tf_w[0], w1 = tm->tf_w[1], w2 = tm->tf_w[2];
                 int stop = 0;
@@ -716,7 +733,7 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
                     if (x <= 0.0f) continue;
                     uint32_t r = d - lo;
                     if (!(bits[r >> 6] & (1ULL << (r & 63)))) { bits[r >> 6] |= 1ULL << (r & 63); acc[r] = 0.0f; }
-                    acc[r] += tm->w * x * kp1 / (x + k1);
+                    acc[r] += wup * x * approx_rcp(x + k1); /* >= w x (k1 + 1) / (x + k1) */
                 }
                 if (stop) break;
             }
