@@ -761,3 +761,11 @@ def test_field_major_factors_give_the_same_results(tmp_path: Path) -> None:
         assert got[0].tolist() == ids.tolist() and got[1].tolist() == scores.tolist()
         compared += len(ids)
     assert compared > 200
+
+
+def test_query_terms_count_repeats_in_first_seen_order() -> None:
+    """A bag of query terms: each term once, first-seen order, its count as weight."""
+    assert LexicalIndex._query_terms(["b", "a", "c"], None) == (["b", "a", "c"], [1.0, 1.0, 1.0])
+    assert LexicalIndex._query_terms(["b", "a", "b", "b"], None) == (["b", "a"], [3.0, 1.0])
+    assert LexicalIndex._query_terms([], None) == ([], [])
+    assert LexicalIndex._query_terms(["x", "y", "x"], [0.5, 0.0, 1.0]) == (["x"], [1.5])

@@ -25,7 +25,6 @@ import math
 import re
 import shutil
 import time
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -904,9 +903,13 @@ class LexicalIndex:
     def _query_terms(
         terms: Sequence[str], term_weights: Sequence[float] | None
     ) -> tuple[list[str], list[float]]:
-        if term_weights is None:  # plain counts: Counter counts in C, first-seen order
-            counts = Counter(terms)
-            return list(counts), [float(c) for c in counts.values()]
+        if term_weights is None:  # plain counts, first-seen order
+            counts = dict.fromkeys(terms, 0.0)
+            if len(counts) == len(terms):  # no repeats (most queries): all 1
+                return list(counts), [1.0] * len(counts)
+            for t in terms:
+                counts[t] += 1.0
+            return list(counts), list(counts.values())
         acc: dict[str, float] = {}
         for i, t in enumerate(terms):
             acc[t] = acc.get(t, 0.0) + (1.0 if term_weights is None else float(term_weights[i]))
