@@ -588,14 +588,8 @@ def test_impact_bytes_on_or_off_give_the_same_results(
         assert p[1].tolist() == f[1].tolist() == c[1].tolist()
 
 
-def test_membership_bitmaps_give_the_same_results(tmp_path: Path) -> None:
-    """Long lists found by bitmap and rank (membership bitmaps) instead of seeks
-    give the same ids and scores as without them, with deletes, a filter and
-    several segments; a zero budget builds none and changes nothing either."""
-    from clawkb.index import lexical, scorer
-
-    if not scorer.BLOCKMAX_AVAILABLE:
-        pytest.skip("block-max kernel not built (no C compiler at install)")
+def _member_kb(tmp_path: Path) -> tuple[LexicalIndex, list[DocFields], list[str], list[str]]:
+    """Two segments (3,500 + 1,500 docs) where a few common terms get bitmaps."""
     rng = random.Random(11)
     common = ["a0", "a1", "a2", "a3", "a4"]  # in 5-60 % of the docs: get bitmaps
     vocab = [f"u{i}" for i in range(400)]
@@ -609,7 +603,27 @@ def test_membership_bitmaps_give_the_same_results(tmp_path: Path) -> None:
     idx.BLOCKMAX_MIN_POSTINGS = 0
     idx.apply(docs[:3500], [], 1)
     idx.apply(docs[3500:], [], 2)
+    return idx, docs, common, vocab
+
+
+@pytest.mark.parametrize("fmt", [5, 6])
+def test_membership_bitmaps_give_the_same_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: int
+) -> None:
+    """Long lists found by bitmap and rank (membership bitmaps) instead of seeks
+    give the same ids and scores as without them, with deletes, a filter and
+    several segments: bitmaps stored in the segment (format 6) or built by the
+    kernel at query time (format 5 segments, still read); a zero budget builds
+    none at query time and changes nothing either."""
+    from clawkb.index import lexical, scorer, segment
+
+    if not scorer.BLOCKMAX_AVAILABLE:
+        pytest.skip("block-max kernel not built (no C compiler at install)")
+    monkeypatch.setattr(segment, "SEGMENT_FORMAT", fmt)
+    idx, docs, common, vocab = _member_kb(tmp_path)
+    assert all((s.members is not None) == (fmt == 6) for s in idx.segments)
     idx.apply([], [d.chunk_id for d in docs if d.chunk_id % 13 == 0], 3)
+    rng = random.Random(12)
     allowed = np.array([d.chunk_id for d in docs if d.chunk_id % 4], np.int64)
     queries = [
         rng.sample(vocab, rng.randint(1, 3)) + rng.sample(common, rng.randint(1, 5))
@@ -634,9 +648,124 @@ def test_membership_bitmaps_give_the_same_results(tmp_path: Path) -> None:
         none_built = [scorer.member_stats(e[8]) for e in idx._native_args or []]
     finally:
         lexical.MEMBER_DENSITY, lexical.MEMBER_BUDGET = saved
-    assert built and all(n >= 3 for n, _ in built), built
-    assert all(n == 0 for n, _ in none_built), none_built
+    if fmt == 6:  # the segments' own bitmaps serve: none built at query time
+        assert built and all(n == 0 and stored >= 3 for n, _, stored in built), built
+    else:
+        assert built and all(n >= 3 and stored == 0 for n, _, stored in built), built
+    assert all(n == 0 for n, _, _ in none_built), none_built
     assert sum(len(r[0]) for r in without) > 200
     for a, b, c in zip(with_bits, without, no_budget, strict=True):
         assert a[0].tolist() == b[0].tolist() == c[0].tolist()
         assert a[1].tolist() == b[1].tolist() == c[1].tolist()
+
+
+def test_stored_membership_bitmaps_match_the_postings(tmp_path: Path) -> None:
+    """Format 6's member files hold, for exactly the lists the write rule picks,
+    each list's docs as bits and the postings before each word as ranks (a
+    plain numpy reference on the decoded postings); merged segments too."""
+    from clawkb.index import scorer, segment
+
+    if not scorer.BLOCKMAX_AVAILABLE or segment.SEGMENT_FORMAT < 6:
+        pytest.skip("block-max kernel not built (no C compiler at install)")
+    idx, _docs, _common, _vocab = _member_kb(tmp_path)
+    segs = list(idx.segments)
+    idx.merge()  # the merged segment gets its own
+    assert len(idx.segments) == 1
+    for seg in [*segs, *idx.segments]:
+        assert seg.members is not None
+        keys, bits, rank = seg.members
+        n = seg.n_docs
+        df = np.diff(seg.offsets)
+        want = segment.member_keys(seg.offsets, n, len(seg.packed["packed"]))
+        assert keys.tolist() == want.tolist()
+        assert len(keys) >= 3
+        assert all(df[i] * segment.MEMBER_DENSITY >= n for i in range(len(df)) if df[i] >= 256)
+        docs, _tfs = seg.raw
+        blocks = seg.term_blocks
+        for (s, e, b0), row_bits, row_rank in zip(keys, bits, rank, strict=True):
+            t = int(np.searchsorted(seg.offsets, s))
+            assert seg.offsets[t + 1] == e and blocks[t] == b0
+            flags = np.zeros(scorer.member_words(n) * 64, bool)
+            flags[docs[s:e]] = True
+            ref = np.packbits(flags, bitorder="little").view(np.uint64)
+            assert row_bits.tolist() == ref.tolist()
+            counts = np.array([bin(int(w)).count("1") for w in ref], np.int64)
+            assert row_rank.tolist() == (np.cumsum(counts) - counts).tolist()
+
+
+def test_damaged_stored_bitmap_reads_as_a_damaged_segment(tmp_path: Path) -> None:
+    """A member_rank file whose ranks do not count its bits (a flipped word) is
+    reported as a damaged segment naming its folder, never read past."""
+    from clawkb.errors import IndexCorruptError
+    from clawkb.index import scorer, segment
+
+    if not scorer.BLOCKMAX_AVAILABLE or segment.SEGMENT_FORMAT < 6:
+        pytest.skip("block-max kernel not built (no C compiler at install)")
+    idx, _docs, common, _vocab = _member_kb(tmp_path)
+    seg = max(idx.segments, key=lambda s: s.n_docs)
+    path = seg.folder / "member_rank.npy"
+    rank = np.load(path)
+    rank[0, len(rank[0]) // 2] += 7
+    np.save(path, rank)  # in place: the segment's map sees it
+    idx._invalidate()
+    with pytest.raises(IndexCorruptError, match=seg.folder.name):
+        idx.search([*common, "u1"], k=10)
+
+
+def test_field_major_factors_give_the_same_results(tmp_path: Path) -> None:
+    """The one-call kernel reads the length factors field-major ([3, N]) as the
+    index passes them; the same call on the doc-major [N, 3] rows gives the
+    same ids and bit-identical scores (docs with titles, bodies and code)."""
+    from clawkb.index import scorer
+
+    if not scorer.BLOCKMAX_AVAILABLE:
+        pytest.skip("block-max kernel not built (no C compiler at install)")
+    rng = random.Random(5)
+    vocab = [f"w{i}" for i in range(300)]
+    docs = [
+        DocFields(
+            i + 1,
+            rng.sample(vocab, rng.randint(0, 3)),
+            [rng.choice(vocab) for _ in range(rng.randint(1, 40))],
+            rng.sample(vocab, rng.randint(0, 2)) if i % 4 == 0 else [],
+        )
+        for i in range(3000)
+    ]
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(docs[:2000], [], 1)
+    idx.apply(docs[2000:], [], 2)
+    compared = 0
+    for _ in range(40):
+        terms = rng.sample(vocab[:60], rng.randint(2, 5))
+        ids, scores, _ = idx.search(terms, k=10)
+        segs = idx._native_segments(None)
+        rows = [
+            (*s[:8], idx._factor(seg), *s[9:])
+            for s, seg in zip(segs, sorted(idx.segments, key=lambda x: -x.n_docs), strict=True)
+        ]
+        assert all(
+            s[8].shape == (3, seg.n_docs)
+            for s, seg in zip(segs, sorted(idx.segments, key=lambda x: -x.n_docs), strict=True)
+        )
+        uniq, weights = idx._query_terms(terms, None)
+        args = (
+            hash_terms(uniq),
+            np.asarray(weights, np.float64),
+            idx._block_params(),
+            idx.params.k1,
+            idx.n_docs,
+            10,
+        )
+        got = scorer.search_segments(rows, *args, field_major=False)
+        assert got is not None
+        assert got[0].tolist() == ids.tolist() and got[1].tolist() == scores.tolist()
+        compared += len(ids)
+    assert compared > 200
+
+
+def test_query_terms_count_repeats_in_first_seen_order() -> None:
+    """A bag of query terms: each term once, first-seen order, its count as weight."""
+    assert LexicalIndex._query_terms(["b", "a", "c"], None) == (["b", "a", "c"], [1.0, 1.0, 1.0])
+    assert LexicalIndex._query_terms(["b", "a", "b", "b"], None) == (["b", "a"], [3.0, 1.0])
+    assert LexicalIndex._query_terms([], None) == ([], [])
+    assert LexicalIndex._query_terms(["x", "y", "x"], [0.5, 0.0, 1.0]) == (["x"], [1.5])

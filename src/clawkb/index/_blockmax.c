@@ -14,7 +14,8 @@
  *  - essential terms are added term at a time into a window accumulator, as
  *    upper bounds read from per-posting impact bytes once a block's impacts
  *    are cached (impact_code; the first query to add a block fills them), else
- *    as BM25F computed from the block's frequencies;
+ *    as BM25F computed from the block's frequencies (with an approximate
+ *    reciprocal, inflated so it stays an upper bound: approx_rcp);
  *  - each candidate then gets its non-essential terms (found by skipping
  *    blocks) only while its partial score plus the remaining bounds can still
  *    reach theta; survivors are scored exactly.
@@ -31,6 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 #define BLOCK 128
 #define SLACK 1.0005f
@@ -75,7 +79,24 @@ typedef struct {
     int64_t plen;            /* bytes of packed */
     int64_t n_docs;          /* docs: factor has 3 per doc, live and ids one */
     int *err;                /* set when a block turns out damaged */
+    int64_t fstep, dstep;    /* factor of doc d, field k: factor[k * fstep + d * dstep]
+                                (doc-major [N, 3]: 1, 3; field-major [3, N]: N, 1) */
 } Seg;
+
+/* Length factor of field k of doc d. */
+#define FAC(g, d, k) ((g)->factor[(size_t)(k) * (size_t)(g)->fstep + (size_t)(d) * (size_t)(g)->dstep])
+
+/* 1 / v for v > 0 to about 12 bits (x86: rcpss, relative error at most
+   1.5 * 2^-12), else exactly: the window accumulator's estimates only, which
+   RCP_UP inflates so they stay upper bounds of the exact contributions
+   (survivors are scored exactly; the results do not change). */
+#if defined(__SSE__) || defined(__x86_64__)
+static inline float approx_rcp(float v) { return _mm_cvtss_f32(_mm_rcp_ss(_mm_set_ss(v))); }
+#define RCP_UP 1.001f
+#else
+static inline float approx_rcp(float v) { return 1.0f / v; }
+#define RCP_UP 1.0f
+#endif
 
 static inline int64_t block_of(const Term *t, int64_t pos) { return t->b0 + (pos - t->s) / BLOCK; }
 
@@ -155,11 +176,10 @@ static inline int64_t member_rank(const Term *t, uint32_t d) {
 /* BM25F pseudo-frequency of posting p (its block's layout is held) for doc d. */
 static inline float pseudo_tf(const Seg *g, const Term *t, int64_t p, uint32_t d) {
     uint32_t i = (uint32_t)(p - block_start(t, t->lb));
-    const float *f = g->factor + 3 * (size_t)d;
     float x = 0.0f;
     for (int k = 0; k < 3; k++)
         if (t->tf_w[k])
-            x += (float)read_bits(t->bp, t->tf_bit[k] + (uint64_t)i * t->tf_w[k], t->tf_w[k]) * f[k];
+            x += (float)read_bits(t->bp, t->tf_bit[k] + (uint64_t)i * t->tf_w[k], t->tf_w[k]) * FAC(g, d, k);
     return x;
 }
 
@@ -221,11 +241,11 @@ static inline float contribution(const Seg *g, Term *t, uint32_t d, float k1) {
 /* The length-normalised term frequency x of the i-th posting of t's decoded block
  * (sum over the three fields of tf times the doc's field factor). */
 static inline float posting_x(const Seg *g, const Term *t, int i) {
-    const float *f = g->factor + 3 * (size_t)t->bd[i];
+    uint32_t d = t->bd[i];
     float x = 0.0f;
     for (int k = 0; k < 3; k++)
         if (t->tf_w[k])
-            x += (float)read_bits(t->bp, t->tf_bit[k] + (uint64_t)i * t->tf_w[k], t->tf_w[k]) * f[k];
+            x += (float)read_bits(t->bp, t->tf_bit[k] + (uint64_t)i * t->tf_w[k], t->tf_w[k]) * FAC(g, d, k);
     return x;
 }
 
@@ -337,21 +357,28 @@ typedef struct {
     int64_t s, e, b0;  /* the term's postings (key) */
     uint64_t *bits;    /* n_words */
     uint32_t *rank;    /* n_words */
+    uint8_t stored;    /* bits and rank are the segment file's (not ours to free) */
+    uint8_t checked;   /* a stored bitmap's ranks were checked against its bits */
 } MemberSlot;
 
 typedef struct MemberCache {
     int64_t n_docs, n_words, density, budget, bytes;
     int64_t cap, used;     /* slots (a power of two), filled */
     MemberSlot *slots;
+    Py_buffer stored[3];   /* the segment's member_keys, member_bits, member_rank */
+    int n_stored;          /* buffers held (0 or 3) */
+    int64_t stored_lists;  /* slots that point into them */
 } MemberCache;
 
 static void member_cache_free(PyObject *cap) {
     MemberCache *mc = PyCapsule_GetPointer(cap, "clawkb.member_cache");
     if (!mc) return;
     for (int64_t i = 0; i < mc->cap; i++) {
+        if (mc->slots[i].stored) continue;
         free(mc->slots[i].bits);
         free(mc->slots[i].rank);
     }
+    for (int i = 0; i < mc->n_stored; i++) PyBuffer_Release(&mc->stored[i]);
     free(mc->slots);
     free(mc);
 }
@@ -368,7 +395,27 @@ static MemberSlot *member_slot(MemberCache *mc, const Term *t) {
     }
 }
 
-/* Give term t its bitmap (found or built); leaves it without one when its
+/* Keep the table at most half full for one more slot: 0, or -1 (no memory). */
+static int member_grow(MemberCache *mc) {
+    if (2 * (mc->used + 1) <= mc->cap) return 0;
+    int64_t ncap = mc->cap * 2;
+    MemberSlot *ns = calloc((size_t)ncap, sizeof(MemberSlot));
+    if (!ns) return -1;
+    MemberSlot *old = mc->slots;
+    int64_t ocap = mc->cap;
+    mc->slots = ns;
+    mc->cap = ncap;
+    for (int64_t i = 0; i < ocap; i++)
+        if (old[i].bits) {
+            Term key;
+            key.s = old[i].s; key.e = old[i].e; key.b0 = old[i].b0;
+            *member_slot(mc, &key) = old[i];
+        }
+    free(old);
+    return 0;
+}
+
+/* Give term t its bitmap (stored in the segment, found or built); leaves it without one when its
    list is short, the budget is spent, memory is short or a block is damaged
    (that sets *g->err, as decoding it anywhere else would). Leaves the term's
    decoded block unset (cb = lb = -1). */
@@ -377,23 +424,20 @@ static void member_attach(const SegCtx *c, Term *t) {
     const Seg *g = &c->g;
     int64_t n = t->e - t->s;
     if (!mc || mc->n_docs != c->n_docs || n < 2 * BLOCK || n * mc->density < mc->n_docs) return;
-    if (2 * (mc->used + 1) > mc->cap) { /* grow: keep the table at most half full */
-        int64_t ncap = mc->cap * 2;
-        MemberSlot *ns = calloc((size_t)ncap, sizeof(MemberSlot));
-        if (!ns) return;
-        MemberSlot *old = mc->slots;
-        int64_t ocap = mc->cap;
-        mc->slots = ns;
-        mc->cap = ncap;
-        for (int64_t i = 0; i < ocap; i++)
-            if (old[i].bits) {
-                Term key;
-                key.s = old[i].s; key.e = old[i].e; key.b0 = old[i].b0;
-                *member_slot(mc, &key) = old[i];
-            }
-        free(old);
-    }
+    if (member_grow(mc) < 0) return;
     MemberSlot *sl = member_slot(mc, t);
+    if (sl->bits && sl->stored && !sl->checked) {
+        /* a bitmap stored in the segment: its ranks must count its bits and
+           its bits the list's postings, so a posting found by rank lies in
+           [s, e) whatever the file holds (a damaged one reads as damaged) */
+        uint32_t acc = 0;
+        for (int64_t w = 0; w < mc->n_words; w++) {
+            if (sl->rank[w] != acc) { *g->err = 1; return; }
+            acc += popcount64(sl->bits[w]);
+        }
+        if ((int64_t)acc != n) { *g->err = 1; return; }
+        sl->checked = 1;
+    }
     if (!sl->bits) {
         int64_t need = mc->n_words * (int64_t)(sizeof(uint64_t) + sizeof(uint32_t));
         if (mc->bytes + need > mc->budget) return;
@@ -452,8 +496,7 @@ static void fill_impacts(const SegCtx *c, const Term *t, int64_t b, float k1) {
         if (!t->tf_w[k]) continue;
         uint64_t bit = t->tf_bit[k];
         unpack_bits(t->bp, &bit, t->tf_w[k], n, tf);
-        const float *f = g->factor + k;
-        for (int i = 0; i < n; i++) xs[i] += (float)tf[i] * f[3 * (size_t)t->bd[i]];
+        for (int i = 0; i < n; i++) xs[i] += (float)tf[i] * FAC(g, t->bd[i], k);
     }
     float q[BLOCK];
     const float scale = 255.0f * 1.00001f;
@@ -674,21 +717,23 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
                     continue;
                 }
                 const uint8_t *bp = tm->bp;
+                const float wup = tm->w * kp1 * RCP_UP;
                 uint32_t tb0 = tm->tf_bit[0], tb1 = tm->tf_bit[1], tb2 = tm->tf_bit[2];
                 int w0 = tm->tf_w[0], w1 = tm->tf_w[1], w2 = tm->tf_w[2];
                 int stop = 0;
                 for (; p < be; p++) {
                     uint32_t i = (uint32_t)(p - st), d = tm->bd[i];
                     if (d >= hi) { stop = 1; break; }
-                    const float *f = g->factor + 3 * (size_t)d;
+                    const float *f = g->factor + (size_t)d * (size_t)g->dstep;
+                    const size_t fs = (size_t)g->fstep;
                     float x = 0.0f;
                     if (w0) x += (float)read_bits(bp, tb0 + (uint64_t)i * w0, w0) * f[0];
-                    if (w1) x += (float)read_bits(bp, tb1 + (uint64_t)i * w1, w1) * f[1];
-                    if (w2) x += (float)read_bits(bp, tb2 + (uint64_t)i * w2, w2) * f[2];
+                    if (w1) x += (float)read_bits(bp, tb1 + (uint64_t)i * w1, w1) * f[fs];
+                    if (w2) x += (float)read_bits(bp, tb2 + (uint64_t)i * w2, w2) * f[2 * fs];
                     if (x <= 0.0f) continue;
                     uint32_t r = d - lo;
                     if (!(bits[r >> 6] & (1ULL << (r & 63)))) { bits[r >> 6] |= 1ULL << (r & 63); acc[r] = 0.0f; }
-                    acc[r] += tm->w * x * kp1 / (x + k1);
+                    acc[r] += wup * x * approx_rcp(x + k1); /* >= w x (k1 + 1) / (x + k1) */
                 }
                 if (stop) break;
             }
@@ -787,7 +832,7 @@ static PyObject *topk(PyObject *Py_UNUSED(self), PyObject *args) {
     for (; got < n_bufs; got++)
         if (get_buf(objs[got], &b[got], names[got]) < 0) goto done;
     int err = 0;
-    SegCtx c = {{b[0].buf, b[1].buf, b[11].buf, b[5].buf, b[2].buf, b[0].len, n_docs, &err},
+    SegCtx c = {{b[0].buf, b[1].buf, b[11].buf, b[5].buf, b[2].buf, b[0].len, n_docs, &err, 1, 3},
                 NULL, 0, b[6].buf, o_live == Py_None ? NULL : b[12].buf, NULL, n_docs,
                 common_blocks(&b[1], &b[11], &b[5], &b[6]), NULL, NULL, 0, NULL};
     if (n_docs < 0 || b[2].len / 12 < n_docs || (o_live != Py_None && b[12].len < n_docs) ||
@@ -832,7 +877,8 @@ done:
 
 #define SEG_ITEMS 15
 
-/* search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact]) -> n or -1
+/* search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact[, field_major]])
+ *   -> n or -1
  *
  * The whole query in one call: every segment's term lookup (compact
  * dictionary, _dict.h), document frequencies summed over segments, idf
@@ -852,15 +898,18 @@ done:
  * while `factor` and k1 are, hold each posting's impact_code once its block
  * was first added into a window: later queries add those bytes instead of
  * computing BM25F per posting (bounds only: scores stay exact).
+ * With `field_major` every segment's factor is float32 [3, N] (each field's
+ * factors together: a block of one field reads 4 bytes a doc, not 12), else
+ * [N, 3]; the same floats either way, so the same scores.
  * Returns -1 without scoring when a weight is not positive (the caller then
  * takes the general path). */
 static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *o_segs, *o_hash, *o_qw, *o_par, *o_out_ids, *o_out_scores;
     float k1;
     Py_ssize_t n_live;
-    int exact = 1;
-    if (!PyArg_ParseTuple(args, "O!OOOfnOO|p", &PyList_Type, &o_segs, &o_hash, &o_qw, &o_par, &k1,
-                          &n_live, &o_out_ids, &o_out_scores, &exact))
+    int exact = 1, field_major = 0;
+    if (!PyArg_ParseTuple(args, "O!OOOfnOO|pp", &PyList_Type, &o_segs, &o_hash, &o_qw, &o_par, &k1,
+                          &n_live, &o_out_ids, &o_out_scores, &exact, &field_major))
         return NULL;
     Py_ssize_t S = PyList_GET_SIZE(o_segs);
     Py_buffer top[5];
@@ -926,7 +975,10 @@ static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
         ctx[i].exact = exact;
         ctx[i].n_blocks = common_blocks(&b[4], &b[5], &b[6], &b[7]);
         ctx[i].g.n_docs = ctx[i].n_docs;
+        ctx[i].g.fstep = field_major ? ctx[i].n_docs : 1;
+        ctx[i].g.dstep = field_major ? 1 : 3;
         if (b[1].len != b[0].len / 8 || b[8].len / 12 < ctx[i].n_docs ||
+            (field_major && b[8].len != 12 * ctx[i].n_docs) ||
             (ctx[i].live && b[9].len < ctx[i].n_docs)) {
             set_damaged(i, "arrays disagree in length");
             goto done;
@@ -1020,11 +1072,15 @@ static PyObject *vector_decode(PyObject *Py_UNUSED(self), PyObject *args) {
     return PyBool_FromLong(was);
 }
 
-/* member_cache(n_docs, budget_bytes, density) -> an empty cache of membership
-   bitmaps for one segment of n_docs docs, passed as the segment's 15th item. */
+/* member_cache(n_docs, budget_bytes, density[, keys, bits, rank]) -> a cache of
+   membership bitmaps for one segment of n_docs docs, passed as the segment's
+   15th item: empty, or holding the bitmaps the segment stores (keys int64
+   [L, 3] = (s, e, b0) of each list, bits uint64 and rank uint32 [L, n_words]). */
 static PyObject *member_cache(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_ssize_t n_docs, budget, density;
-    if (!PyArg_ParseTuple(args, "nnn", &n_docs, &budget, &density)) return NULL;
+    PyObject *o_keys = Py_None, *o_bits = Py_None, *o_rank = Py_None;
+    if (!PyArg_ParseTuple(args, "nnn|OOO", &n_docs, &budget, &density, &o_keys, &o_bits, &o_rank))
+        return NULL;
     if (n_docs < 0 || budget < 0 || density < 1) {
         PyErr_SetString(PyExc_ValueError, "member_cache: n_docs, budget >= 0 and density >= 1");
         return NULL;
@@ -1039,24 +1095,134 @@ static PyObject *member_cache(PyObject *Py_UNUSED(self), PyObject *args) {
     mc->slots = calloc((size_t)mc->cap, sizeof(MemberSlot));
     if (!mc->slots) { free(mc); return PyErr_NoMemory(); }
     PyObject *cap = PyCapsule_New(mc, "clawkb.member_cache", member_cache_free);
-    if (!cap) { free(mc->slots); free(mc); }
+    if (!cap) { free(mc->slots); free(mc); return NULL; }
+    if (o_keys == Py_None) return cap;
+    /* bitmaps stored in the segment (member_bitmaps at write time): slots that
+       point into the arrays, held by the cache; their ranks are checked the
+       first time a query uses each. Their bytes count against the budget, so
+       stored and built bitmaps together stay within it. */
+    PyObject *objs[3] = {o_keys, o_bits, o_rank};
+    for (int i = 0; i < 3; i++) {
+        if (PyObject_GetBuffer(objs[i], &mc->stored[i], PyBUF_C_CONTIGUOUS) < 0) {
+            Py_DECREF(cap);
+            return NULL;
+        }
+        mc->n_stored = i + 1;
+    }
+    Py_ssize_t L = mc->stored[0].len / (3 * 8);
+    if (mc->stored[0].len != L * 24 || mc->stored[1].len != L * mc->n_words * 8 ||
+        mc->stored[2].len != L * mc->n_words * 4) {
+        PyErr_SetString(PyExc_ValueError, "member_cache: stored bitmaps disagree in length");
+        Py_DECREF(cap);
+        return NULL;
+    }
+    const int64_t *keys = mc->stored[0].buf;
+    uint64_t *bits = mc->stored[1].buf;
+    uint32_t *rank = mc->stored[2].buf;
+    for (Py_ssize_t l = 0; l < L; l++) {
+        if (member_grow(mc) < 0) { Py_DECREF(cap); return PyErr_NoMemory(); }
+        Term key;
+        key.s = keys[3 * l]; key.e = keys[3 * l + 1]; key.b0 = keys[3 * l + 2];
+        MemberSlot *sl = member_slot(mc, &key);
+        if (sl->bits) continue; /* a repeated key: the first one serves */
+        sl->s = key.s; sl->e = key.e; sl->b0 = key.b0;
+        sl->bits = bits + (size_t)l * (size_t)mc->n_words;
+        sl->rank = rank + (size_t)l * (size_t)mc->n_words;
+        sl->stored = 1;
+        mc->used++;
+        mc->stored_lists++;
+        mc->bytes += mc->n_words * (int64_t)(sizeof(uint64_t) + sizeof(uint32_t));
+    }
     return cap;
 }
 
-/* member_stats(cache) -> (lists with a bitmap, bytes they take) */
+/* member_bitmaps(packed, blk_pos, blk_last, blk_maxtf, keys, n_docs, out_bits, out_rank)
+   -> None: the membership bitmap and ranks (as member_attach builds them) of
+   each list keys[l] = (s, e, b0) of a segment of n_docs docs, into rows of
+   out_bits (uint64) and out_rank (uint32), (n_docs + 63) / 64 + 1 words a
+   row; the segment writer stores them. ValueError when a block is damaged or
+   a list repeats a doc. */
+static PyObject *member_bitmaps(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *o[8];
+    Py_ssize_t n_docs;
+    if (!PyArg_ParseTuple(args, "OOOOOnOO", &o[0], &o[1], &o[2], &o[3], &o[4], &n_docs, &o[6], &o[7]))
+        return NULL;
+    int idx[7] = {0, 1, 2, 3, 4, 6, 7};
+    Py_buffer b[8];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 7; got++) {
+        int i = idx[got];
+        int flags = PyBUF_C_CONTIGUOUS | (i >= 6 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(o[i], &b[i], flags) < 0) goto done;
+    }
+    int64_t n_words = (n_docs + 63) / 64 + 1;
+    Py_ssize_t L = b[4].len / 24;
+    int64_t n_blocks = b[1].len / 4 < b[2].len / 4 ? b[1].len / 4 : b[2].len / 4;
+    if (b[3].len / 3 < n_blocks) n_blocks = b[3].len / 3;
+    if (n_docs < 0 || b[4].len != L * 24 || b[6].len != L * n_words * 8 || b[7].len != L * n_words * 4) {
+        PyErr_SetString(PyExc_ValueError, "member_bitmaps: arrays disagree in length");
+        goto done;
+    }
+    int err = 0;
+    Seg g = {b[0].buf, b[1].buf, b[2].buf, b[3].buf, NULL, b[0].len, n_docs, &err, 1, 3};
+    const int64_t *keys = b[4].buf;
+    Term *t = calloc(1, sizeof(Term));
+    if (!t) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t l = 0; l < L && !err; l++) {
+        t->s = keys[3 * l]; t->e = keys[3 * l + 1]; t->b0 = keys[3 * l + 2];
+        t->cb = t->lb = -1;
+        uint64_t *bits = (uint64_t *)b[6].buf + (size_t)l * (size_t)n_words;
+        uint32_t *rank = (uint32_t *)b[7].buf + (size_t)l * (size_t)n_words;
+        memset(bits, 0, (size_t)n_words * 8);
+        int64_t n = t->e - t->s;
+        if (t->s < 0 || n <= 0 || t->b0 < 0 || (n + BLOCK - 1) / BLOCK > n_blocks - t->b0) { err = 1; break; }
+        int64_t b_end = block_of(t, t->e - 1) + 1;
+        for (int64_t blk = t->b0; blk < b_end && !err; blk++) {
+            ensure_block(&g, t, blk);
+            int nb = (int)(block_end(t, blk) - block_start(t, blk));
+            for (int i = 0; i < nb && !err; i++) bits[t->bd[i] >> 6] |= 1ULL << (t->bd[i] & 63);
+        }
+        uint32_t acc = 0;
+        for (int64_t w = 0; w < n_words; w++) {
+            rank[w] = acc;
+            acc += popcount64(bits[w]);
+        }
+        if ((int64_t)acc != n) err = 1;
+    }
+    free(t);
+    if (err) {
+        PyErr_SetString(PyExc_ValueError, "member_bitmaps: damaged postings");
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&b[idx[i]]);
+    return result;
+}
+
+/* member_stats(cache) -> (lists given a bitmap at query time, bytes of all the
+   bitmaps (stored ones count against the budget too), lists whose bitmap the
+   segment stores) */
 static PyObject *member_stats(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *cap;
     if (!PyArg_ParseTuple(args, "O", &cap)) return NULL;
     MemberCache *mc = PyCapsule_GetPointer(cap, "clawkb.member_cache");
     if (!mc) return NULL;
-    return Py_BuildValue("(LL)", (long long)mc->used, (long long)mc->bytes);
+    return Py_BuildValue("(LLL)", (long long)(mc->used - mc->stored_lists), (long long)mc->bytes,
+                         (long long)mc->stored_lists);
 }
 
 static PyMethodDef methods[] = {
     {"member_cache", member_cache, METH_VARARGS,
-     "member_cache(n_docs, budget_bytes, density) -> a segment's cache of membership bitmaps"},
+     "member_cache(n_docs, budget_bytes, density[, keys, bits, rank]) -> a segment's cache of"
+     " membership bitmaps (empty, or holding the ones the segment stores)"},
+    {"member_bitmaps", member_bitmaps, METH_VARARGS,
+     "member_bitmaps(packed, blk_pos, blk_last, blk_maxtf, keys, n_docs, out_bits, out_rank):"
+     " the membership bitmaps of the lists keys (s, e, b0), as the segment file stores them"},
     {"member_stats", member_stats, METH_VARARGS,
-     "member_stats(cache) -> (lists with a bitmap, bytes)"},
+     "member_stats(cache) -> (lists built at query time, their bytes, lists stored)"},
     {"vector_decode", vector_decode, METH_VARARGS,
      "vector_decode(on) -> bool: use the AVX2 block decoder where the CPU has it; returns the"
      " previous setting"},
@@ -1064,7 +1230,8 @@ static PyMethodDef methods[] = {
      "topk(packed, blk_pos, blk_last, factor, ranges, first_blocks, blk_maxtf, blk_minlen, weights,"
      " live, params, k1, n_docs, out_docs, out_scores, theta0) -> (n_out, n_scored)"},
     {"search", search, METH_VARARGS,
-     "search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact]) -> n"
+     "search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact[, field_major]])"
+     " -> n"
      " (-1: fall back)"},
     {NULL, NULL, 0, NULL},
 };

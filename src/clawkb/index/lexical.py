@@ -25,7 +25,6 @@ import math
 import re
 import shutil
 import time
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,20 +149,23 @@ IMPACTS = False
 #: Membership bitmaps (``_blockmax.c``) for posting lists holding at least one
 #: doc in MEMBER_DENSITY: a candidate's membership in such a list is one bit
 #: test and its posting is found by rank, instead of a seek through the list's
-#: blocks. Built by the kernel the first time a query has such a term, kept
-#: until the next write, 1.5 bits per doc of the segment each, at most
-#: MEMBER_BUDGET times the segment's packed postings in all. Results are
-#: identical with or without them (0 turns them off).
+#: blocks. Segments of format 6 store them (written with the segment, by the
+#: same rule: ``segment.MEMBER_DENSITY``); for older segments the kernel builds
+#: them the first time a query has such a term, kept until the next write,
+#: 1.5 bits per doc of the segment each, at most MEMBER_BUDGET times the
+#: segment's packed postings in all. Results are identical with or without
+#: them (0 turns them off, stored ones included).
 MEMBER_DENSITY = 32
 MEMBER_BUDGET = 0.25
 
 
 def _member_cache(seg: Segment) -> object | None:
-    """An empty membership-bitmap cache for the kernel to fill, or None."""
+    """The segment's membership-bitmap cache (its stored bitmaps, if any, the
+    kernel fills the rest), or None."""
     if not MEMBER_DENSITY:
         return None
     budget = int(len(seg.packed["packed"]) * MEMBER_BUDGET)
-    return member_cache(len(seg.chunk_ids), budget, MEMBER_DENSITY)
+    return member_cache(len(seg.chunk_ids), budget, MEMBER_DENSITY, seg.members)
 
 
 def _impact_cache(seg: Segment) -> tuple[np.ndarray, np.ndarray]:
@@ -648,18 +650,33 @@ class LexicalIndex:
             self._stats_cache = (n, np.maximum(avg, 1e-9))
         return self._stats_cache
 
+    def _factor_fm(self, seg: Segment) -> np.ndarray:
+        """:meth:`_factor` field-major, float32 [3, N], for the one-call kernel:
+        a block whose docs have one field reads 4 bytes of factors per doc,
+        not a 12-byte row (the posting loops' most missed load)."""
+        key = seg.name + "\0fm"
+        fac = self._factors.get(key)
+        if fac is None:  # the doc-major array is not kept for it (only if cached)
+            rows = self._factors.get(seg.name)
+            fac = np.ascontiguousarray((self._compute_factor(seg) if rows is None else rows).T)
+            self._factors[key] = fac
+        return fac
+
     def _factor(self, seg: Segment) -> np.ndarray:
         """Per-doc ``weight_f / B_f(doc)``: BM25F length normalisation per field."""
         fac = self._factors.get(seg.name)
         if fac is None:
-            _, avg = self._stats()
-            w = np.asarray(self.params.weights, np.float32)
-            b = np.asarray(self.params.b, np.float32)
-            lens = np.asarray(seg.lens, np.float32)
-            denom = (1.0 - b) + b * lens / avg.astype(np.float32)
-            fac = np.ascontiguousarray((w / denom).astype(np.float32))
-            self._factors[seg.name] = fac
+            fac = self._factors[seg.name] = self._compute_factor(seg)
         return fac
+
+    def _compute_factor(self, seg: Segment) -> np.ndarray:
+        """float32 [N, 3] of :meth:`_factor`, computed."""
+        _, avg = self._stats()
+        w = np.asarray(self.params.weights, np.float32)
+        b = np.asarray(self.params.b, np.float32)
+        lens = np.asarray(seg.lens, np.float32)
+        denom = (1.0 - b) + b * lens / avg.astype(np.float32)
+        return np.ascontiguousarray((w / denom).astype(np.float32))
 
     @property
     def n_docs(self) -> int:
@@ -711,6 +728,7 @@ class LexicalIndex:
                     self.n_docs,
                     k,
                     exact_bounds=EXACT_BLOCK_BOUNDS,
+                    field_major=True,
                 )
             except ValueError as exc:  # the kernel names the segment by its place
                 n = exc.args[0] if len(exc.args) == 2 and isinstance(exc.args[0], int) else -1
@@ -814,7 +832,7 @@ class LexicalIndex:
                     [
                         seg,
                         (seg.terms, *seg.term_dict, p["packed"], p["blk_pos"]),
-                        (p["blk_last"], b["blk_maxtf"], b["blk_minlen"], self._factor(seg)),
+                        (p["blk_last"], b["blk_maxtf"], b["blk_minlen"], self._factor_fm(seg)),
                         # block bounds, filled by the kernel as blocks are first
                         # bounded; valid as long as the factor (dropped together
                         # on the next write). Zeroed pages cost no memory until
@@ -885,9 +903,13 @@ class LexicalIndex:
     def _query_terms(
         terms: Sequence[str], term_weights: Sequence[float] | None
     ) -> tuple[list[str], list[float]]:
-        if term_weights is None:  # plain counts: Counter counts in C, first-seen order
-            counts = Counter(terms)
-            return list(counts), [float(c) for c in counts.values()]
+        if term_weights is None:  # plain counts, first-seen order
+            counts = dict.fromkeys(terms, 0.0)
+            if len(counts) == len(terms):  # no repeats (most queries): all 1
+                return list(counts), [1.0] * len(counts)
+            for t in terms:
+                counts[t] += 1.0
+            return list(counts), list(counts.values())
         acc: dict[str, float] = {}
         for i, t in enumerate(terms):
             acc[t] = acc.get(t, 0.0) + (1.0 if term_weights is None else float(term_weights[i]))

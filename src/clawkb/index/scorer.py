@@ -195,23 +195,64 @@ def score_topk_blockmax(
     return out_docs[:n], out_scores[:n], int(scored)
 
 
-def member_cache(n_docs: int, budget: int, density: int) -> object | None:
-    """An empty cache of membership bitmaps for one segment of ``n_docs`` docs
+def member_cache(
+    n_docs: int,
+    budget: int,
+    density: int,
+    stored: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> object | None:
+    """A cache of membership bitmaps for one segment of ``n_docs`` docs
     (``_blockmax.member_cache``): passed as a segment's 15th item to
     :func:`search_segments`, the kernel gives each list of at least
     ``n_docs / density`` postings a bitmap while their bytes stay within
-    ``budget``; None when the kernel is not built."""
+    ``budget``; None when the kernel is not built. ``stored``: the segment's
+    own bitmaps (keys, bits, rank, as :func:`member_bitmaps` makes them),
+    used as they are; their bytes count against ``budget``, so the kernel
+    builds others only while stored and built bitmaps together fit."""
     if _blockmax is None:
         return None
-    return _blockmax.member_cache(n_docs, budget, density)
+    if stored is None:
+        return _blockmax.member_cache(n_docs, budget, density)
+    return _blockmax.member_cache(n_docs, budget, density, *stored)
 
 
-def member_stats(cache: object) -> tuple[int, int]:
-    """(lists with a bitmap, bytes they take) of a :func:`member_cache`."""
+def member_words(n_docs: int) -> int:
+    """64-bit words of one membership bitmap of a segment of ``n_docs`` docs."""
+    return (n_docs + 63) // 64 + 1
+
+
+def member_bitmaps(
+    packed: dict[str, np.ndarray], keys: np.ndarray, n_docs: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(bits uint64, rank uint32), one row of :func:`member_words` per list of
+    ``keys`` (int64 [L, 3]: first posting, end, first block), decoded from the
+    packed postings by the kernel; None when it is not built. ValueError on
+    damaged postings."""
+    if _blockmax is None:
+        return None
+    words = member_words(n_docs)
+    bits = np.empty((len(keys), words), np.uint64)
+    rank = np.empty((len(keys), words), np.uint32)
+    _blockmax.member_bitmaps(
+        packed["packed"],
+        packed["blk_pos"],
+        packed["blk_last"],
+        np.ascontiguousarray(packed["blk_maxtf"]),
+        np.ascontiguousarray(keys, np.int64),
+        n_docs,
+        bits,
+        rank,
+    )
+    return bits, rank
+
+
+def member_stats(cache: object) -> tuple[int, int, int]:
+    """(lists given a bitmap at query time, bytes of all its bitmaps, lists
+    whose bitmap the segment stores) of a :func:`member_cache`."""
     if _blockmax is None or cache is None:
-        return 0, 0
-    n, size = _blockmax.member_stats(cache)
-    return int(n), int(size)
+        return 0, 0, 0
+    n, size, stored = _blockmax.member_stats(cache)
+    return int(n), int(size), int(stored)
 
 
 def search_segments(
@@ -224,6 +265,7 @@ def search_segments(
     k: int,
     *,
     exact_bounds: bool = True,
+    field_major: bool = False,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """A whole query in one native call (``_blockmax.search``): term lookup in
     every segment, idf, and block-max top-k over all segments with one heap.
@@ -233,7 +275,9 @@ def search_segments(
     segment first, optionally followed by a float32 block cache (one slot per
     block, zeros at first): the kernel keeps there each block's bound once
     computed, the exact one with ``exact_bounds``, else the max-tf/min-length
-    one. Returns (chunk ids, scores) sorted by descending score, ties
+    one. ``field_major``: every ``factor`` is float32 [3, N] (one field's
+    factors together) instead of [N, 3]: same scores, fewer cache lines
+    read. Returns (chunk ids, scores) sorted by descending score, ties
     by ascending chunk id, or None when a term's weight is not positive (the
     general path handles that case).
     """
@@ -251,6 +295,7 @@ def search_segments(
         out_ids,
         out_scores,
         exact_bounds,
+        field_major,
     )
     if n < 0:
         return None

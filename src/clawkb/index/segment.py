@@ -51,13 +51,23 @@ from typing import Any
 import numpy as np
 
 from clawkb.errors import IndexCorruptError
-from clawkb.index import npyfile, packing, termdict
+from clawkb.index import npyfile, packing, scorer, termdict
 from clawkb.index.blocks import BLOCK_ARRAYS, block_arrays, minlen_codes
 from clawkb.index.generations import replace_atomically
 from clawkb.text.tokenize import NATIVE_INVERT, TextInverter, tokenize
 
 #: Version of the files a segment folder holds (meta.json "format").
-SEGMENT_FORMAT = 5 if packing.NATIVE else 3
+SEGMENT_FORMAT = (6 if scorer.BLOCKMAX_AVAILABLE else 5) if packing.NATIVE else 3
+
+#: Format 6 stores a membership bitmap (``member_*`` files) for each posting
+#: list holding at least one doc in MEMBER_DENSITY (and two blocks), longest
+#: first, while their bytes stay under MEMBER_BUDGET times the packed
+#: postings': a query's probe into such a list is one bit test and its
+#: posting is found by rank, with no list decoded at query time.
+MEMBER_DENSITY = 32
+MEMBER_BUDGET = 0.25
+#: the member files, in the order ``scorer.member_cache`` takes them
+MEMBER_FILES = ("member_keys", "member_bits", "member_rank")
 N_FIELDS = 3
 FIELDS = ("title", "body", "code")
 _FLUSH = 1 << 16
@@ -190,16 +200,46 @@ def _write_folder(folder: Path, arrays: dict[str, np.ndarray]) -> None:
     os.replace(tmp, folder)
 
 
+def member_keys(offsets: np.ndarray, n_docs: int, packed_bytes: int) -> np.ndarray:
+    """int64 [L, 3] (first posting, end, first block) of the lists format 6
+    stores a membership bitmap for (MEMBER_DENSITY, MEMBER_BUDGET), by start."""
+    offsets = np.asarray(offsets, np.int64)
+    df = np.diff(offsets)
+    first_block = np.zeros(len(df), np.int64)
+    if len(df) > 1:
+        np.cumsum(((df + 127) // 128)[:-1], out=first_block[1:])
+    long = np.flatnonzero((df >= 256) & (df * MEMBER_DENSITY >= n_docs))
+    if len(long):
+        long = long[np.argsort(-df[long], kind="stable")]
+        each = scorer.member_words(n_docs) * 12
+        long = np.sort(long[: int(packed_bytes * MEMBER_BUDGET) // each])
+    return np.stack([offsets[long], offsets[long + 1], first_block[long]], axis=1).astype(np.int64)
+
+
+def _member_arrays(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Format 6's membership bitmaps of a packed segment's long lists."""
+    n_docs = len(arrays["chunk_ids"])
+    keys = member_keys(arrays["offsets"], n_docs, len(arrays["packed"]))
+    made = scorer.member_bitmaps(arrays, keys, n_docs)
+    assert made is not None
+    return dict(zip(MEMBER_FILES, (keys, *made), strict=True))
+
+
 def _fill_folder(tmp: Path, arrays: dict[str, np.ndarray]) -> None:
     n_postings = int(arrays["offsets"][-1]) if len(arrays["offsets"]) else 0
+    fmt = 3
     if "packed" in arrays:  # format 5: the compact dictionary replaces offsets
         arrays = dict(arrays)
+        fmt = 5
+        if SEGMENT_FORMAT >= 6:
+            arrays.update(_member_arrays(arrays))
+            fmt = 6
         arrays.update(termdict.encode(arrays.pop("offsets")))
         arrays.pop("term_blocks", None)
     for name, arr in arrays.items():
         _save(tmp, name, np.ascontiguousarray(arr))
     meta = {
-        "format": 5 if "packed" in arrays else 3,
+        "format": fmt,
         "n_docs": len(arrays["chunk_ids"]),
         "n_terms": len(arrays["terms"]),
         "n_postings": n_postings,
@@ -593,6 +633,11 @@ class Segment:
             self._packed = {n: _open_array(folder / f"{n}.npy") for n in packing.PACKED_ARRAYS}
         else:
             self._raw = (_open_array(folder / "docs.npy"), _open_array(folder / "tfs.npy"))
+        #: format 6: the stored membership bitmaps (MEMBER_FILES), else None
+        self.members: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        if (folder / "member_keys.npy").exists():
+            keys, bits, rank = (_open_array(folder / f"{n}.npy") for n in MEMBER_FILES)
+            self.members = (keys, bits, rank)
         self.live: np.ndarray = self._read_live()
         self._sorted_ids: np.ndarray | None = None
         self._blocks: dict[str, np.ndarray] | None = None
@@ -634,6 +679,13 @@ class Segment:
             if self._blocks is not None:
                 want.append(("blk_maxtf", self._blocks["blk_maxtf"], "|u1", (b, N_FIELDS)))
                 want.append(("blk_minlen", self._blocks["blk_minlen"], "|u1", (b, N_FIELDS)))
+        if self.members is not None:
+            n_lists, words = len(self.members[0]), scorer.member_words(n)
+            want += [
+                ("member_keys", self.members[0], "<i8", (n_lists, 3)),
+                ("member_bits", self.members[1], "<u8", (n_lists, words)),
+                ("member_rank", self.members[2], "<u4", (n_lists, words)),
+            ]
         if self._raw is not None:
             p = len(self._raw[0])
             want += [
