@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from clawkb.embed.base import Embedder
 from clawkb.kb import KnowledgeBase
+from clawkb.server.writer_process import Remote, WriterProcess
 from clawkb.store import db
 
 T = TypeVar("T")
@@ -219,9 +220,11 @@ class _Slot:
 class Runtime:
     """Reader connections, the writer thread and the gate between them."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *, writer_process: bool = True) -> None:
         self.home = home
         self.gate = Gate()
+        #: where :class:`Remote` jobs run; None: on the writer thread, as any other job
+        self.writer_process = WriterProcess(home) if writer_process else None
         self.generation = 0
         self.config_version = 0  # bumped when config.yaml was rewritten (the page's settings)
         self._writer_config = 0
@@ -365,7 +368,9 @@ class Runtime:
         with self._opened_lock:
             fut = self._repair
             if fut is None or fut.done():
-                job = lambda kb: kb.repair_index(suspect=suspect)  # noqa: E731
+                from clawkb.server import write_jobs
+
+                job = Remote(write_jobs.repair_index, suspect)
                 fut = self._repair = self.submit(job, "repair")
             return fut
 
@@ -416,11 +421,18 @@ class Runtime:
                 self.last_write = time.time()
                 self._release_idle()
 
+    def writer_state(self) -> dict[str, Any]:
+        """The writer process: its pid (None before the first job) and how many were started."""
+        proc = self.writer_process
+        if proc is None:
+            return {"process": None, "starts": 0}
+        return {"process": proc.pid, "starts": proc.starts}
+
     async def write(self, fn: Callable[[KnowledgeBase], T], name: str = "write") -> T:
         return await asyncio.wrap_future(self.submit(fn, name))
 
     def _write_loop(self) -> None:
-        kb: KnowledgeBase | None = None
+        kb: KnowledgeBase | None = None  # for the jobs that run here (not a Remote)
         while True:
             item = self._jobs.get()
             if item is None:
@@ -429,22 +441,25 @@ class Runtime:
             self.queued -= 1
             if not fut.set_running_or_notify_cancel():
                 continue
-            self.current_job = getattr(fut, "job_name", "write")
+            name = getattr(fut, "job_name", "write")
+            self.current_job = name
             try:
-                if kb is not None and self._writer_config != self.config_version:
-                    kb.close()
-                    kb = None
-                if kb is None:
-                    self._writer_config = self.config_version
-                    kb = KnowledgeBase.open(self.home)
-                self.share_embedder(kb)  # once vectors exist, the readers' model too
+                if isinstance(fn, Remote) and self.writer_process is not None:
+                    run = self._remote_runner(fn, name)
+                else:
+                    if kb is not None and self._writer_config != self.config_version:
+                        kb.close()
+                        kb = None
+                    if kb is None:
+                        self._writer_config = self.config_version
+                        kb = KnowledgeBase.open(self.home)
+                    self.share_embedder(kb)  # once vectors exist, the readers' model too
+                    run = self._local_runner(fn, kb)
                 if getattr(fut, "gated", True):
                     with self.exclusive():
-                        result = fn(kb)
-                        _warm_dense(kb)
+                        result = run()
                 else:
-                    result = fn(kb)
-                    _warm_dense(kb)
+                    result = run()
                 fut.set_result(result)
             except BaseException as exc:  # handed to the waiting request
                 fut.set_exception(exc)
@@ -453,9 +468,30 @@ class Runtime:
         if kb is not None:
             kb.close()
 
+    def _remote_runner(self, job: Remote, name: str) -> Callable[[], Any]:
+        """Run ``job`` in the writer process (:mod:`.writer_process`)."""
+        from clawkb.server import write_jobs
+
+        if job.func is write_jobs.nothing:
+            return lambda: None
+        writer = self.writer_process
+        assert writer is not None
+        return lambda: writer.run(job, self.config_version, name)
+
+    @staticmethod
+    def _local_runner(fn: Callable[[KnowledgeBase], Any], kb: KnowledgeBase) -> Callable[[], Any]:
+        def run() -> Any:
+            result = fn(kb)
+            _warm_dense(kb)
+            return result
+
+        return run
+
     def close(self) -> None:
         self._jobs.put(None)
         self._writer.join(timeout=30)
+        if self.writer_process is not None:
+            self.writer_process.close()
         with self._opened_lock:
             for slot in self._slots:
                 slot.close()
