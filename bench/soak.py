@@ -371,6 +371,24 @@ def _children_rss_kb(pid: int) -> int:
     return total
 
 
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds of ``pid`` and its children: its own threads, its ended children (the
+    parser sandboxes it waited for) and its live children (the embedding worker, the
+    writer process) with their ended children."""
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry) == pid or int(fields[1]) == pid:
+            total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def _cpu_s(pid: int) -> float:
     """CPU seconds (user + system, all threads) a process has used so far."""
     with open(f"/proc/{pid}/stat") as fh:
@@ -511,6 +529,7 @@ def run_server(
     while time.time() < start:
         time.sleep(0.05)
     cpu0 = _cpu_s(server.pid)
+    tree0 = _tree_cpu_s(server.pid)
     spy = _profile(server.pid, seconds, profile) if profile else None
     workers = [threading.Thread(target=fn) for fn in (api_writer, terminal, jobs_once)]
     for w in workers:
@@ -524,6 +543,7 @@ def run_server(
         worker_rss.append((time.time() - start, _children_rss_kb(server.pid)))
         time.sleep(min(5.0, max(0.05, start + quiet - time.time())) if cpu_quiet is None else 5)
     server_cpu = _cpu_s(server.pid) - cpu0
+    tree_cpu = _tree_cpu_s(server.pid) - tree0
     load = os.getloadavg()
     for w in workers:
         w.join()
@@ -570,6 +590,7 @@ def run_server(
         "server_p99_ms": round(pct(took, 0.99), 2),
         "server_cpu_s": round(server_cpu, 1),
         "server_cpu_ms_per_search": round(1000 * server_cpu / max(1, len(lat)), 2),
+        "tree_cpu_s": round(tree_cpu, 1),
         "quiet_seconds": quiet,
         "quiet_searches": in_quiet,
         "quiet_cpu_ms_per_search": round(1000 * cpu_quiet / max(1, in_quiet), 2)
@@ -650,6 +671,14 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
         f" {r['server_cpu_ms_per_search']} ms | |",
         *(
             [
+                "| CPU of the server with its children (embedding worker, writer process,"
+                f" parser sandboxes) | {r['tree_cpu_s']} s | |"
+            ]
+            if "tree_cpu_s" in r
+            else []
+        ),
+        *(
+            [
                 f"| server CPU per search, readers alone (first {r['quiet_seconds']:g} s,"
                 f" {r['quiet_searches']} searches) / with the writers |"
                 f" {r['quiet_cpu_ms_per_search']} / {r['busy_cpu_ms_per_search']} ms | |"
@@ -670,7 +699,7 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
         ),
         *(
             [
-                "| embedding worker RSS at the end (a child of the server) |"
+                "| RSS of the server's children at the end (embedding worker, writer process) |"
                 f" {r['worker_rss_mb'][-1][1]} MB | |"
             ]
             if r.get("worker_rss_mb")
@@ -694,7 +723,7 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
     if r.get("worker_rss_mb"):
         lines += [
             "",
-            "Embedding worker RSS (seconds in, MB): "
+            "RSS of the server's children (seconds in, MB): "
             + ", ".join(f"{t}: {mb}" for t, mb in r["worker_rss_mb"]),
         ]
     errs = [("reader", r["first_error"]), ("result", r["first_wrong"])]

@@ -1,8 +1,9 @@
 """Write endpoints: memory store/forget, pin aliases, index a path, upload into the inbox.
 
-Every write is queued for the server's one writer (see :mod:`clawkb.server.runtime`) and
-runs in its writer process (:mod:`clawkb.server.writer_process`): each job here is a
-:class:`Remote` of a function in :mod:`clawkb.server.write_jobs`.
+Every write is queued for the server's one writer (see :mod:`clawkb.server.runtime`); all
+but the embedding of new chunks run in its writer process
+(:mod:`clawkb.server.writer_process`) as a :class:`Remote` of a function in
+:mod:`clawkb.server.write_jobs`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from clawkb.server.writer_process import Remote
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
+    from clawkb.kb import KnowledgeBase
     from clawkb.server.app import ServerState
 
 router = APIRouter(prefix="/api/v1", tags=["write"])
@@ -178,9 +180,23 @@ def _embed_later(st: ServerState) -> None:
     """Queue the embedding of what a write added (when the KB has vectors) as a job of its
     own after it: the request returns at once, readers are not held off, and
     ``/status`` counts the chunks still pending (``dense.pending``) until it is done."""
-    fut = st.runtime.submit(Remote(write_jobs.embed_new), "embed", gated=False)
+    from clawkb.embed.run import embed_new
+    from clawkb.server.writer_process import warm_dense
+
+    runtime = st.runtime
+
+    def embed(kb: KnowledgeBase) -> dict[str, Any] | None:
+        got = embed_new(kb)
+        if got and got["embedded"]:  # new vectors: the dense copy first, then the views renew
+            warm_dense(kb)
+            with runtime.exclusive():
+                pass
+        return got
+
+    # on the writer thread, not the writer process: the model already runs in the shared
+    # embedding worker, and the writer process would load a second copy of it
+    fut = runtime.submit(embed, "embed", gated=False)
     fut.add_done_callback(_report_embed)
-    st.runtime.submit(Remote(write_jobs.nothing), "embed")  # gated: readers then renew views
 
 
 def _report_embed(fut: Future[dict[str, Any] | None]) -> None:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from clawkb.embed.base import Embedder
 from clawkb.kb import KnowledgeBase
-from clawkb.server.writer_process import Remote, WriterProcess
+from clawkb.server.writer_process import Remote, WriterProcess, warm_dense
 from clawkb.store import db
 
 T = TypeVar("T")
@@ -110,20 +110,6 @@ def _manifest_stamp(kb: KnowledgeBase) -> tuple[int, int]:
         except OSError:
             stamps.append(0)
     return stamps[0], stamps[1]
-
-
-def _warm_dense(kb: KnowledgeBase) -> None:
-    """After a write: bring the dense search copy (``index/dense``) up to the new vectors
-    here, on the writer, so the reader views renewed next load it ready-made instead of
-    each finding it stale and rebuilding it on a request thread."""
-    from clawkb.embed import vectors
-
-    if vectors.stored_signature(kb.conn) is None:
-        return
-    from clawkb.retrieve.pipeline import retriever_for
-
-    with contextlib.suppress(Exception):  # a damaged copy is the readers' to report
-        retriever_for(kb).dense_index().refresh()
 
 
 class _Slot:
@@ -470,10 +456,6 @@ class Runtime:
 
     def _remote_runner(self, job: Remote, name: str) -> Callable[[], Any]:
         """Run ``job`` in the writer process (:mod:`.writer_process`)."""
-        from clawkb.server import write_jobs
-
-        if job.func is write_jobs.nothing:
-            return lambda: None
         writer = self.writer_process
         assert writer is not None
         return lambda: writer.run(job, self.config_version, name)
@@ -482,7 +464,7 @@ class Runtime:
     def _local_runner(fn: Callable[[KnowledgeBase], Any], kb: KnowledgeBase) -> Callable[[], Any]:
         def run() -> Any:
             result = fn(kb)
-            _warm_dense(kb)
+            warm_dense(kb)
             return result
 
         return run

@@ -29,15 +29,5 @@ def set_pin(kb: KnowledgeBase, board: str, alias: str, pin: str) -> dict[str, An
     return teach(kb, board, alias, pin).to_dict()
 
 
-def embed_new(kb: KnowledgeBase) -> dict[str, Any] | None:
-    from clawkb.embed.run import embed_new as run
-
-    return run(kb)
-
-
 def repair_index(kb: KnowledgeBase, suspect: str | None = None) -> list[str]:
     return kb.repair_index(suspect=suspect)
-
-
-def nothing(kb: KnowledgeBase) -> None:
-    """A gated step with no work: the readers renew their views after it."""

@@ -187,7 +187,7 @@ def _child_main(conn: Connection, home: str) -> None:
                     kb = KnowledgeBase.open(Path(home))
                     config_seen = config_version
                 result = job(kb)
-                _warm_dense(kb)
+                warm_dense(kb)
                 reply: tuple[str, Any] = ("ok", result)
             except BaseException as exc:  # handed back to the waiting request
                 if isinstance(exc, KeyboardInterrupt | SystemExit):
@@ -216,7 +216,7 @@ def _portable(exc: BaseException) -> BaseException:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
-def _warm_dense(kb: KnowledgeBase) -> None:
+def warm_dense(kb: KnowledgeBase) -> None:
     """After a write: bring the dense search copy (``index/dense``) up to the new vectors,
     so the reader views renewed next load it ready-made instead of each finding it
     stale and rebuilding it on a request thread."""
