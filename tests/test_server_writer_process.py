@@ -9,6 +9,7 @@ throughout, and the next write starts a new writer process and succeeds.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -25,10 +26,8 @@ def _fds(pid: int) -> list[str]:
     out = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
         if int(fd) > 2:
-            try:
+            with contextlib.suppress(OSError):  # closed meanwhile
                 out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-            except OSError:
-                pass  # closed meanwhile
     return out
 
 
@@ -79,7 +78,11 @@ def test_writes_run_in_a_writer_process_that_survives_being_killed(tmp_path: Pat
             target=lambda: answer.update(r=server.post("/api/v1/index", json={"path": str(bulk)}))
         )
         post.start()
-        poll(lambda: server.ok("GET", "/api/v1/status")["server"]["writer"]["current"] == "index", 30, 0.01)
+        poll(
+            lambda: server.ok("GET", "/api/v1/status")["server"]["writer"]["current"] == "index",
+            30,
+            0.01,
+        )
         os.kill(pid, signal.SIGKILL)
         post.join(60)
         r = answer["r"]
@@ -88,11 +91,14 @@ def test_writes_run_in_a_writer_process_that_survives_being_killed(tmp_path: Pat
 
         # the next write starts a new writer process and finishes what was cut short
         again = server.ok("POST", "/api/v1/index", json={"path": str(bulk)})
+        assert again["report"]["errors"] == []
         writer = server.ok("GET", "/api/v1/status")["server"]["writer"]
         assert writer["starts"] == 2 and writer["process"] not in (None, pid)
+        second = writer["process"]
         hits = server.ok("GET", "/api/v1/search", params={"q": "bulkword249q"})["hits"]
         assert hits and hits[0]["path"].endswith("b249.md")
         done.set()
         reader.join(30)
         assert server.proc.poll() is None
     assert not bad, bad[:5]
+    assert not Path(f"/proc/{second}").exists()  # a stopped server leaves no writer behind
