@@ -6,7 +6,8 @@
 
 The default (issue 20) runs `clawkb serve` with 8 HTTP reader clients, a writer
 through the API (`/index`, `/memory`), a terminal `index` every 30 s and one
-`embed` and one `reindex`, and samples the RSS of the server and of its embedding worker
+`embed` and one `reindex`, and samples the RSS of the server and of its children
+(the embedding worker, the writer process)
 (:func:`run_server`). Targets: 0 errors, 0 empty or wrong results, p99 <= 100
 ms, RSS flat after warm-up. The older mode is described below.
 

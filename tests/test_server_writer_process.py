@@ -17,7 +17,12 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
+from clawkb.errors import ConfigError
+from clawkb.kb import KnowledgeBase
+from clawkb.server.runtime import Runtime
+from clawkb.server.writer_process import Remote
 from server_helpers import make_kb, poll, serving
 
 
@@ -102,3 +107,37 @@ def test_writes_run_in_a_writer_process_that_survives_being_killed(tmp_path: Pat
         assert server.proc.poll() is None
     assert not bad, bad[:5]
     assert not Path(f"/proc/{second}").exists()  # a stopped server leaves no writer behind
+
+
+class _TwoPart(Exception):
+    """An exception that does not survive pickling (its constructor needs two arguments)."""
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(f"{what}: {why}")
+
+
+def _job(kb: KnowledgeBase, kind: str) -> object:
+    if kind == "config":
+        raise ConfigError("notes.md: a bad value")
+    if kind == "odd":
+        raise _TwoPart("notes.md", "an odd failure")
+    return (os.getpid(), kb.status()["chunks"])
+
+
+def test_writer_process_answers_results_and_errors(tmp_path: Path) -> None:
+    home, _, _ = make_kb(tmp_path)
+    runtime = Runtime(home)
+    try:
+        pid, chunks = runtime.submit(Remote(_job, "ok")).result(60)
+        assert pid != os.getpid() and pid == runtime.writer_state()["process"] and chunks > 0
+        generation = runtime.generation
+        with pytest.raises(ConfigError, match=r"notes\.md: a bad value"):
+            runtime.submit(Remote(_job, "config")).result(60)
+        with pytest.raises(RuntimeError, match=r"_TwoPart: notes\.md: an odd failure"):
+            runtime.submit(Remote(_job, "odd")).result(60)
+        assert runtime.generation == generation + 2  # each gated job renews the views
+        assert runtime.submit(Remote(_job, "ok")).result(60)[0] == pid  # the same process
+        assert runtime.writer_state()["starts"] == 1
+    finally:
+        runtime.close()
+    assert not Path(f"/proc/{pid}").exists()
