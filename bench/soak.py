@@ -28,6 +28,7 @@ what the writers did; writes bench/results/soak-latest.md. Targets: 0 errors,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -356,19 +357,26 @@ def slope_start(seconds: float) -> float:
     return 180.0 if seconds >= 300 else seconds / 2
 
 
-def _children_rss_kb(pid: int) -> int:
-    """RSS of ``pid``'s child processes (the server's embedding worker)."""
-    total = 0
+def _stats() -> dict[int, list[str]]:
+    """Every process's ``/proc/PID/stat`` fields after the command name, by pid."""
+    out = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            if ppid == pid:
-                total += _rss_kb(int(entry))
-        except (OSError, ValueError, IndexError):
-            continue
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    out[int(entry)] = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+    return out
+
+
+def _children_rss_kb(pid: int) -> int:
+    """RSS of ``pid``'s child processes (the embedding worker, the writer process)."""
+    total = 0
+    for child, fields in _stats().items():
+        if int(fields[1]) == pid:
+            with contextlib.suppress(OSError, ValueError):
+                total += _rss_kb(child)
     return total
 
 
@@ -376,18 +384,12 @@ def _tree_cpu_s(pid: int) -> float:
     """CPU seconds of ``pid`` and its children: its own threads, its ended children (the
     parser sandboxes it waited for) and its live children (the embedding worker, the
     writer process) with their ended children."""
-    total = 0.0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(entry) == pid or int(fields[1]) == pid:
-            total += sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    return total
+    ticks = sum(
+        sum(int(f) for f in fields[11:15])
+        for other, fields in _stats().items()
+        if other == pid or int(fields[1]) == pid
+    )
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_s(pid: int) -> float:
