@@ -431,6 +431,7 @@ class Runtime:
             self.current_job = name
             try:
                 if isinstance(fn, Remote) and self.writer_process is not None:
+                    self.writer_process.ensure_started()  # before the readers are held off
                     run = self._remote_runner(fn, name)
                 else:
                     if kb is not None and self._writer_config != self.config_version:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import pickle
 import threading
 from collections.abc import Callable
@@ -105,15 +106,33 @@ class WriterProcess:
                 proc.kill()
                 proc.join(5)
 
+    def ensure_started(self) -> None:
+        """Start the child when none runs, and wait until it has imported what jobs
+        need (a fresh interpreter takes a while on a busy machine: the runtime calls
+        this before it holds the readers off for the job)."""
+        with self._lock:
+            if self._proc is not None and self._proc.is_alive():
+                return
+            self._stop()
+            self._start()
+            conn, proc = self._conn, self._proc
+            assert conn is not None and proc is not None
+            try:
+                _wait_reply(conn, proc)  # ("ready", pid)
+            except (EOFError, OSError) as exc:
+                proc.join(5)
+                self._stop()
+                raise WriterDied(f"the writer process did not start ({_how(proc)})") from exc
+
     def run(self, job: Remote, config_version: int, name: str = "write") -> Any:
         """Run ``job`` in the child (started now if none runs) and return its result or
         raise its exception; :class:`WriterDied` when the child ended meanwhile (the
         next call starts a new one)."""
+        self.ensure_started()
         with self._lock:
-            if self._proc is None or not self._proc.is_alive():
-                self._stop()
-                self._start()
             conn, proc = self._conn, self._proc
+            if conn is None or proc is None:
+                raise WriterDied(f"{name}: the writer process stopped")
             assert conn is not None and proc is not None
             try:
                 conn.send(("job", config_version, job))
@@ -172,6 +191,7 @@ def _child_main(conn: Connection, home: str) -> None:
     kb: KnowledgeBase | None = None
     config_seen = -1
     try:
+        conn.send(("ready", os.getpid()))
         while True:
             try:
                 kind, config_version, job = conn.recv()
