@@ -5,8 +5,10 @@ The server's searches are Python under one interpreter lock; a write job
 on a thread of the same process and took that lock from the searches in
 bursts. :class:`WriterProcess` runs such jobs in one long-lived child instead,
 started on first use with the ``spawn`` method: a fresh interpreter that holds
-none of the server's descriptors, only its end of one pipe (and the standard
-streams, so its warnings reach the server's log).
+none of the server's open files or sockets, only its end of one pipe, the
+standard streams (so its warnings reach the server's log) and multiprocessing's
+own resource-tracker pipe. It is started and has imported the KB code before a
+job holds the readers off (:meth:`WriterProcess.ensure_started`).
 
 A job is a :class:`Remote`: a module-level function and its arguments, so it
 can be pickled to the child; the child runs it on its own writing
