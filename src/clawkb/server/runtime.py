@@ -99,14 +99,20 @@ class Gate:
                 self._cond.notify_all()
 
 
-def _manifest_stamp(kb: KnowledgeBase) -> tuple[int, int]:
+def _stamp_paths(kb: KnowledgeBase) -> tuple[str, str]:
+    """The two files whose times :func:`_manifest_stamp` reads (fixed for a KB folder)."""
+    return str(kb.lexical.folder / "manifest.json"), str(kb.home / (db.DB_NAME + "-wal"))
+
+
+def _manifest_stamp(paths: tuple[str, str]) -> tuple[int, int]:
     """When the index was last published and the store last written (its WAL): a view
     renews when either moves, so another process's commits that leave the index as it
-    is (``embed``, memory notes) are seen too."""
+    is (``embed``, memory notes) are seen too. Checked before every read: plain
+    ``os.stat`` on paths made once."""
     stamps = []
-    for path in (kb.lexical.folder / "manifest.json", kb.home / (db.DB_NAME + "-wal")):
+    for path in paths:
         try:
-            stamps.append(path.stat().st_mtime_ns)
+            stamps.append(os.stat(path).st_mtime_ns)
         except OSError:
             stamps.append(0)
     return stamps[0], stamps[1]
@@ -140,6 +146,7 @@ class _Slot:
         self.generation = -1
         self.config_version = 0
         self.stamp = (0, 0)
+        self.paths = ("", "")  # set at the first renewal (the KB folder does not change)
         self.pinned = False
 
     def stale(self, generation: int, config_version: int = 0) -> bool:
@@ -147,7 +154,7 @@ class _Slot:
             return True
         if self.config_version != config_version:
             return True
-        return _manifest_stamp(self.kb) != self.stamp
+        return _manifest_stamp(self.paths) != self.stamp
 
     def unpin(self) -> None:
         if self.kb is not None:
@@ -165,7 +172,8 @@ class _Slot:
             old.lexical.close()  # its lease and mapped files go now (the slot lock is held)
         self.config_version = config_version
         self.generation = generation
-        self.stamp = _manifest_stamp(self.kb)
+        self.paths = _stamp_paths(self.kb)
+        self.stamp = _manifest_stamp(self.paths)
         db.begin_read(self.kb.conn)
         if self.kb.lexical.applied_seq >= self.kb.repo.max_seq():  # this read starts the snapshot
             self.pinned = True
@@ -182,7 +190,7 @@ class _Slot:
         if self.spare is None:
             self.spare = KnowledgeBase.open(home)
             self.spare.lexical.close()
-        stamp = _manifest_stamp(self.kb)
+        stamp = _manifest_stamp(self.paths)
         kb = KnowledgeBase(self.spare.home, self.spare.conn, self.kb.config)
         db.begin_read(kb.conn)
         if kb.lexical.damaged or kb.lexical.applied_seq < kb.repo.max_seq():
