@@ -6,7 +6,8 @@
 
 The default (issue 20) runs `clawkb serve` with 8 HTTP reader clients, a writer
 through the API (`/index`, `/memory`), a terminal `index` every 30 s and one
-`embed` and one `reindex`, and samples the RSS of the server and of its embedding worker
+`embed` and one `reindex`, and samples the RSS of the server and of its children
+(the embedding worker, the writer process)
 (:func:`run_server`). Targets: 0 errors, 0 empty or wrong results, p99 <= 100
 ms, RSS flat after warm-up. The older mode is described below.
 
@@ -27,6 +28,7 @@ what the writers did; writes bench/results/soak-latest.md. Targets: 0 errors,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -355,20 +357,39 @@ def slope_start(seconds: float) -> float:
     return 180.0 if seconds >= 300 else seconds / 2
 
 
-def _children_rss_kb(pid: int) -> int:
-    """RSS of ``pid``'s child processes (the server's embedding worker)."""
-    total = 0
+def _stats() -> dict[int, list[str]]:
+    """Every process's ``/proc/PID/stat`` fields after the command name, by pid."""
+    out = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            if ppid == pid:
-                total += _rss_kb(int(entry))
-        except (OSError, ValueError, IndexError):
-            continue
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    out[int(entry)] = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+    return out
+
+
+def _children_rss_kb(pid: int) -> int:
+    """RSS of ``pid``'s child processes (the embedding worker, the writer process)."""
+    total = 0
+    for child, fields in _stats().items():
+        if int(fields[1]) == pid:
+            with contextlib.suppress(OSError, ValueError):
+                total += _rss_kb(child)
     return total
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds of ``pid`` and its children: its own threads, its ended children (the
+    parser sandboxes it waited for) and its live children (the embedding worker, the
+    writer process) with their ended children."""
+    ticks = sum(
+        sum(int(f) for f in fields[11:15])
+        for other, fields in _stats().items()
+        if other == pid or int(fields[1]) == pid
+    )
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_s(pid: int) -> float:
@@ -511,6 +532,7 @@ def run_server(
     while time.time() < start:
         time.sleep(0.05)
     cpu0 = _cpu_s(server.pid)
+    tree0 = _tree_cpu_s(server.pid)
     spy = _profile(server.pid, seconds, profile) if profile else None
     workers = [threading.Thread(target=fn) for fn in (api_writer, terminal, jobs_once)]
     for w in workers:
@@ -524,6 +546,7 @@ def run_server(
         worker_rss.append((time.time() - start, _children_rss_kb(server.pid)))
         time.sleep(min(5.0, max(0.05, start + quiet - time.time())) if cpu_quiet is None else 5)
     server_cpu = _cpu_s(server.pid) - cpu0
+    tree_cpu = _tree_cpu_s(server.pid) - tree0
     load = os.getloadavg()
     for w in workers:
         w.join()
@@ -570,6 +593,7 @@ def run_server(
         "server_p99_ms": round(pct(took, 0.99), 2),
         "server_cpu_s": round(server_cpu, 1),
         "server_cpu_ms_per_search": round(1000 * server_cpu / max(1, len(lat)), 2),
+        "tree_cpu_s": round(tree_cpu, 1),
         "quiet_seconds": quiet,
         "quiet_searches": in_quiet,
         "quiet_cpu_ms_per_search": round(1000 * cpu_quiet / max(1, in_quiet), 2)
@@ -650,6 +674,14 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
         f" {r['server_cpu_ms_per_search']} ms | |",
         *(
             [
+                "| CPU of the server with its children (embedding worker, writer process,"
+                f" parser sandboxes) | {r['tree_cpu_s']} s | |"
+            ]
+            if "tree_cpu_s" in r
+            else []
+        ),
+        *(
+            [
                 f"| server CPU per search, readers alone (first {r['quiet_seconds']:g} s,"
                 f" {r['quiet_searches']} searches) / with the writers |"
                 f" {r['quiet_cpu_ms_per_search']} / {r['busy_cpu_ms_per_search']} ms | |"
@@ -670,7 +702,7 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
         ),
         *(
             [
-                "| embedding worker RSS at the end (a child of the server) |"
+                "| RSS of the server's children at the end (embedding worker, writer process) |"
                 f" {r['worker_rss_mb'][-1][1]} MB | |"
             ]
             if r.get("worker_rss_mb")
@@ -694,7 +726,7 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
     if r.get("worker_rss_mb"):
         lines += [
             "",
-            "Embedding worker RSS (seconds in, MB): "
+            "RSS of the server's children (seconds in, MB): "
             + ", ".join(f"{t}: {mb}" for t, mb in r["worker_rss_mb"]),
         ]
     errs = [("reader", r["first_error"]), ("result", r["first_wrong"])]

@@ -60,6 +60,7 @@ from clawkb.store.memo import commit_stamp
 from clawkb.text.glossary import bundled_glossary
 
 if TYPE_CHECKING:
+    from clawkb.config import Config
     from clawkb.index.dense import DenseIndex
     from clawkb.kb import KnowledgeBase
 
@@ -70,6 +71,22 @@ __all__ = ["MEMORY_PREFIX", "Retriever", "retriever_for", "run"]
 QUERY_VECTORS: TTLCache[np.ndarray] = TTLCache(512, 3600.0)
 
 
+#: The last configuration read into settings, and them: a server's views are new KB
+#: objects after every write but share one (frozen) configuration, so each new view's
+#: retriever takes the settings as they are instead of validating every key again.
+_LAST_SETTINGS: tuple[object, RetrievalSettings] | None = None
+
+
+def _settings_of(config: Config) -> RetrievalSettings:
+    global _LAST_SETTINGS
+    last = _LAST_SETTINGS
+    if last is not None and last[0] is config:
+        return last[1]
+    settings = from_config(config)
+    _LAST_SETTINGS = (config, settings)
+    return settings
+
+
 class Retriever:
     """Per-KB state: settings, synonyms, embedder, dense index and caches."""
 
@@ -77,7 +94,7 @@ class Retriever:
         # weak: the registry below is keyed weakly by the KB, and a strong reference
         # from the value would keep every KB (and its mapped index files) alive
         self._kb = weakref.ref(kb)
-        self.settings = from_config(kb.config)
+        self.settings = _settings_of(kb.config)
         self.cache: TTLCache[SearchResult] = TTLCache(
             self.settings.cache_size, self.settings.cache_ttl_s
         )

@@ -1,6 +1,9 @@
 """Write endpoints: memory store/forget, pin aliases, index a path, upload into the inbox.
 
-Every write runs on the server's one writer thread (see :mod:`clawkb.server.runtime`).
+Every write is queued for the server's one writer (see :mod:`clawkb.server.runtime`); all
+but the embedding of new chunks run in its writer process
+(:mod:`clawkb.server.writer_process`) as a :class:`Remote` of a function in
+:mod:`clawkb.server.write_jobs`.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from fastapi import APIRouter, Request, UploadFile
 from pydantic import BaseModel, Field
 
 from clawkb.errors import ConfigError, UploadTooLarge
+from clawkb.server import write_jobs
 from clawkb.server.api_read import state_of
 from clawkb.server.security import confine
+from clawkb.server.writer_process import Remote
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -57,40 +62,33 @@ class IndexIn(BaseModel):
 
 @router.post("/memory", summary="Store a memory (same text again = same memory, refreshed)")
 async def memory_store(request: Request, body: MemoryIn) -> dict[str, Any]:
-    def run(kb: KnowledgeBase) -> dict[str, Any]:
-        res = kb.memory.store(
-            body.text, namespace=body.namespace, tags=body.tags,
-            importance=body.importance, ttl=body.ttl,
-        )  # fmt: skip
-        return res.to_dict()
-
+    run = Remote(
+        write_jobs.memory_store, body.text, namespace=body.namespace, tags=body.tags,
+        importance=body.importance, ttl=body.ttl,
+    )  # fmt: skip
     st = state_of(request)
-    out = await st.runtime.write(run, "memory")
+    out: dict[str, Any] = await st.runtime.write(run, "memory")
     _embed_later(st)
     return out
 
 
 @router.post("/memory/forget", summary="Forget memories by ids, tags and/or query")
 async def memory_forget(request: Request, body: ForgetIn) -> dict[str, Any]:
-    def run(kb: KnowledgeBase) -> dict[str, Any]:
-        res = kb.memory.forget(
-            body.ids, tags=body.tags, query=body.query, namespace=body.namespace,
-            dry_run=body.dry_run,
-        )  # fmt: skip
-        return res.to_dict()
-
+    run = Remote(
+        write_jobs.memory_forget, body.ids, tags=body.tags, query=body.query,
+        namespace=body.namespace, dry_run=body.dry_run,
+    )  # fmt: skip
     st = state_of(request)
-    out = await st.runtime.write(run, "memory")
+    out: dict[str, Any] = await st.runtime.write(run, "memory")
     _embed_later(st)
     return out
 
 
 async def _set_pin(request: Request, body: PinIn) -> dict[str, Any]:
-    from clawkb.hardware import set_pin
-
     st = state_of(request)
-    edit = await st.runtime.write(lambda kb: set_pin(kb, body.board, body.alias, body.pin), "pin")
-    return edit.to_dict()
+    job = Remote(write_jobs.set_pin, body.board, body.alias, body.pin)
+    edit: dict[str, Any] = await st.runtime.write(job, "pin")
+    return edit
 
 
 @router.post("/hardware/pins", summary="Teach a pin alias (written into the board's devices file)")
@@ -109,7 +107,7 @@ async def index_path(request: Request, body: IndexIn) -> dict[str, Any]:
     target = confine(body.path, st.roots)
     if not target.exists():
         raise ConfigError(f"{body.path}: no such file or folder")
-    report = await st.runtime.write(lambda kb: kb.index([target], wait=60), "index")
+    report = await st.runtime.write(Remote(write_jobs.index_paths, [str(target)]), "index")
     _embed_later(st)
     st.metrics.observe_run(report, "api")
     return {"path": target.as_posix(), "report": report.to_dict()}
@@ -172,7 +170,7 @@ async def upload(request: Request, file: UploadFile) -> dict[str, Any]:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    report = await st.runtime.write(lambda kb: kb.index([dest], wait=60), "upload")
+    report = await st.runtime.write(Remote(write_jobs.index_paths, [str(dest)]), "upload")
     _embed_later(st)
     st.metrics.observe_run(report, "upload")
     return {"path": dest.as_posix(), "bytes": size, "report": report.to_dict()}
@@ -183,10 +181,22 @@ def _embed_later(st: ServerState) -> None:
     own after it: the request returns at once, readers are not held off, and
     ``/status`` counts the chunks still pending (``dense.pending``) until it is done."""
     from clawkb.embed.run import embed_new
+    from clawkb.server.writer_process import warm_dense
 
-    fut = st.runtime.submit(embed_new, "embed", gated=False)
+    runtime = st.runtime
+
+    def embed(kb: KnowledgeBase) -> dict[str, Any] | None:
+        got = embed_new(kb)
+        if got and got["embedded"]:  # new vectors: the dense copy first, then the views renew
+            warm_dense(kb)
+            with runtime.exclusive():
+                pass
+        return got
+
+    # on the writer thread, not the writer process: the model already runs in the shared
+    # embedding worker, and the writer process would load a second copy of it
+    fut = runtime.submit(embed, "embed", gated=False)
     fut.add_done_callback(_report_embed)
-    st.runtime.submit(lambda kb: None, "embed")  # gated: readers then renew their views
 
 
 def _report_embed(fut: Future[dict[str, Any] | None]) -> None:

@@ -90,7 +90,11 @@ class ServerState:
             "auth": bool(s.token),
             "mcp": s.mcp,
             "uptime_s": round(time.time() - self.started, 1),
-            "writer": {"queued": self.runtime.queued, "current": self.runtime.current_job},
+            "writer": {
+                "queued": self.runtime.queued,
+                "current": self.runtime.current_job,
+                **self.runtime.writer_state(),
+            },
             "watch": self.watcher.state() if self.watcher else None,
         }
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from clawkb.embed.base import Embedder
 from clawkb.kb import KnowledgeBase
+from clawkb.server.writer_process import Remote, WriterProcess, warm_dense
 from clawkb.store import db
 
 T = TypeVar("T")
@@ -98,31 +99,23 @@ class Gate:
                 self._cond.notify_all()
 
 
-def _manifest_stamp(kb: KnowledgeBase) -> tuple[int, int]:
+def _stamp_paths(kb: KnowledgeBase) -> tuple[str, str]:
+    """The two files whose times :func:`_manifest_stamp` reads (fixed for a KB folder)."""
+    return str(kb.lexical.folder / "manifest.json"), str(kb.home / (db.DB_NAME + "-wal"))
+
+
+def _manifest_stamp(paths: tuple[str, str]) -> tuple[int, int]:
     """When the index was last published and the store last written (its WAL): a view
     renews when either moves, so another process's commits that leave the index as it
-    is (``embed``, memory notes) are seen too."""
+    is (``embed``, memory notes) are seen too. Checked before every read: plain
+    ``os.stat`` on paths made once."""
     stamps = []
-    for path in (kb.lexical.folder / "manifest.json", kb.home / (db.DB_NAME + "-wal")):
+    for path in paths:
         try:
-            stamps.append(path.stat().st_mtime_ns)
+            stamps.append(os.stat(path).st_mtime_ns)
         except OSError:
             stamps.append(0)
     return stamps[0], stamps[1]
-
-
-def _warm_dense(kb: KnowledgeBase) -> None:
-    """After a write: bring the dense search copy (``index/dense``) up to the new vectors
-    here, on the writer, so the reader views renewed next load it ready-made instead of
-    each finding it stale and rebuilding it on a request thread."""
-    from clawkb.embed import vectors
-
-    if vectors.stored_signature(kb.conn) is None:
-        return
-    from clawkb.retrieve.pipeline import retriever_for
-
-    with contextlib.suppress(Exception):  # a damaged copy is the readers' to report
-        retriever_for(kb).dense_index().refresh()
 
 
 class _Slot:
@@ -153,6 +146,7 @@ class _Slot:
         self.generation = -1
         self.config_version = 0
         self.stamp = (0, 0)
+        self.paths = ("", "")  # set at the first renewal (the KB folder does not change)
         self.pinned = False
 
     def stale(self, generation: int, config_version: int = 0) -> bool:
@@ -160,7 +154,7 @@ class _Slot:
             return True
         if self.config_version != config_version:
             return True
-        return _manifest_stamp(self.kb) != self.stamp
+        return _manifest_stamp(self.paths) != self.stamp
 
     def unpin(self) -> None:
         if self.kb is not None:
@@ -178,7 +172,8 @@ class _Slot:
             old.lexical.close()  # its lease and mapped files go now (the slot lock is held)
         self.config_version = config_version
         self.generation = generation
-        self.stamp = _manifest_stamp(self.kb)
+        self.paths = _stamp_paths(self.kb)
+        self.stamp = _manifest_stamp(self.paths)
         db.begin_read(self.kb.conn)
         if self.kb.lexical.applied_seq >= self.kb.repo.max_seq():  # this read starts the snapshot
             self.pinned = True
@@ -195,7 +190,7 @@ class _Slot:
         if self.spare is None:
             self.spare = KnowledgeBase.open(home)
             self.spare.lexical.close()
-        stamp = _manifest_stamp(self.kb)
+        stamp = _manifest_stamp(self.paths)
         kb = KnowledgeBase(self.spare.home, self.spare.conn, self.kb.config)
         db.begin_read(kb.conn)
         if kb.lexical.damaged or kb.lexical.applied_seq < kb.repo.max_seq():
@@ -219,9 +214,11 @@ class _Slot:
 class Runtime:
     """Reader connections, the writer thread and the gate between them."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *, writer_process: bool = True) -> None:
         self.home = home
         self.gate = Gate()
+        #: where :class:`Remote` jobs run; None: on the writer thread, as any other job
+        self.writer_process = WriterProcess(home) if writer_process else None
         self.generation = 0
         self.config_version = 0  # bumped when config.yaml was rewritten (the page's settings)
         self._writer_config = 0
@@ -365,7 +362,9 @@ class Runtime:
         with self._opened_lock:
             fut = self._repair
             if fut is None or fut.done():
-                job = lambda kb: kb.repair_index(suspect=suspect)  # noqa: E731
+                from clawkb.server import write_jobs
+
+                job = Remote(write_jobs.repair_index, suspect)
                 fut = self._repair = self.submit(job, "repair")
             return fut
 
@@ -416,11 +415,18 @@ class Runtime:
                 self.last_write = time.time()
                 self._release_idle()
 
+    def writer_state(self) -> dict[str, Any]:
+        """The writer process: its pid (None before the first job) and how many were started."""
+        proc = self.writer_process
+        if proc is None:
+            return {"process": None, "starts": 0}
+        return {"process": proc.pid, "starts": proc.starts}
+
     async def write(self, fn: Callable[[KnowledgeBase], T], name: str = "write") -> T:
         return await asyncio.wrap_future(self.submit(fn, name))
 
     def _write_loop(self) -> None:
-        kb: KnowledgeBase | None = None
+        kb: KnowledgeBase | None = None  # for the jobs that run here (not a Remote)
         while True:
             item = self._jobs.get()
             if item is None:
@@ -429,22 +435,26 @@ class Runtime:
             self.queued -= 1
             if not fut.set_running_or_notify_cancel():
                 continue
-            self.current_job = getattr(fut, "job_name", "write")
+            name = getattr(fut, "job_name", "write")
+            self.current_job = name
             try:
-                if kb is not None and self._writer_config != self.config_version:
-                    kb.close()
-                    kb = None
-                if kb is None:
-                    self._writer_config = self.config_version
-                    kb = KnowledgeBase.open(self.home)
-                self.share_embedder(kb)  # once vectors exist, the readers' model too
+                if isinstance(fn, Remote) and self.writer_process is not None:
+                    self.writer_process.ensure_started()  # before the readers are held off
+                    run = self._remote_runner(fn, name)
+                else:
+                    if kb is not None and self._writer_config != self.config_version:
+                        kb.close()
+                        kb = None
+                    if kb is None:
+                        self._writer_config = self.config_version
+                        kb = KnowledgeBase.open(self.home)
+                    self.share_embedder(kb)  # once vectors exist, the readers' model too
+                    run = self._local_runner(fn, kb)
                 if getattr(fut, "gated", True):
                     with self.exclusive():
-                        result = fn(kb)
-                        _warm_dense(kb)
+                        result = run()
                 else:
-                    result = fn(kb)
-                    _warm_dense(kb)
+                    result = run()
                 fut.set_result(result)
             except BaseException as exc:  # handed to the waiting request
                 fut.set_exception(exc)
@@ -453,9 +463,26 @@ class Runtime:
         if kb is not None:
             kb.close()
 
+    def _remote_runner(self, job: Remote, name: str) -> Callable[[], Any]:
+        """Run ``job`` in the writer process (:mod:`.writer_process`)."""
+        writer = self.writer_process
+        assert writer is not None
+        return lambda: writer.run(job, self.config_version, name)
+
+    @staticmethod
+    def _local_runner(fn: Callable[[KnowledgeBase], Any], kb: KnowledgeBase) -> Callable[[], Any]:
+        def run() -> Any:
+            result = fn(kb)
+            warm_dense(kb)
+            return result
+
+        return run
+
     def close(self) -> None:
         self._jobs.put(None)
         self._writer.join(timeout=30)
+        if self.writer_process is not None:
+            self.writer_process.close()
         with self._opened_lock:
             for slot in self._slots:
                 slot.close()
