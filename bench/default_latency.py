@@ -20,7 +20,7 @@ ranking stages can save.
 The result cache is off (``cache_size: 0`` in a private copy of the KB's
 config) so nothing is served from memory, and the query tokenizer's word cache is
 emptied at the start of every timed pass (words of earlier queries in the pass stay
-known, as in a server; ``bench/query_embed.py`` times the embedding on its own). Writes
+known, as in a server; ``tools/query_embed.py`` times the embedding on its own). Writes
 ``bench/results/default-latency.json``.
 
 ``--synth N`` (issue 24's "default-mode p50 at 100k"): the KB is instead

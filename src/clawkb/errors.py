@@ -165,3 +165,10 @@ def validation_line(errors: list[dict[str, Any]], *, skip: tuple[str, ...] = ())
         parts.append(f"{loc or 'request'}: {msg}")
     more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
     return "; ".join(parts) + more
+
+
+class WriterDied(ClawkbError):
+    """The server's writer process ended during a job; the job did not finish."""
+
+    http_status = 503
+    code = "writer_died"

@@ -463,7 +463,7 @@ class Runtime:
         if kb is not None:
             kb.close()
 
-    def _remote_runner(self, job: Remote, name: str) -> Callable[[], Any]:
+    def _remote_runner(self, job: Remote[T], name: str) -> Callable[[], Any]:
         """Run ``job`` in the writer process (:mod:`.writer_process`)."""
         writer = self.writer_process
         assert writer is not None
@@ -471,7 +471,7 @@ class Runtime:
 
     @staticmethod
     def _local_runner(fn: Callable[[KnowledgeBase], Any], kb: KnowledgeBase) -> Callable[[], Any]:
-        def run() -> Any:
+        def run() -> object:
             result = fn(kb)
             warm_dense(kb)
             return result

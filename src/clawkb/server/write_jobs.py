@@ -15,12 +15,28 @@ def index_paths(kb: KnowledgeBase, paths: list[str]) -> IndexReport:
     return kb.index([Path(p) for p in paths], wait=60)
 
 
-def memory_store(kb: KnowledgeBase, text: str, **options: Any) -> dict[str, Any]:
-    return kb.memory.store(text, **options).to_dict()
+def memory_store(
+    kb: KnowledgeBase,
+    text: str,
+    namespace: str,
+    tags: list[str],
+    importance: float | None,
+    ttl: str | float | None,
+) -> dict[str, Any]:
+    stored = kb.memory.store(text, namespace=namespace, tags=tags, importance=importance, ttl=ttl)
+    return stored.to_dict()
 
 
-def memory_forget(kb: KnowledgeBase, ids: list[str], **options: Any) -> dict[str, Any]:
-    return kb.memory.forget(ids, **options).to_dict()
+def memory_forget(
+    kb: KnowledgeBase,
+    ids: list[str],
+    tags: list[str],
+    query: str | None,
+    namespace: str | None,
+    dry_run: bool,
+) -> dict[str, Any]:
+    gone = kb.memory.forget(ids, tags=tags, query=query, namespace=namespace, dry_run=dry_run)
+    return gone.to_dict()
 
 
 def set_pin(kb: KnowledgeBase, board: str, alias: str, pin: str) -> dict[str, Any]:

@@ -33,35 +33,30 @@ import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from clawkb.errors import ClawkbError
+from clawkb.errors import ClawkbError, WriterDied
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
 
     from clawkb.kb import KnowledgeBase
 
+T = TypeVar("T")
+
 #: How long a job may take before the server stops waiting for its answer (a day:
 #: jobs end by themselves; this only bounds a child that hangs without dying).
 JOB_TIMEOUT = 24 * 3600.0
 
 
-class WriterDied(ClawkbError):
-    """The writer process ended during a job; the job did not finish."""
-
-    http_status = 503
-    code = "writer_died"
-
-
-class Remote:
+class Remote(Generic[T]):
     """A write job that can run in the writer process: ``func(kb, *args, **kwargs)``,
     ``func`` defined at a module's top level (it is pickled by name)."""
 
-    def __init__(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    def __init__(self, func: Callable[..., T], *args: object, **kwargs: object) -> None:
         self.func, self.args, self.kwargs = func, args, kwargs
 
-    def __call__(self, kb: KnowledgeBase) -> Any:
+    def __call__(self, kb: KnowledgeBase) -> T:
         return self.func(kb, *self.args, **self.kwargs)
 
     def __repr__(self) -> str:
@@ -126,7 +121,7 @@ class WriterProcess:
                 self._stop()
                 raise WriterDied(f"the writer process did not start ({_how(proc)})") from exc
 
-    def run(self, job: Remote, config_version: int, name: str = "write") -> Any:
+    def run(self, job: Remote[T], config_version: int, name: str = "write") -> T:
         """Run ``job`` in the child (started now if none runs) and return its result or
         raise its exception; :class:`WriterDied` when the child ended meanwhile (the
         next call starts a new one)."""
@@ -148,7 +143,7 @@ class WriterProcess:
                 ) from exc
         kind, value = reply
         if kind == "ok":
-            return value
+            return cast(T, value)  # what job.func returned, through pickle
         raise value
 
     def close(self) -> None:

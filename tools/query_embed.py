@@ -1,6 +1,6 @@
 """One short query's embedding: the shipped path against this tree's, same process.
 
-    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/query_embed.py \
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python tools/query_embed.py \
         [--datasets DIR] [--rounds 3] [--per-set 60] [--check 1000] [--variants fp32,threads2]
 
 What a dense search pays per query (issues 19 and 24): ``E5Small.embed_queries([q])``.
@@ -29,7 +29,6 @@ import argparse
 import csv
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,10 +37,8 @@ from statistics import median
 import numpy as np
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
-
-from shared_data import (  # noqa: E402
+import bench_path  # noqa: F401  (bench/ on sys.path)
+from shared_data import (
     RESULTS,
     SHARED_SETS,
     add_datasets_flag,

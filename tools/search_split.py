@@ -1,6 +1,6 @@
 """Where a default-mode search spends its CPU, stage by stage, and which thread.
 
-    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/search_split.py \
+    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python tools/search_split.py \
         --kb DIR [--set agentset-msmarco] [--queries 115] [--rounds 2]
 
 The same queries as ``default_latency.py`` (every search embeds its query: the
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -30,11 +29,9 @@ from statistics import median
 import numpy as np
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
-
-from default_latency import queries  # noqa: E402
-from shared_data import add_datasets_flag, datasets_dir, private_copy  # noqa: E402
+import bench_path
+from default_latency import queries
+from shared_data import add_datasets_flag, datasets_dir, private_copy
 
 #: (module, attribute, label): the stage functions timed
 STAGES = [
@@ -98,7 +95,7 @@ def main() -> None:
     ap.add_argument("--set", default="agentset-msmarco")
     ap.add_argument("--queries", type=int, default=115)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--work", default=str(ROOT / ".cache" / "search-split"))
+    ap.add_argument("--work", default=str(bench_path.BENCH / ".cache" / "search-split"))
     add_datasets_flag(ap)
     args = ap.parse_args()
     from clawkb.kb import KnowledgeBase
