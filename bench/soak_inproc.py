@@ -38,9 +38,30 @@ from soak import CLAWKB, WORDS, _make_kb, _rss_kb, rss_slope, unique, write_file
 from soak_trace import FRAMES, proc_figures  # noqa: E402
 
 
+def _sqlite_used() -> Any:
+    """SQLite's own heap in this process (page caches, statements), in MB (None if the
+    library cannot be loaded: it is not Python memory, tracemalloc does not see it)."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libsqlite3.so.0")
+    except OSError:
+        return lambda: None
+    lib.sqlite3_memory_used.restype = ctypes.c_int64
+    return lambda: round(lib.sqlite3_memory_used() / 1048576, 2)
+
+
 def drive(
-    seconds: float, readers: int, stable: int, churn: int, work: Path, trace: Path | None
+    seconds: float,
+    readers: int,
+    stable: int,
+    churn: int,
+    work: Path,
+    trace: Path | None,
+    trace_late: bool = False,
 ) -> dict[str, Any]:
+    """``trace_late``: tracemalloc starts at the first snapshot (after warm-up), so the
+    end snapshot holds exactly what was allocated since and is still alive."""
     from clawkb.embed.run import embed_new
     from clawkb.server.runtime import Runtime
 
@@ -55,7 +76,8 @@ def drive(
     home, dense = _make_kb(work, corpus)
     if trace is not None:
         trace.mkdir(parents=True, exist_ok=True)
-        tracemalloc.start(FRAMES)
+        if not trace_late:
+            tracemalloc.start(FRAMES)
     rt = Runtime(home)
     rt.warm()
     start = time.time()
@@ -136,11 +158,16 @@ def drive(
     for t in threads:
         t.start()
     anon: list[tuple[float, float]] = []
+    sqlite_used = _sqlite_used()
+    sqlite_mb: list[tuple[float, Any]] = []
     figures: dict[str, Any] = {}
     trace_at = 120.0 if seconds >= 240 else seconds / 2
 
     def snap(name: str) -> None:
         figures[name] = proc_figures()
+        figures[name]["sqlite_mb"] = sqlite_used()
+        if trace is not None and trace_late and not tracemalloc.is_tracing():
+            tracemalloc.start(FRAMES)
         if trace is not None:
             tracemalloc.take_snapshot().dump(str(trace / f"snap-{name}.pickle"))
             figures[name]["traced_mb"] = round(tracemalloc.get_traced_memory()[0] / 1048576, 2)
@@ -150,6 +177,7 @@ def drive(
         if "mid" not in figures and time.time() >= start + trace_at:
             snap("mid")
         anon.append((time.time() - start, _rss_kb(os.getpid(), "RssAnon") / 1024))
+        sqlite_mb.append((round(time.time() - start), sqlite_used()))
         time.sleep(5)
     for t in threads:
         t.join()
@@ -172,6 +200,7 @@ def drive(
         "anon_mb": [(round(t), round(mb, 1)) for t, mb in anon],
         "anon_slope_second_half_mb_min": rss_slope(anon, seconds / 2),
         "anon_slope_from_mid_mb_min": rss_slope(anon, trace_at),
+        "sqlite_mb": sqlite_mb,
         "proc": figures,
         "heap_end_mb": {k: round(v, 1) for k, v in heap.items()},
     }
@@ -184,10 +213,13 @@ def main() -> int:
     ap.add_argument("--stable", type=int, default=150)
     ap.add_argument("--churn", type=int, default=30)
     ap.add_argument("--trace", type=Path)
+    ap.add_argument(
+        "--trace-late", action="store_true", help="start tracemalloc at the first snapshot"
+    )
     ap.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="clawkb-soak-") as tmp:
-        r = drive(args.seconds, args.readers, args.stable, args.churn, Path(tmp), args.trace)
+        r = drive(args.seconds, args.readers, args.stable, args.churn, Path(tmp), args.trace, args.trace_late)
     text = json.dumps(r, indent=1)
     if args.out:
         args.out.write_text(text, "utf-8")

@@ -118,3 +118,30 @@ def test_retired_generations_are_not_left_mapped(tmp_path: Path) -> None:
         assert peak < 20
     finally:
         rt.close()
+
+
+def test_title_vectors_forget_titles_the_kb_no_longer_has(tmp_path: Path) -> None:
+    """Files renamed round after round (new section titles each time): the title
+    vectors kept in memory and in the file stay near the KB's current titles."""
+    pytest.importorskip("static_model")
+    import numpy as np
+
+    from clawkb.embed.base import get_embedder
+    from clawkb.embed.titles import STALE_MIN, STALE_SHARE, _Vectors
+
+    embedder = get_embedder("static")
+    path = tmp_path / "titles.npz"
+    current = [f"Section {i}" for i in range(100)]
+    most = 0
+    for rnd in range(12):
+        current = current[20:] + [f"Renamed {rnd} {i}" for i in range(20)]
+        vec = _Vectors(path, "m")  # each round a new view loads the file, as a server's do
+        mat = vec.matrix(current, embedder)
+        assert mat.shape[0] == len(current)
+        most = max(most, len(vec.known))
+        fresh = np.asarray(embedder.embed_documents(current[-3:]), np.float32)
+        assert np.allclose(mat[-3:], fresh, atol=1e-6)
+    bound = max(len(current) + STALE_MIN, len(current) / (1 - STALE_SHARE)) + 20
+    assert most <= bound  # 12 rounds renamed 240 titles; without forgetting: 340 kept
+    with np.load(path) as f:
+        assert len(f["titles"]) <= bound
