@@ -123,7 +123,11 @@ def drive(
                 rt.submit(embed_new, "embed", gated=False)
                 rt.submit(lambda kb: None, "embed")
                 note = f"soak note {counts['rounds'] % 7}"
-                rt.submit(lambda kb: kb.memory.store(note, tags=["soak"]).to_dict(), "memory")
+
+                def remember(kb: Any, note: str = note) -> Any:
+                    return kb.memory.store(note, tags=["soak"]).to_dict()
+
+                rt.submit(remember, "memory")
                 rt.submit(embed_new, "embed", gated=False)
                 rt.submit(lambda kb: None, "embed").result()
             except Exception as exc:
@@ -219,7 +223,15 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="clawkb-soak-") as tmp:
-        r = drive(args.seconds, args.readers, args.stable, args.churn, Path(tmp), args.trace, args.trace_late)
+        r = drive(
+            args.seconds,
+            args.readers,
+            args.stable,
+            args.churn,
+            Path(tmp),
+            args.trace,
+            args.trace_late,
+        )
     text = json.dumps(r, indent=1)
     if args.out:
         args.out.write_text(text, "utf-8")

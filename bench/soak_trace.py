@@ -53,7 +53,6 @@ def proc_figures(pid: int | str = "self") -> dict[str, Any]:
                 cur_name = parts[5] if len(parts) > 5 else ""
                 cur_deleted = line.rstrip().endswith("(deleted)")
                 cur_size = hi - lo
-                base = os.path.basename(cur_name)
                 if cur_deleted:
                     deleted += 1
                     tail = os.path.join(*cur_name.split("/")[-2:])
@@ -61,9 +60,8 @@ def proc_figures(pid: int | str = "self") -> dict[str, Any]:
                 if "/seg-" in cur_name:
                     seg_maps += 1
                     seg_deleted += cur_deleted
-                if not cur_name and cur_size in (64 << 20, (64 << 20) - 4096) or (
-                    not cur_name and (64 << 20) - cur_size < (1 << 20) and cur_size > (60 << 20)
-                ):
+                # glibc reserves 64 MB per extra arena (a thread's heap), mapped anonymously
+                if not cur_name and (60 << 20) < cur_size <= (64 << 20):
                     arenas += 1
             elif first == "Rss:":
                 kb = int(line.split()[1])
@@ -169,8 +167,8 @@ def main() -> int:
         top = int(sys.argv[sys.argv.index("--top") + 1]) if "--top" in sys.argv else 25
         print(diff(Path(sys.argv[2]), Path(sys.argv[3]), top))
         for name in (sys.argv[2], sys.argv[3]):
-            proc = Path(name).with_name(Path(name).name.replace("snap-", "proc-")).with_suffix(
-                ".json"
+            proc = (
+                Path(name).with_name(Path(name).name.replace("snap-", "proc-")).with_suffix(".json")
             )
             if proc.exists():
                 print(proc.name, proc.read_text("utf-8"))

@@ -107,7 +107,8 @@ def test_retired_generations_are_not_left_mapped(tmp_path: Path) -> None:
         for g in range(20):
             _docs(docs, 8, rev=g + 1)
             rt.submit(lambda kb: kb.index([docs], wait=30), "index").result()
-            hits = rt.read_sync(lambda kb: kb.search(f"word{g % 8} rev{g + 1}", limit=3).hits)
+            query = f"word{g % 8} rev{g + 1}"
+            hits = rt.read_sync(lambda kb, q=query: kb.search(q, limit=3).hits)
             assert hits and hits[0].anchor.path.endswith(f"d{g % 8}.md")
             segs, deleted = mapped()
             live = {p.name for p in index.glob("seg-*")}

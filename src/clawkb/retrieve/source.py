@@ -127,7 +127,11 @@ class Source(ABC):
     capabilities: frozenset[str]
     config: Config
     retriever: Retriever
-    kb: KnowledgeBase
+
+    @property
+    @abstractmethod
+    def kb(self) -> KnowledgeBase:
+        """The KB searched (held weakly: a KB keeps its source, see LocalSource)."""
 
     @abstractmethod
     def has_vectors(self) -> bool: ...
