@@ -420,11 +420,14 @@ def run_server(
     think: float,
     profile: Path | None = None,
     quiet: float = 0.0,
+    trace: Path | None = None,
 ) -> dict[str, Any]:
     """The issue-20 soak: ``serve`` with ``readers`` HTTP clients, a writer through the
     API (``/index``, ``/memory``), a terminal ``index`` every 30 s, one ``embed`` and
     one ``reindex``; server RSS sampled every 5 s. The first ``quiet`` seconds have
-    the readers alone (the server's CPU per search without writes)."""
+    the readers alone (the server's CPU per search without writes). ``trace``: run the
+    server under tracemalloc (bench/soak_trace.py) and take snapshots into that folder
+    at 120 s (half-way in runs under 240 s) and at the end."""
     import re
 
     import httpx
@@ -441,8 +444,11 @@ def run_server(
         write_file(api_dir if i < split or i >= stable else term_dir, i, 0, rng)
     home, dense = _make_kb(work, corpus)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWKB_")}
+    serve = ["--kb", str(home), "serve", str(corpus), "--port", "0"]
+    if trace is not None:
+        hook = [sys.executable, str(HERE / "soak_trace.py"), "serve-traced", str(trace), "--"]
     server = subprocess.Popen(
-        [CLAWKB, "--kb", str(home), "serve", str(corpus), "--port", "0"],
+        [*hook, *serve] if trace is not None else [CLAWKB, *serve],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -538,7 +544,13 @@ def run_server(
     for w in workers:
         w.start()
     cpu_quiet = None
+    traces: dict[str, Any] = {}
+    trace_at = 120.0 if seconds >= 240 else seconds / 2
     while time.time() < until:
+        if trace is not None and "mid" not in traces and time.time() >= start + trace_at:
+            from soak_trace import request
+
+            traces["mid"] = request(trace, "mid")
         if cpu_quiet is None and time.time() >= start + quiet:
             cpu_quiet = _cpu_s(server.pid) - cpu0
         rss.append((time.time() - start, _rss_kb(server.pid)))
@@ -550,6 +562,10 @@ def run_server(
     load = os.getloadavg()
     for w in workers:
         w.join()
+    if trace is not None:
+        from soak_trace import request
+
+        traces["end"] = request(trace, "end")
     rss.append((time.time() - start, _rss_kb(server.pid)))
     anon.append((time.time() - start, _rss_kb(server.pid, "RssAnon")))
     worker_rss.append((time.time() - start, _children_rss_kb(server.pid)))
@@ -626,6 +642,7 @@ def run_server(
         "doctor": [f.line() for f in doctor.findings],
         "final_documents": final["documents"],
         "final_chunks": final["chunks"],
+        "trace": traces,
     }
 
 
@@ -805,6 +822,11 @@ def main() -> int:
         type=Path,
         help="sample the server with py-spy into this file (collapsed stacks per thread)",
     )
+    ap.add_argument(
+        "--trace",
+        type=Path,
+        help="run the server under tracemalloc, snapshots at 120 s and the end into this folder",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="clawkb-soak-") as tmp:
         if args.in_process:
@@ -819,6 +841,7 @@ def main() -> int:
                 args.think_ms / 1000,
                 args.profile,
                 args.quiet_seconds,
+                args.trace,
             )
     niced = os.nice(0) > 0
     md = report_md(r) if args.in_process else report_server_md(r, niced)

@@ -67,6 +67,14 @@ def sections(rows: Sequence[tuple[int, int, str, str]]) -> Sections:
     return Sections(titles, [np.asarray(by_title[t], np.int64) for t in titles])
 
 
+#: Forget stale titles (no longer a section of the KB) when they are more than this
+#: share of the kept ones and more than STALE_MIN of them: bounded memory and file,
+#: while a title that comes back soon (a file rewritten, then reverted) is rarely
+#: embedded twice.
+STALE_SHARE = 0.25
+STALE_MIN = 64
+
+
 class _Vectors:
     """Title → vector for one KB and model, on disk and in memory."""
 
@@ -81,12 +89,21 @@ class _Vectors:
             self.known = {}
 
     def matrix(self, titles: list[str], embedder: Embedder) -> np.ndarray:
+        """The vectors of ``titles`` (distinct), embedding the ones not known yet. Titles
+        no longer in the KB are forgotten (here and in the file) once they make up
+        more than :data:`STALE_SHARE` of what is kept: a KB whose files are renamed,
+        deleted or rewritten under new headings would otherwise keep every title it
+        ever had, and every view of a server loads them all again after each write."""
         missing = [t for t in titles if t not in self.known]
         for i in range(0, len(missing), BATCH):
             part = missing[i : i + BATCH]
             vecs = np.asarray(embedder.embed_documents(part), np.float32)
             self.known.update(zip(part, vecs, strict=True))
-        if missing:
+        stale = len(self.known) - len(titles)
+        if stale > STALE_MIN and stale > STALE_SHARE * len(self.known):
+            self.known = {t: self.known[t] for t in titles}
+            self._save()
+        elif missing:
             self._save()
         if not titles:
             return np.zeros((0, 1), np.float32)

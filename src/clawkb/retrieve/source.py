@@ -14,6 +14,7 @@ a remote-only KB (no local store) has only that source.
 from __future__ import annotations
 
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -126,7 +127,11 @@ class Source(ABC):
     capabilities: frozenset[str]
     config: Config
     retriever: Retriever
-    kb: KnowledgeBase
+
+    @property
+    @abstractmethod
+    def kb(self) -> KnowledgeBase:
+        """The KB searched (held weakly: a KB keeps its source, see LocalSource)."""
 
     @abstractmethod
     def has_vectors(self) -> bool: ...
@@ -244,9 +249,21 @@ class LocalSource(Source):
     def __init__(self, kb: KnowledgeBase) -> None:
         from clawkb.retrieve.pipeline import retriever_for
 
-        self.kb = kb
+        # weak: the KB keeps its source (``kb.source``), and a strong reference back
+        # made every KB a reference cycle, freed only by a full garbage collection.
+        # A server makes a new KB per reader view and write; each old one (its
+        # retriever, result cache, dense matrix, memos) then waited for that
+        # collection, and the heap grew between collections
+        self._kb = weakref.ref(kb)
         self.config = kb.config
         self.retriever = retriever_for(kb)
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        kb = self._kb()
+        if kb is None:
+            raise RuntimeError("the knowledge base of this source was closed and released")
+        return kb
 
     def has_vectors(self) -> bool:
         return self.retriever.has_vectors()

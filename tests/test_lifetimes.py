@@ -1,0 +1,148 @@
+"""What a long-running server makes per view and per generation goes when they retire
+(issue 20: server RSS flat after warm-up).
+
+A server opens a new :class:`KnowledgeBase` per reader view after every write;
+each carries a retriever, a result cache, loaded vectors and memos. These check
+that such a KB is freed as soon as it is dropped (by reference counting, not at
+a later full garbage collection) and that the index files of retired
+generations are not left mapped.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from clawkb.kb import KnowledgeBase
+
+
+def _docs(folder: Path, n: int, rev: int = 0) -> None:
+    folder.mkdir(exist_ok=True)
+    for i in range(n):
+        (folder / f"d{i}.md").write_text(
+            f"# Doc {i}\n\n## Part\n\nalpha beta word{i} gamma rev{rev}\n", "utf-8"
+        )
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _view_is_freed(home: Path, **search: object) -> bool:
+    """Search on a second KB over the writer's connection (a server's renewed view),
+    drop it, and tell whether it went without the garbage collector."""
+    with KnowledgeBase.open(home) as base:
+        base.search("word1", limit=3)
+        with _no_gc():
+            view = KnowledgeBase(base.home, base.conn, base.config)
+            view.search("word2 alpha", limit=3, **search)  # type: ignore[arg-type]
+            gone = weakref.ref(view)
+            view.lexical.close()
+            del view
+            return gone() is None
+
+
+def test_a_dropped_view_is_freed_without_the_garbage_collector(tmp_path: Path) -> None:
+    home = tmp_path / "kb"
+    _docs(tmp_path / "docs", 6)
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([tmp_path / "docs"])
+    assert _view_is_freed(home)
+
+
+def test_a_dropped_view_with_vectors_is_freed_without_the_garbage_collector(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("static_model")
+    from clawkb.embed.run import embed_new
+
+    home = tmp_path / "kb"
+    home.mkdir()
+    (home / "config.yaml").write_text("embedding: static\n", "utf-8")
+    _docs(tmp_path / "docs", 6)
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([tmp_path / "docs"])
+        embed_new(kb)
+    assert _view_is_freed(home, mode="hybrid")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_retired_generations_are_not_left_mapped(tmp_path: Path) -> None:
+    pytest.importorskip("anyio")
+    from clawkb.server.runtime import Runtime
+
+    home, docs = tmp_path / "kb", tmp_path / "docs"
+    _docs(docs, 8)
+    with KnowledgeBase.open(home, create=True) as kb:
+        kb.index([docs])
+    index = home / "index" / "lexical"
+
+    def mapped() -> tuple[set[str], int]:
+        segs, deleted = set(), 0
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                if str(index) in line:
+                    deleted += line.rstrip().endswith("(deleted)")
+                    seg = line.split(str(index) + "/", 1)[1].split("/", 1)[0]
+                    segs.add(seg)
+        return segs, deleted
+
+    rt = Runtime(home)
+    try:
+        peak = 0
+        for g in range(20):
+            _docs(docs, 8, rev=g + 1)
+            rt.submit(lambda kb: kb.index([docs], wait=30), "index").result()
+            query = f"word{g % 8} rev{g + 1}"
+            hits = rt.read_sync(lambda kb, q=query: kb.search(q, limit=3).hits)
+            assert hits and hits[0].anchor.path.endswith(f"d{g % 8}.md")
+            segs, deleted = mapped()
+            live = {p.name for p in index.glob("seg-*")}
+            assert deleted == 0, f"generation {g}: files deleted while still mapped"
+            assert segs <= live, f"generation {g}: retired segments mapped: {segs - live}"
+            peak = max(peak, len(segs))
+        # 20 generations, yet only the live segments (merged as they accumulate) are mapped
+        assert peak < 20
+    finally:
+        rt.close()
+
+
+def test_title_vectors_forget_titles_the_kb_no_longer_has(tmp_path: Path) -> None:
+    """Files renamed round after round (new section titles each time): the title
+    vectors kept in memory and in the file stay near the KB's current titles."""
+    pytest.importorskip("static_model")
+    import numpy as np
+
+    from clawkb.embed.base import get_embedder
+    from clawkb.embed.titles import STALE_MIN, STALE_SHARE, _Vectors
+
+    embedder = get_embedder("static")
+    path = tmp_path / "titles.npz"
+    current = [f"Section {i}" for i in range(100)]
+    most = 0
+    for rnd in range(12):
+        current = current[20:] + [f"Renamed {rnd} {i}" for i in range(20)]
+        vec = _Vectors(path, "m")  # each round a new view loads the file, as a server's do
+        mat = vec.matrix(current, embedder)
+        assert mat.shape[0] == len(current)
+        most = max(most, len(vec.known))
+        fresh = np.asarray(embedder.embed_documents(current[-3:]), np.float32)
+        assert np.allclose(mat[-3:], fresh, atol=1e-6)
+    bound = max(len(current) + STALE_MIN, len(current) / (1 - STALE_SHARE)) + 20
+    assert most <= bound  # 12 rounds renamed 240 titles; without forgetting: 340 kept
+    with np.load(path) as f:
+        assert len(f["titles"]) <= bound
