@@ -1,6 +1,6 @@
 """The server soak's memory, in one process and cheaper: the server's runtime without HTTP.
 
-    .venv/bin/python bench/soak_inproc.py --seconds 240 --trace DIR
+    .venv/bin/python tools/soak_inproc.py --seconds 240 --trace DIR
     .venv/bin/python bench/soak_trace.py diff DIR/snap-mid.pickle DIR/snap-end.pickle
 
 Drives :class:`clawkb.server.runtime.Runtime` the way the HTTP routes do
@@ -31,11 +31,9 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from soak import CLAWKB, WORDS, _make_kb, _rss_kb, rss_slope, unique, write_file  # noqa: E402
-from soak_trace import FRAMES, proc_figures  # noqa: E402
+import bench_path  # noqa: F401  (bench/ on sys.path)
+from soak import CLAWKB, WORDS, _make_kb, _rss_kb, rss_slope, unique, write_file
+from soak_trace import FRAMES, proc_figures
 
 
 def _sqlite_used() -> Any:
