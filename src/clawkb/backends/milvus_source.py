@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import weakref
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -202,19 +201,12 @@ class MilvusSource(Source):
     ) -> None:
         from clawkb.retrieve.pipeline import retriever_for
 
-        self._kb = weakref.ref(kb)  # weak, as LocalSource's: no KB <-> source cycle
+        self._hold(kb)  # weakly (Source._kb)
         self.settings = settings
         self.config = kb.config
         self.retriever = retriever_for(kb)
         self.namespace, self.boards, self.datasheets_only = namespace, boards, datasheets_only
         self._model_checked = False
-
-    @property
-    def kb(self) -> KnowledgeBase:
-        kb = self._kb()
-        if kb is None:
-            raise RuntimeError("the knowledge base of this source was closed and released")
-        return kb
 
     def narrowed(
         self,

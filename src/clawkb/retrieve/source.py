@@ -128,10 +128,22 @@ class Source(ABC):
     config: Config
     retriever: Retriever
 
+    #: the KB searched, held weakly: the KB keeps its source (``kb.source``), and a
+    #: strong reference back made every KB a reference cycle, freed only by a full
+    #: garbage collection. A server makes a new KB per reader view and write; each
+    #: old one (its retriever, result cache, dense matrix, memos) then waited for
+    #: that collection, and the heap grew between collections
+    _kb: weakref.ref[KnowledgeBase]
+
+    def _hold(self, kb: KnowledgeBase) -> None:
+        self._kb = weakref.ref(kb)
+
     @property
-    @abstractmethod
     def kb(self) -> KnowledgeBase:
-        """The KB searched (held weakly: a KB keeps its source, see LocalSource)."""
+        kb = self._kb()
+        if kb is None:
+            raise RuntimeError("the knowledge base of this source was closed and released")
+        return kb
 
     @abstractmethod
     def has_vectors(self) -> bool: ...
@@ -249,21 +261,9 @@ class LocalSource(Source):
     def __init__(self, kb: KnowledgeBase) -> None:
         from clawkb.retrieve.pipeline import retriever_for
 
-        # weak: the KB keeps its source (``kb.source``), and a strong reference back
-        # made every KB a reference cycle, freed only by a full garbage collection.
-        # A server makes a new KB per reader view and write; each old one (its
-        # retriever, result cache, dense matrix, memos) then waited for that
-        # collection, and the heap grew between collections
-        self._kb = weakref.ref(kb)
+        self._hold(kb)
         self.config = kb.config
         self.retriever = retriever_for(kb)
-
-    @property
-    def kb(self) -> KnowledgeBase:
-        kb = self._kb()
-        if kb is None:
-            raise RuntimeError("the knowledge base of this source was closed and released")
-        return kb
 
     def has_vectors(self) -> bool:
         return self.retriever.has_vectors()
