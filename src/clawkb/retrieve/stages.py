@@ -53,11 +53,7 @@ def stage(stages: list[dict[str, Any]], name: str, started: float, status: str, 
 
 def budget(fn: Callable[[], T], budget_ms: float) -> T | None:
     """Run ``fn`` with a time budget; None when it did not finish in time."""
-    fut = _POOL.submit(fn)
-    try:
-        return fut.result(timeout=budget_ms / 1000.0)
-    except FutureTimeout:
-        return None
+    return finish(_POOL.submit(fn), budget_ms)
 
 
 def start(fn: Callable[[], T], budget_ms: float) -> Future[T]:
