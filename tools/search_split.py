@@ -30,7 +30,7 @@ import numpy as np
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 import bench_path
-from default_latency import queries
+from default_latency import queries, synth_kb, synth_queries
 from shared_data import add_datasets_flag, datasets_dir, private_copy
 
 #: (module, attribute, label): the stage functions timed
@@ -96,6 +96,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=115)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--work", default=str(bench_path.BENCH / ".cache" / "search-split"))
+    ap.add_argument("--synth", type=int, default=0, help="default_latency.py's synthetic KB")
     add_datasets_flag(ap)
     args = ap.parse_args()
     from clawkb.kb import KnowledgeBase
@@ -103,10 +104,16 @@ def main() -> None:
 
     acc: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
     wrap(acc)
-    work = private_copy(Path(args.kb).resolve(), Path(args.work).resolve())
+    src = Path(args.kb).resolve()
+    if args.synth:
+        src = synth_kb(args.synth, src)
+    work = private_copy(src, Path(args.work).resolve())
     (work / "config.yaml").write_text("retrieval:\n  cache_size: 0\n")
     kb = KnowledgeBase.open(work)
-    qs = queries(datasets_dir(args.datasets), args.set, args.queries)
+    if args.synth:
+        qs = synth_queries(args.synth, args.queries)
+    else:
+        qs = queries(datasets_dir(args.datasets), args.set, args.queries)
     r = retriever_for(kb)
     kb.search("warm up the model", limit=10)
     acc.clear()

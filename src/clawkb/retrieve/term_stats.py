@@ -54,3 +54,54 @@ def doc_freqs(lexical: TermCounts, terms: Sequence[str]) -> np.ndarray:
         got = lexical.doc_freqs(hash_terms(missing))
         known.update(zip(missing, (int(d) for d in got), strict=True))
     return np.fromiter((known[t] for t in terms), np.int64, len(terms))
+
+
+#: Per index: (segments and write stamp, terms) -> sorted chunk ids holding any of
+#: them, or None once asked (built on the second ask).
+_HOLDERS: weakref.WeakKeyDictionary[Any, dict[tuple[object, ...], np.ndarray | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def holders(lexical: Any, terms: Sequence[str]) -> np.ndarray | None:
+    """Sorted chunk ids of the live passages holding any of ``terms`` (None: an index
+    that cannot list them). Kept until the index changes (its segments, or a write
+    applied to them: deletes clear live bits): one pass over the terms' postings
+    answers every later membership question about them, where a search restricted
+    to a few chunk ids still walks those postings, at a hundred thousand chunks
+    a few milliseconds for the commonest Chinese characters. Building the list costs
+    about two such searches, so the first ask of an index state returns None (the
+    caller searches as before: a one-off search pays nothing more) and the second
+    builds it."""
+    segments = getattr(lexical, "segments", None)
+    if segments is None or not all(hasattr(s, "query_postings") for s in segments):
+        return None
+    stamp = (tuple(s.name for s in segments), getattr(lexical, "generation", None),
+             getattr(lexical, "applied_seq", None))  # fmt: skip
+    memo = _HOLDERS.get(lexical)
+    if memo is None or next(iter(memo), (stamp,))[0] != stamp:
+        memo = {}
+        _HOLDERS[lexical] = memo
+    key = (stamp, tuple(terms))
+    if key not in memo:
+        memo[key] = None
+        return None
+    got = memo[key]
+    if got is None:
+        hashes = hash_terms(list(dict.fromkeys(terms)))
+        parts = [np.empty(0, np.int64)]
+        for seg in segments:
+            ranges, _, first = seg.lookup(hashes, blocks=True)
+            if not (ranges[1::2] > ranges[0::2]).any():
+                continue
+            docs, _, local = seg.query_postings(ranges, first)
+            mine = np.zeros(len(seg.chunk_ids), bool)
+            for j in range(len(hashes)):
+                mine[docs[local[2 * j] : local[2 * j + 1]]] = True
+            mine &= np.asarray(seg.live, bool)
+            parts.append(np.asarray(seg.chunk_ids, np.int64)[mine])
+        ids = np.sort(np.concatenate(parts))
+        if len(ids) > 1:  # a chunk id lives in one segment; kept unique all the same
+            ids = ids[np.concatenate(([True], ids[1:] != ids[:-1]))]
+        got = memo[key] = ids
+    return got
