@@ -254,14 +254,14 @@ def other_language(lexical: TermStats, ids: np.ndarray, query_chinese: bool) -> 
     must not hand the ranking to the dense channel.
     """
     from clawkb.retrieve.exact import restricted
-    from clawkb.retrieve.term_stats import holders
+    from clawkb.retrieve.term_stats import among, holders
 
     if not len(ids) or not restricted(lexical):
         return 0.0
     uniq = np.unique(ids)
     have = holders(lexical, CHINESE_MARKERS)  # kept per index state
     if have is not None:
-        chinese = int(np.isin(uniq, have, assume_unique=True).sum())
+        chinese = int(among(uniq, have).sum())
     else:
         got, scores, _ = lexical.search(list(CHINESE_MARKERS), k=len(ids), allowed=uniq)
         chinese = int((np.asarray(scores) > 0).sum()) if len(got) else 0

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 import numpy as np
 
 from clawkb.retrieve.fusion import Fused
-from clawkb.retrieve.term_stats import doc_freqs
+from clawkb.retrieve.term_stats import doc_freqs, holding
 from clawkb.text import tokenize
 from clawkb.text.normalize import nfkc
 
@@ -294,8 +294,10 @@ def _containing(lexical: RestrictedStats, a: Anchor, ids: np.ndarray) -> set[int
     """The ids among ``ids`` whose passage contains every token of ``a``."""
     keep: set[int] | None = None
     for t in a.tokens:
-        got, scores, _ = lexical.search([t], k=len(ids), allowed=ids)
-        have = {int(i) for i, s in zip(got.tolist(), scores.tolist(), strict=True) if s > 0}
+        have = holding(lexical, t, ids)  # the token's postings, not a restricted search
+        if have is None:
+            got, scores, _ = lexical.search([t], k=len(ids), allowed=ids)
+            have = {int(i) for i, s in zip(got.tolist(), scores.tolist(), strict=True) if s > 0}
         keep = have if keep is None else keep & have
     return keep or set()
 

@@ -88,20 +88,52 @@ def holders(lexical: Any, terms: Sequence[str]) -> np.ndarray | None:
         return None
     got = memo[key]
     if got is None:
-        hashes = hash_terms(list(dict.fromkeys(terms)))
-        parts = [np.empty(0, np.int64)]
-        for seg in segments:
-            ranges, _, first = seg.lookup(hashes, blocks=True)
-            if not (ranges[1::2] > ranges[0::2]).any():
-                continue
-            docs, _, local = seg.query_postings(ranges, first)
-            mine = np.zeros(len(seg.chunk_ids), bool)
-            for j in range(len(hashes)):
-                mine[docs[local[2 * j] : local[2 * j + 1]]] = True
-            mine &= np.asarray(seg.live, bool)
-            parts.append(np.asarray(seg.chunk_ids, np.int64)[mine])
-        ids = np.sort(np.concatenate(parts))
-        if len(ids) > 1:  # a chunk id lives in one segment; kept unique all the same
-            ids = ids[np.concatenate(([True], ids[1:] != ids[:-1]))]
+        ids = _live_holders(lexical, segments, list(dict.fromkeys(terms)))
         got = memo[key] = ids
     return got
+
+
+def holding(lexical: Any, term: str, ids: np.ndarray) -> set[int] | None:
+    """The chunk ids among ``ids`` whose live passage holds ``term`` (None: an index
+    that cannot list them): what a search for ``term`` restricted to ``ids`` finds,
+    read from the term's postings alone, where that search also walks a mask over
+    every chunk of each segment."""
+    segments = getattr(lexical, "segments", None)
+    if segments is None or not all(hasattr(s, "query_postings") for s in segments):
+        return None
+    return set(ids[among(ids, _live_holders(lexical, segments, [term]))].tolist())
+
+
+def among(ids: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
+    """Boolean mask of ``ids`` found in ``sorted_ids`` (sorted ascending)."""
+    if not len(sorted_ids):
+        return np.zeros(len(ids), bool)
+    pos = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    return np.asarray(sorted_ids[pos] == ids)
+
+
+def _live_holders(lexical: Any, segments: Sequence[Any], terms: list[str]) -> np.ndarray:
+    """Sorted chunk ids of the live passages with a posting of any of ``terms`` that
+    a search scores above 0 (a field weighted 0 adds nothing)."""
+    hashes = hash_terms(terms)
+    params = getattr(lexical, "params", None)
+    weights = np.asarray(params.weights if params is not None else (1.0,), np.float32)
+    parts = [np.empty(0, np.int64)]
+    for seg in segments:
+        ranges, _, first = seg.lookup(hashes, blocks=True)
+        if not (ranges[1::2] > ranges[0::2]).any():
+            continue
+        docs, tfs, local = seg.query_postings(ranges, first)
+        mine = np.zeros(len(seg.chunk_ids), np.uint8)  # a mask: postings may repeat a doc
+        for j in range(len(hashes)):
+            s, e = int(local[2 * j]), int(local[2 * j + 1])
+            if len(weights) == tfs.shape[1] and not (weights > 0).all():
+                mine[docs[s:e][tfs[s:e] @ weights > 0]] = 1
+            else:
+                mine[docs[s:e]] = 1
+        mine &= seg.live
+        parts.append(np.asarray(seg.chunk_ids[mine.view(bool)], np.int64))
+    ids = np.sort(np.concatenate(parts))
+    if len(ids) > 1:  # a passage holding several of the terms, once
+        ids = ids[np.concatenate(([True], ids[1:] != ids[:-1]))]
+    return ids
