@@ -395,8 +395,8 @@ def _words_bytes(args: tuple[Any, ...], words: tuple[frozenset[str], frozenset[s
     joined = "".join(have)
     if joined.isascii():  # the sum below, without a call per token (most passages)
         tokens = 146 * len(have) + 2 * len(joined)
-    else:
-        tokens = sum(48 + 2 * str_bytes(t) for t in have)
+    else:  # at most 4 bytes a character (str_bytes), without a call per token
+        tokens = 146 * len(have) + 8 * len(joined)
     return 400 + str_bytes(args[0]) + tokens + 48 * len(stems)
 
 
@@ -409,7 +409,8 @@ def _passage_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
     that differ from their token are kept (most tokens are their own stem: short,
     numeric or identifier-like); :func:`_has_stem` reads the pair."""
     have = frozenset(tokenize(text))
-    return have, frozenset(s for t in have if (s := _stem(t)) != t)
+    # _stem keeps every token shorter than 5 or not ASCII: those are not asked
+    return have, frozenset(s for t in have if len(t) >= 5 and t.isascii() and (s := _stem(t)) != t)
 
 
 def _has_stem(words: tuple[frozenset[str], frozenset[str]], stem: str) -> bool:
