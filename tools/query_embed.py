@@ -14,8 +14,9 @@ every kind, plus ``--per-set`` queries of each shared BEIR set):
   every round (each round pays its misses: a fresh process);
 * ``new-warm``: the same with the word cache of a process that has already embedded
   the other queries of the sets (all but the timed ones): a server or an agent session;
-* optional ``fp32`` (the float graph of the same weights) and ``threads2`` (two
-  intra-op threads): for the record, not shipped.
+* optional ``fp32`` (the float graph of the same weights), ``threads2`` (two
+  intra-op threads) and ``threads2nospin`` (two intra-op threads that sleep when idle
+  instead of spinning): for the record, not shipped.
 
 Reported: process CPU p50 / p95 and wall p50 in ms per query, new/old ratios, the
 split of the new path (tokenize / inputs / ``session.run``), and the cosine of every
@@ -33,6 +34,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from statistics import median
+from typing import Any
 
 import numpy as np
 
@@ -74,13 +76,32 @@ def stats(cpu: list[float], wall: list[float]) -> dict[str, float]:
     }
 
 
+def calm_session(e5: Any) -> Any:
+    """``e5``'s session opened as shipped but with intra-op spinning off."""
+    import onnxruntime as ort
+
+    from clawkb.embed import e5_onnx
+
+    class Calm(ort.SessionOptions):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.add_session_config_entry("session.intra_op.allow_spinning", "0")
+
+    real = ort.SessionOptions
+    ort.SessionOptions = Calm
+    try:
+        return e5_onnx.open_session(e5.img, e5.threads, e5.precision)
+    finally:
+        ort.SessionOptions = real
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_datasets_flag(ap)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--per-set", type=int, default=60, help="timed queries per BEIR set")
     ap.add_argument("--check", type=int, default=1000, help="cosine-checked queries per BEIR set")
-    ap.add_argument("--variants", default="", help="extra variants: fp32,threads2")
+    ap.add_argument("--variants", default="", help="extra variants: fp32,threads2,threads2nospin")
     ap.add_argument("--out", default="query-embed.json")
     args = ap.parse_args()
 
@@ -118,6 +139,10 @@ def main() -> None:
     if "threads2" in extra:
         two = E5Small(threads=2, workers=1)
         variants["threads2"] = lambda q: two.embed_queries([q])[0]
+    if "threads2nospin" in extra:  # two intra-op threads that sleep instead of spinning
+        calm = E5Small(threads=2, workers=1)
+        calm._session = calm_session(calm)
+        variants["threads2nospin"] = lambda q: calm.embed_queries([q])[0]
     for f in variants.values():  # sessions, tables and graphs loaded outside the timing
         f("warm up")
 
