@@ -63,6 +63,10 @@ _HOLDERS: weakref.WeakKeyDictionary[Any, dict[tuple[object, ...], np.ndarray | N
 )
 
 
+#: :func:`holders`' memo entry for terms it cannot answer for.
+_MIXED = np.empty(0, np.int64)
+
+
 def holders(lexical: Any, terms: Sequence[str]) -> np.ndarray | None:
     """Sorted chunk ids of the live passages holding any of ``terms`` (None: an index
     that cannot list them). Kept until the index changes (its segments, or a write
@@ -88,9 +92,10 @@ def holders(lexical: Any, terms: Sequence[str]) -> np.ndarray | None:
         return None
     got = memo[key]
     if got is None:
-        ids = _live_holders(lexical, segments, list(dict.fromkeys(terms)))
-        got = memo[key] = ids
-    return got
+        # a term no passage scores above 0 (kept as _MIXED): the search decides
+        got = _live_holders(lexical, segments, list(dict.fromkeys(terms)))
+        got = memo[key] = _MIXED if got is None else got
+    return None if got is _MIXED else got
 
 
 def holding(lexical: Any, term: str, ids: np.ndarray) -> set[int] | None:
@@ -101,7 +106,10 @@ def holding(lexical: Any, term: str, ids: np.ndarray) -> set[int] | None:
     segments = getattr(lexical, "segments", None)
     if segments is None or not all(hasattr(s, "query_postings") for s in segments):
         return None
-    return set(ids[among(ids, _live_holders(lexical, segments, [term]))].tolist())
+    have = _live_holders(lexical, segments, [term])
+    if have is None:  # IDF <= 0 (more postings than live passages): no score above 0
+        return set()
+    return set(ids[among(ids, have)].tolist())
 
 
 def among(ids: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
@@ -112,10 +120,14 @@ def among(ids: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
     return np.asarray(sorted_ids[pos] == ids)
 
 
-def _live_holders(lexical: Any, segments: Sequence[Any], terms: list[str]) -> np.ndarray:
+def _live_holders(lexical: Any, segments: Sequence[Any], terms: list[str]) -> np.ndarray | None:
     """Sorted chunk ids of the live passages with a posting of any of ``terms`` that
-    a search scores above 0 (a field weighted 0 adds nothing)."""
+    a search scores above 0 (a field weighted 0 adds nothing); None when a term's
+    IDF is not above 0 (its document frequency counts the postings of deleted
+    passages, the passage count does not): a search's sign then depends on the mix."""
     hashes = hash_terms(terms)
+    if (np.asarray(lexical.idf(lexical.doc_freqs(hashes))) <= 0).any():
+        return None
     params = getattr(lexical, "params", None)
     weights = np.asarray(params.weights if params is not None else (1.0,), np.float32)
     parts = [np.empty(0, np.int64)]
