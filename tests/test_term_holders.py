@@ -87,6 +87,7 @@ def test_terms_scored_below_zero_are_left_to_the_search(tmp_path: Path) -> None:
     """Postings of replaced passages count in a term's document frequency until a
     merge: past the live passage count its IDF goes below 0, and a search scores
     nothing above 0. The kept list must then answer as that search does."""
+
     def chinese(v: int) -> list[TextRecord]:
         return [TextRecord(path=f"c{i}", text=f"串口 的 配置 {i} v{v}") for i in range(4)]
 
