@@ -1,7 +1,10 @@
 """Where a default-mode search spends its CPU, stage by stage, and which thread.
 
     OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python tools/search_split.py \
-        --kb DIR [--set agentset-msmarco] [--queries 115] [--rounds 2]
+        --kb DIR [--set agentset-msmarco] [--queries 115] [--rounds 2] [--synth 100000]
+
+``--synth N``: ``bench/default_latency.py``'s synthetic N-document KB (built once from
+``--kb``'s vectors) and its synthetic queries.
 
 The same queries as ``default_latency.py`` (every search embeds its query: the
 query-vector cache is emptied first; result cache off, in a private copy of the
