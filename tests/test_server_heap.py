@@ -42,7 +42,7 @@ def _run(env: dict[str, str]) -> tuple[str, int]:
 def test_configure_caps_the_arenas_of_many_threads() -> None:
     applied, arenas = _run({})
     assert applied == "True" and arenas <= heap.ARENAS + 1  # +1: one made before the cap
-    off, arenas_off = _run({"CLAWKB_MALLOC": "off"})
+    off, _ = _run({"CLAWKB_MALLOC": "off"})
     assert off == "False"
     users, _ = _run({"MALLOC_ARENA_MAX": "4"})
     assert users == "False"  # the user's own setting wins
