@@ -216,3 +216,43 @@ def test_write_generations_do_not_grow_what_the_server_keeps(
     assert per_generation < 5 * 1024, (
         f"{per_generation:.0f} bytes kept per write generation after warm-up; traced {traced}"
     )
+
+
+def test_title_vectors_saved_by_many_threads_at_once_stay_whole(tmp_path: Path) -> None:
+    """Every reader view of a server may save the KB's title vectors; with one shared
+    temporary name, two saves at once published a half-written file and searches
+    failed (`BadZipFile`) until the next save."""
+    import threading
+
+    import numpy as np
+
+    from clawkb.embed.titles import _Vectors
+
+    path = tmp_path / "titles.npz"
+    failures: list[str] = []
+
+    def saver(k: int) -> None:
+        for rnd in range(15):
+            vec = _Vectors(path, "m")
+            vec.known = {f"t{k}-{rnd}-{i}": np.full(64, i, np.float32) for i in range(300)}
+            vec._save()
+
+    def loader() -> None:
+        for _ in range(60):
+            try:
+                with np.load(path, allow_pickle=False) as f:
+                    if len(f["titles"]) != 300 or f["vecs"].shape != (300, 64):
+                        failures.append("short file")
+            except Exception as exc:  # a half-written file
+                failures.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=saver, args=(k,)) for k in range(4)]
+    saver(9)
+    threads.append(threading.Thread(target=loader))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+    assert len(_Vectors(path, "m").known) == 300
+    assert not list(tmp_path.glob("*.tmp.npz"))
