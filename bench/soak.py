@@ -335,19 +335,38 @@ def _rss_kb(pid: int, field: str = "VmRSS") -> int:
     return 0
 
 
-def rss_slope(samples: list[tuple[float, float]], start: float) -> float | None:
-    """Least-squares slope (MB per minute) of ``(seconds, MB)`` samples from ``start``
-    seconds on; None with fewer than 3 samples there."""
-    pts = [(t, mb) for t, mb in samples if t >= start]
+#: "Server RSS flat after warm-up" as a number: the server heap's (``RssAnon``)
+#: least-squares slope over the second half of the run at most this, in MB/min
+#: (1.5 MB over the last 5 minutes of a 600-s soak).
+FLAT_MB_MIN = 0.3
+
+
+def fit_slope(pts: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of ``(x, y)`` points; None with fewer than 3 or one x."""
     if len(pts) < 3:
         return None
     n = len(pts)
-    mt = sum(t for t, _ in pts) / n
-    mm = sum(mb for _, mb in pts) / n
-    var = sum((t - mt) ** 2 for t, _ in pts)
+    mx = sum(x for x, _ in pts) / n
+    my = sum(y for _, y in pts) / n
+    var = sum((x - mx) ** 2 for x, _ in pts)
     if not var:
         return None
-    return round(60 * sum((t - mt) * (mb - mm) for t, mb in pts) / var, 2)
+    return sum((x - mx) * (y - my) for x, y in pts) / var
+
+
+def rss_slope(samples: list[tuple[float, float]], start: float) -> float | None:
+    """Least-squares slope (MB per minute) of ``(seconds, MB)`` samples from ``start``
+    seconds on; None with fewer than 3 samples there."""
+    got = fit_slope([(t, mb) for t, mb in samples if t >= start])
+    return None if got is None else round(60 * got, 2)
+
+
+def per_round_kb(samples: list[tuple[float, float, int]], start: float) -> float | None:
+    """Heap growth per write round (kB) from ``start`` seconds on: the slope of
+    ``(seconds, MB, rounds done)`` samples' MB against rounds (the load decides how
+    many rounds a run gets through; the heap grows with them, not with seconds)."""
+    got = fit_slope([(float(n), mb * 1024) for t, mb, n in samples if t >= start])
+    return None if got is None else round(got, 1)
 
 
 def slope_start(seconds: float) -> float:
@@ -493,6 +512,7 @@ def run_server(
     anon: list[tuple[float, int]] = []
     worker_rss: list[tuple[float, int]] = []
     rounds = [0]
+    done_rounds: list[int] = []  # API write rounds done at each heap sample
 
     def api_writer() -> None:  # every second: rewrite 5 files, delete one, add one; a memory
         wrng = random.Random(11)
@@ -555,6 +575,7 @@ def run_server(
             cpu_quiet = _cpu_s(server.pid) - cpu0
         rss.append((time.time() - start, _rss_kb(server.pid)))
         anon.append((time.time() - start, _rss_kb(server.pid, "RssAnon")))
+        done_rounds.append(rounds[0])
         worker_rss.append((time.time() - start, _children_rss_kb(server.pid)))
         time.sleep(min(5.0, max(0.05, start + quiet - time.time())) if cpu_quiet is None else 5)
     server_cpu = _cpu_s(server.pid) - cpu0
@@ -568,6 +589,7 @@ def run_server(
         traces["end"] = request(trace, "end")
     rss.append((time.time() - start, _rss_kb(server.pid)))
     anon.append((time.time() - start, _rss_kb(server.pid, "RssAnon")))
+    done_rounds.append(rounds[0])
     worker_rss.append((time.time() - start, _children_rss_kb(server.pid)))
     if spy is not None:
         spy.wait(timeout=120)
@@ -624,6 +646,13 @@ def run_server(
         "slope_from_s": slope_start(seconds),
         "rss_slope_mb_min": rss_slope([(t, kb / 1024) for t, kb in rss], slope_start(seconds)),
         "anon_slope_mb_min": rss_slope([(t, kb / 1024) for t, kb in anon], slope_start(seconds)),
+        "rss_slope_second_half_mb_min": rss_slope([(t, kb / 1024) for t, kb in rss], seconds / 2),
+        "heap_slope_second_half_mb_min": rss_slope([(t, kb / 1024) for t, kb in anon], seconds / 2),
+        "heap_per_round_second_half_kb": per_round_kb(
+            [(t, kb / 1024, n) for (t, kb), n in zip(anon, done_rounds, strict=True)],
+            seconds / 2,
+        ),
+        "flat_mb_min": FLAT_MB_MIN,
         "rss_after_warmup_mb": (round(warm[0] / 1024, 1), round(warm[-1] / 1024, 1))
         if warm
         else None,
@@ -708,7 +737,17 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
         ),
         f"| server RSS after warm-up (25% in -> end) | {warm[0]} -> {warm[1]} MB | flat |",
         f"| server RSS slope from {r['slope_from_s']:g} s to the end, all / heap (`RssAnon`)"
-        f" | {r['rss_slope_mb_min']} / {r['anon_slope_mb_min']} MB/min | about 0 |",
+        f" | {r['rss_slope_mb_min']} / {r['anon_slope_mb_min']} MB/min | |",
+        *(
+            [
+                "| server slope over the second half, RSS / heap (`RssAnon`); heap per API"
+                f" write round | {r['rss_slope_second_half_mb_min']} /"
+                f" {r['heap_slope_second_half_mb_min']} MB/min;"
+                f" {r['heap_per_round_second_half_kb']} kB | flat: heap <= {r['flat_mb_min']} MB/min |"
+            ]
+            if "heap_slope_second_half_mb_min" in r
+            else []
+        ),
         *(
             [
                 "| server RSS in the second half (min / max) |"
@@ -849,6 +888,14 @@ def main() -> int:
     args.out.write_text(md, encoding="utf-8")
     (args.out.with_suffix(".json")).write_text(json.dumps(r, indent=1), encoding="utf-8")
     print(md)
+    if not args.in_process:
+        slope = r["heap_slope_second_half_mb_min"]
+        flat = slope is not None and slope <= FLAT_MB_MIN
+        print(
+            f"server heap slope over the second half: {slope} MB/min,"
+            f" {r['heap_per_round_second_half_kb']} kB per API write round"
+            f" ({'flat' if flat else 'NOT flat'}: <= {FLAT_MB_MIN} MB/min)"
+        )
     if args.in_process:
         ok = (
             r["errors"] == 0

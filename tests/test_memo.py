@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from clawkb.memo import BytesLRU, bytes_lru
+from clawkb.memo import MAX_AGE, BytesLRU, bytes_lru, new_generation
 from clawkb.retrieve import abstain, hits
 from clawkb.retrieve.snippet import Prepared
 from clawkb.text import injection
@@ -33,6 +33,31 @@ def test_least_recently_used_entries_go_first_and_the_bytes_stay_under_the_budge
     assert calls == [1, 2, 3, 4, 2]
     double(1)
     assert calls[-1] == 2  # 1 was still kept
+
+
+def test_entries_unused_for_max_age_write_generations_are_dropped() -> None:
+    """A server that rewrites files retires passages every write: an entry not used
+    for :data:`~clawkb.memo.MAX_AGE` generations goes at the next insertion, far under the
+    budget; one used meanwhile stays; without writes nothing ages."""
+    calls: list[int] = []
+
+    @bytes_lru(1 << 20, lambda args, result: 30)
+    def double(x: int) -> int:
+        calls.append(x)
+        return 2 * x
+
+    double(1), double(2)
+    for _ in range(MAX_AGE):
+        new_generation()
+    double(1)  # used: young again
+    new_generation()
+    double(3)  # an insertion: 2 is older than MAX_AGE now
+    assert len(double) == 2 and double.nbytes == 60
+    double(2)
+    assert calls == [1, 2, 3, 2]
+    for k in range(100):  # no write: nothing ages, whatever the traffic
+        double(10 + k)
+    assert len(double) == 103
 
 
 def test_an_entry_larger_than_the_budget_is_computed_but_not_kept() -> None:

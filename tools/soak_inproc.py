@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_path  # noqa: F401  (bench/ on sys.path)
-from soak import CLAWKB, WORDS, _make_kb, _rss_kb, rss_slope, unique, write_file
+from soak import CLAWKB, WORDS, _make_kb, _rss_kb, per_round_kb, rss_slope, unique, write_file
 from soak_trace import FRAMES, proc_figures
 
 
@@ -49,6 +49,29 @@ def _sqlite_used() -> Any:
     return lambda: round(lib.sqlite3_memory_used() / 1048576, 2)
 
 
+def _malloc_stats() -> Any:
+    """glibc's heap figures (arenas, bytes held, bytes free) via this tree's
+    ``clawkb/server/heap.py`` loaded by path, so an older tree's run has them too."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "src" / "clawkb" / "server" / "heap.py"
+    spec = importlib.util.spec_from_file_location("_soak_heap", path)
+    if spec is None or spec.loader is None:
+        return lambda: None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def read() -> Any:
+        got = mod.stats()
+        return (
+            {k: round(v / 1048576, 2) if k != "arenas" else v for k, v in got.items()}
+            if got
+            else None
+        )
+
+    return read
+
+
 def drive(
     seconds: float,
     readers: int,
@@ -57,11 +80,14 @@ def drive(
     work: Path,
     trace: Path | None,
     trace_late: bool = False,
+    trace_every: float = 0.0,
 ) -> dict[str, Any]:
     """``trace_late``: tracemalloc starts at the first snapshot (after warm-up), so the
     end snapshot holds exactly what was allocated since and is still alive."""
     from clawkb.embed.run import embed_new
+    from clawkb.server import write_jobs
     from clawkb.server.runtime import Runtime
+    from clawkb.server.writer_process import Remote, warm_dense
 
     corpus = work / "corpus"
     api_dir, term_dir = corpus / "api", corpus / "term"
@@ -78,6 +104,15 @@ def drive(
             tracemalloc.start(FRAMES)
     rt = Runtime(home)
     rt.warm()
+
+    def embed_later(kb: Any) -> Any:  # server/api_write.py's _embed_later
+        got = embed_new(kb)
+        if got and got["embedded"]:
+            warm_dense(kb)
+            with rt.exclusive():
+                pass
+        return got
+
     start = time.time()
     until = start + seconds
     counts = {"searches": 0, "errors": 0, "rounds": 0, "cli_failed": 0}
@@ -116,18 +151,13 @@ def drive(
             write_file(api_dir, next_new, 0, wrng)
             alive.append(next_new)
             next_new += 1
-            try:
-                rt.submit(lambda kb: kb.index([api_dir], wait=60), "index").result()
-                rt.submit(embed_new, "embed", gated=False)
-                rt.submit(lambda kb: None, "embed")
+            try:  # as the API does: the write in the writer process, then its embedding here
+                rt.submit(Remote(write_jobs.index_paths, [str(api_dir)]), "index").result()
+                rt.submit(embed_later, "embed", gated=False)
                 note = f"soak note {counts['rounds'] % 7}"
-
-                def remember(kb: Any, note: str = note) -> Any:
-                    return kb.memory.store(note, tags=["soak"]).to_dict()
-
-                rt.submit(remember, "memory")
-                rt.submit(embed_new, "embed", gated=False)
-                rt.submit(lambda kb: None, "embed").result()
+                job = Remote(write_jobs.memory_store, note, "default", ["soak"], None, None)
+                rt.submit(job, "memory")
+                rt.submit(embed_later, "embed", gated=False).result()
             except Exception as exc:
                 counts["errors"] += 1
                 first_error.append(f"write {type(exc).__name__}: {exc}")
@@ -175,11 +205,29 @@ def drive(
             figures[name]["traced_mb"] = round(tracemalloc.get_traced_memory()[0] / 1048576, 2)
             (trace / f"proc-{name}.json").write_text(json.dumps(figures[name]), "utf-8")
 
+    malloc_stats = _malloc_stats()
+    samples: list[dict[str, Any]] = []
+    next_trace = trace_at
     while time.time() < until:
-        if "mid" not in figures and time.time() >= start + trace_at:
+        now = time.time() - start
+        if trace_every and trace is not None and now >= next_trace:
+            snap(f"t{round(now):04d}")
+            next_trace += trace_every
+        elif "mid" not in figures and now >= trace_at:
             snap("mid")
-        anon.append((time.time() - start, _rss_kb(os.getpid(), "RssAnon") / 1024))
-        sqlite_mb.append((round(time.time() - start), sqlite_used()))
+        anon.append((now, _rss_kb(os.getpid(), "RssAnon") / 1024))
+        sqlite_mb.append((round(now), sqlite_used()))
+        samples.append(
+            {
+                "t": round(now),
+                "rounds": counts["rounds"],
+                "anon_mb": round(anon[-1][1], 1),
+                "py_blocks": sys.getallocatedblocks(),
+                "traced_mb": round(tracemalloc.get_traced_memory()[0] / 1048576, 2),
+                "threads": threading.active_count(),
+                "malloc": malloc_stats(),
+            }
+        )
         time.sleep(5)
     for t in threads:
         t.join()
@@ -203,6 +251,11 @@ def drive(
         "anon_slope_second_half_mb_min": rss_slope(anon, seconds / 2),
         "anon_slope_from_mid_mb_min": rss_slope(anon, trace_at),
         "sqlite_mb": sqlite_mb,
+        "samples": samples,
+        "heap_per_round_second_half_kb": per_round_kb(
+            [(x["t"], x["anon_mb"], x["rounds"]) for x in samples], seconds / 2
+        ),
+        "malloc_policy": os.environ.get("CLAWKB_MALLOC", "on"),
         "proc": figures,
         "heap_end_mb": {k: round(v, 1) for k, v in heap.items()},
     }
@@ -218,6 +271,12 @@ def main() -> int:
     ap.add_argument(
         "--trace-late", action="store_true", help="start tracemalloc at the first snapshot"
     )
+    ap.add_argument(
+        "--trace-every",
+        type=float,
+        default=0.0,
+        help="with --trace: a snapshot every this many seconds from the first one",
+    )
     ap.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="clawkb-soak-") as tmp:
@@ -229,6 +288,7 @@ def main() -> int:
             Path(tmp),
             args.trace,
             args.trace_late,
+            args.trace_every,
         )
     text = json.dumps(r, indent=1)
     if args.out:

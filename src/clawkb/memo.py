@@ -8,6 +8,14 @@ one: tens of MB for short English chunks, far more for long Chinese ones.
 :func:`bytes_lru` keeps the most recently used entries whose estimated sizes add
 up to at most ``max_bytes``, so the memory is flat once it is full, whatever the
 passages are like. Thread-safe (one lock per memo; the function runs outside it).
+
+A budget that takes hours of new passages to fill is still growth in a server
+that rewrites files all day: each write retires passages nobody will search for
+again, and they stayed until the budget pushed them out. A process that writes
+calls :func:`new_generation` after each write; an entry not used during the last
+:data:`MAX_AGE` generations is then dropped at the memo's next insertion
+(oldest first, so the cost is the entries dropped). A process that never writes
+keeps the plain budget.
 """
 
 from __future__ import annotations
@@ -21,6 +29,20 @@ from typing import Any, Generic, ParamSpec, TypeVar
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: Write generations an entry is kept unused (see :func:`new_generation`).
+MAX_AGE = 64
+_generation = [0]
+
+
+def new_generation() -> None:
+    """This process finished a write: entries of every memo unused for
+    :data:`MAX_AGE` of these are dropped at their memo's next insertion."""
+    _generation[0] += 1
+
+
+def generation() -> int:
+    return _generation[0]
+
 
 class BytesLRU(Generic[P, R]):
     """``fn`` memoised by its (hashable) arguments, at most ``max_bytes`` of entries as
@@ -33,15 +55,19 @@ class BytesLRU(Generic[P, R]):
         self._fn, self._size = fn, size
         self.max_bytes = max_bytes
         self.nbytes = 0
-        self._data: OrderedDict[Hashable, tuple[R, int]] = OrderedDict()
+        #: key -> (value, its size, the generation it was last used in); oldest use first
+        self._data: OrderedDict[Hashable, tuple[R, int, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         key: Hashable = args if not kwargs else (args, tuple(sorted(kwargs.items())))
+        now = _generation[0]
         with self._lock:
             found = self._data.get(key)
             if found is not None:
                 self._data.move_to_end(key)
+                if found[2] != now:
+                    self._data[key] = (found[0], found[1], now)
                 return found[0]
         value = self._fn(*args, **kwargs)
         nbytes = self._size(args, value)
@@ -49,12 +75,21 @@ class BytesLRU(Generic[P, R]):
             return value
         with self._lock:
             if key not in self._data:
-                self._data[key] = (value, nbytes)
+                self._data[key] = (value, nbytes, now)
                 self.nbytes += nbytes
-                while self.nbytes > self.max_bytes:
-                    _, (_, gone) = self._data.popitem(last=False)
-                    self.nbytes -= gone
+                self._evict(now)
         return value
+
+    def _evict(self, now: int) -> None:
+        """Drop the least recently used entries while over budget or unused for
+        :data:`MAX_AGE` generations (the lock is held)."""
+        data = self._data
+        while data:
+            key, (_, nbytes, used) = next(iter(data.items()))
+            if self.nbytes <= self.max_bytes and now - used <= MAX_AGE:
+                break
+            del data[key]
+            self.nbytes -= nbytes
 
     def __len__(self) -> int:
         return len(self._data)

@@ -53,7 +53,16 @@ def resolve_home(explicit: str | os.PathLike[str] | None = None, cwd: Path | Non
 ENV_PREFIX = "CLAWKB_"
 #: CLAWKB_* variables read elsewhere that are not settings (suffix after CLAWKB_).
 NOT_SETTINGS = frozenset(
-    {"HOME", "DATASETS", "FUZZ_EXAMPLES", "INDEX_WORKERS", "MODEL_CACHE", "NO_NATIVE", "NO_OCR"}
+    {
+        "HOME",
+        "DATASETS",
+        "FUZZ_EXAMPLES",
+        "INDEX_WORKERS",
+        "MALLOC",
+        "MODEL_CACHE",
+        "NO_NATIVE",
+        "NO_OCR",
+    }
 )
 
 #: Read by pydantic when :mod:`clawkb.config.load` validates a file or the

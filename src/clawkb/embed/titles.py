@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import weakref
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,8 +87,8 @@ class _Vectors:
             with np.load(path, allow_pickle=False) as f:
                 if str(f["model"]) == mkey:
                     self.known = dict(zip(f["titles"].tolist(), f["vecs"], strict=True))
-        except (OSError, KeyError, ValueError):
-            self.known = {}
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):
+            self.known = {}  # none yet, or damaged: embedded again (and saved whole)
 
     def matrix(self, titles: list[str], embedder: Embedder) -> np.ndarray:
         """The vectors of ``titles`` (distinct), embedding the ones not known yet. Titles
@@ -110,7 +112,9 @@ class _Vectors:
         return np.stack([self.known[t] for t in titles]).astype(np.float32)
 
     def _save(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp.npz")
+        # a temporary name of this thread's own: views on several threads (and the
+        # writer) save at once, and a shared one let a half-written file be published
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}-{threading.get_ident()}.tmp.npz")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             titles = list(self.known)

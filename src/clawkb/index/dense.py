@@ -26,7 +26,7 @@ import numpy as np
 
 from clawkb.errors import DenseDamaged, MissingDependencyError
 from clawkb.index import npyfile
-from clawkb.index.generations import VERIFIED_MAX
+from clawkb.index.generations import VERIFIED_FOLDERS
 from clawkb.store import vectors_repo
 from clawkb.store.memo import commit_stamp
 from clawkb.store.repo import Repository
@@ -250,11 +250,13 @@ class DenseIndex:
             for name in ("ids.npy", "vecs.npy", "ann.bin", "meta.json"):  # meta last
                 if (Path(tmp) / name).exists():
                     os.replace(Path(tmp) / name, self.folder / name)
+        kept = set()
         for name, want in meta["files"].items():  # just checksummed: not again on load
             with contextlib.suppress(OSError):
                 st = (self.folder / name).stat()
                 if st.st_size == want["bytes"]:
-                    _remember((str(self.folder / name), st.st_ino, st.st_mtime_ns, st.st_size))
+                    kept.add((name, st.st_ino, st.st_mtime_ns, st.st_size))
+        _remember(self.folder, kept)
         return meta
 
     def _build_ann(self, mat: np.ndarray, path: Path) -> dict[str, Any]:
@@ -335,16 +337,18 @@ class DenseIndex:
         }
 
 
-#: (path, inode, mtime, size) of files whose checksum matched: checked once per version.
-#: A server rewrites the vector files after each write that adds vectors, so the memo
-#: is emptied past :data:`~clawkb.index.generations.VERIFIED_MAX` entries.
-_verified: set[tuple[str, int, int, int]] = set()
+#: Per folder, (name, inode, mtime, size) of the files whose checksum matched: checked
+#: once per version. A server rewrites the vector files after each write that adds
+#: vectors; each check keeps only the files its ``meta`` names, so replaced versions
+#: are forgotten (at most :data:`~clawkb.index.generations.VERIFIED_FOLDERS` folders).
+_verified: dict[str, set[tuple[str, int, int, int]]] = {}
 
 
-def _remember(key: tuple[str, int, int, int]) -> None:
-    if len(_verified) >= VERIFIED_MAX:
+def _remember(folder: Path, kept: set[tuple[str, int, int, int]]) -> None:
+    """``kept``: the files of ``folder`` now known sound (those of older versions go)."""
+    if str(folder) not in _verified and len(_verified) >= VERIFIED_FOLDERS:
         _verified.clear()
-    _verified.add(key)
+    _verified[str(folder)] = kept
 
 
 def _fingerprint(path: Path) -> dict[str, Any]:
@@ -379,14 +383,17 @@ def _read_meta(path: Path) -> dict[str, Any]:
 
 def verify(folder: Path, meta: dict[str, Any]) -> str | None:
     """Why a vector file in ``folder`` is not the one ``meta`` describes, or None."""
+    seen = _verified.get(str(folder), set())
+    kept: set[tuple[str, int, int, int]] = set()
     for name, want in sorted(dict(meta.get("files") or {}).items()):
         path = folder / name
         try:
             st = path.stat()
         except OSError:
             return f"{path}: missing (the dense vector cache is damaged)"
-        key = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
-        if key in _verified:
+        key = (name, st.st_ino, st.st_mtime_ns, st.st_size)
+        kept.add(key)
+        if key in seen:
             continue
         if st.st_size != want.get("bytes"):
             return (
@@ -395,7 +402,7 @@ def verify(folder: Path, meta: dict[str, Any]) -> str | None:
             )
         if _fingerprint(path)["blake2b"] != want.get("blake2b"):
             return f"{path}: checksum mismatch (damaged dense vectors)"
-        _remember(key)
+    _remember(folder, kept)
     return None
 
 

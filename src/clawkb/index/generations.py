@@ -115,13 +115,14 @@ def manifest_stamp(folder: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-#: Files this process already checksummed, by (path, inode, mtime, size): a
-#: long-lived reader moving to a new generation re-reads only new files. Every write
-#: adds a segment's files and a live mask, so the memo is emptied past
-#: :data:`VERIFIED_MAX` entries (a long-running server's memory stays flat; a file
-#: checked again costs one CRC pass).
-_VERIFIED: dict[tuple[str, int, int, int], int] = {}
-VERIFIED_MAX = 4096
+#: Files this process already checksummed, per index folder, by (name, inode, mtime,
+#: size): a long-lived reader moving to a new generation re-reads only new files.
+#: Each full check keeps only the files of the manifest it checked, so what a write
+#: retired (merged segments, old live masks) is forgotten at the next renewal
+#: instead of piling up until a bound (a long-running server's memory stays flat;
+#: a file checked again costs one CRC pass). At most :data:`VERIFIED_FOLDERS` folders.
+_VERIFIED: dict[str, dict[tuple[str, int, int, int], int]] = {}
+VERIFIED_FOLDERS = 64
 
 
 def verify_files(folder: Path, files: dict[str, list[int]], *, full: bool) -> str | None:
@@ -139,17 +140,18 @@ def verify_files(folder: Path, files: dict[str, list[int]], *, full: bool) -> st
             return f"{rel}: missing"
         if st.st_size != size:
             return f"{rel}: {st.st_size} bytes, the manifest says {size}"
-        stats[rel] = (path, st.st_ino, st.st_mtime_ns, st.st_size)
+        stats[rel] = (rel, st.st_ino, st.st_mtime_ns, st.st_size)
     if full:
+        seen = _VERIFIED.get(base, {})
+        kept: dict[tuple[str, int, int, int], int] = {}
         for rel, (_, crc) in sorted(files.items()):
             key = stats[rel]
-            if _VERIFIED.get(key) == crc:
-                continue
-            if crc_file(folder / rel)[1] != crc:
+            if seen.get(key) != crc and crc_file(folder / rel)[1] != crc:
                 return f"{rel}: checksum mismatch (the file changed after it was written)"
-            if len(_VERIFIED) >= VERIFIED_MAX:
-                _VERIFIED.clear()
-            _VERIFIED[key] = crc
+            kept[key] = crc
+        if base not in _VERIFIED and len(_VERIFIED) >= VERIFIED_FOLDERS:
+            _VERIFIED.clear()
+        _VERIFIED[base] = kept  # one assignment: a reader on another thread sees old or new
     return None
 
 

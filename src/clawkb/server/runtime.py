@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from clawkb.embed.base import Embedder
 from clawkb.kb import KnowledgeBase
+from clawkb.server import heap
 from clawkb.server.writer_process import Remote, WriterProcess, warm_dense
 from clawkb.store import db
 
@@ -216,6 +217,7 @@ class Runtime:
 
     def __init__(self, home: Path, *, writer_process: bool = True) -> None:
         self.home = home
+        heap.configure()  # glibc: two arenas, before the reader threads start
         self.gate = Gate()
         #: where :class:`Remote` jobs run; None: on the writer thread, as any other job
         self.writer_process = WriterProcess(home) if writer_process else None
@@ -414,6 +416,7 @@ class Runtime:
                 self.generation += 1
                 self.last_write = time.time()
                 self._release_idle()
+        heap.after_write()  # readers not held off: what retired views freed goes to the OS
 
     def writer_state(self) -> dict[str, Any]:
         """The writer process: its pid (None before the first job) and how many were started."""

@@ -184,7 +184,9 @@ def _child_main(conn: Connection, home: str) -> None:
     """The writer process: open the KB once (again when the settings changed), run each
     job as the server's writer thread did, answer with the result or the error."""
     from clawkb.kb import KnowledgeBase
+    from clawkb.server import heap
 
+    heap.configure()
     kb: KnowledgeBase | None = None
     config_seen = -1
     try:
@@ -205,6 +207,7 @@ def _child_main(conn: Connection, home: str) -> None:
                     config_seen = config_version
                 result = job(kb)
                 warm_dense(kb)
+                heap.after_write()
                 reply: tuple[str, Any] = ("ok", result)
             except BaseException as exc:  # handed back to the waiting request
                 if isinstance(exc, KeyboardInterrupt | SystemExit):
