@@ -85,8 +85,12 @@ def _lexical(o: argparse.Namespace) -> list[Step]:
 def _embed(o: argparse.Namespace) -> list[Step]:
     if o.quick:
         quick = ["--chunks", "16", "--files", "16", "--rounds", "1", "--sets", "esp-en,cranfield"]
-        return [Step("embed_speed.py", ["--old-ref", o.old_ref, *quick])]
-    return [Step("embed_speed.py", ["--old-ref", o.old_ref])]
+        profile = ["--chunks", "8", "--files", "16", "--sets", "esp-en", "--rows", "64"]
+        return [
+            Step("embed_speed.py", ["--old-ref", o.old_ref, *quick]),
+            Step("embed_profile.py", profile),
+        ]
+    return [Step("embed_speed.py", ["--old-ref", o.old_ref]), Step("embed_profile.py")]
 
 
 def _relevance(o: argparse.Namespace) -> list[Step]:
