@@ -6,6 +6,7 @@ same app with :func:`clawkb.server.app.create_app`.
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
@@ -36,14 +37,43 @@ def run(
         from clawkb.watch import server_watcher
 
         factory = server_watcher
+    sock = bind(settings.host, settings.port)
+    settings.port = sock.getsockname()[1]
+    if settings.workers > 1:
+        import shutil
+        import tempfile
+
+        from clawkb.server import metrics
+        from clawkb.server.workers import serve_workers
+
+        folder = tempfile.mkdtemp(prefix="clawkb-metrics-")
+        metrics.share_through(folder)
+
+        parent = os.getpid()
+
+        def run_worker(index: int) -> None:
+            settings.worker = index
+            app = create_app(
+                settings,
+                watch=factory if index == 0 else None,  # one watcher for all workers
+                on_ready=(lambda: announce(_served(settings))) if index == 0 else None,
+            )
+            uvicorn.Server(uvicorn_config(app, settings, lifespan="on")).run(sockets=[sock])
+
+        try:
+            code = serve_workers(
+                settings, sock, run_worker, announce=announce, on_exit=metrics.worker_ended
+            )
+        finally:
+            if os.getpid() == parent:
+                shutil.rmtree(folder, ignore_errors=True)
+        raise SystemExit(code)
     app = create_app(
         settings,
         watch=factory,
         on_ready=lambda: announce(_served(settings)),
     )
     config = uvicorn_config(app, settings, lifespan="on")
-    sock = bind(settings.host, settings.port)
-    settings.port = sock.getsockname()[1]
     server = uvicorn.Server(config)
     server.run(sockets=[sock])
 
