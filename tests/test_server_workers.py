@@ -119,6 +119,31 @@ def test_the_question_budget_is_one_for_all_workers(srv: Server) -> None:
     assert {r.headers["x-clawkb-worker"] for r in rs if r.status_code == 429}
 
 
+def _writers(server: Server) -> set[int]:
+    """The writer process each worker reports in its status."""
+    answers = until_both(lambda: fresh(server, "GET", "/api/v1/status"))
+    return {r.json()["server"]["writer"]["process"] for rs in answers.values() for r in rs}
+
+
+def test_one_writer_process_serves_both_workers(srv: Server, kb: tuple[Path, Path]) -> None:
+    note = kb[1] / "writer.md"
+    note.write_text("# Writer\n\nThe plonkwise gauge is on J2.\n", encoding="utf-8")
+    index = lambda: fresh(srv, "POST", "/api/v1/index", json={"path": str(note)})  # noqa: E731
+    assert all(r.status_code == 200 for rs in until_both(index).values() for r in rs)
+    (writer,) = _writers(srv)  # both workers' writes went to one process
+    assert writer not in (None, srv.proc.pid)
+    assert writer in _descendants(srv.proc.pid)
+    os.kill(writer, signal.SIGKILL)  # the parent starts another; a cut-off job fails clearly
+    poll(lambda: any(f"shared writer (pid {writer}) ended" in ln for ln in srv.lines), 30, 0.05)
+    for _ in range(2):  # a worker whose connection died fails one job with 503, then reconnects
+        for rs in until_both(index).values():
+            for r in rs:
+                assert r.status_code == 200 or r.json()["code"] == "writer_died", r.text
+    assert all(r.status_code == 200 for rs in until_both(index).values() for r in rs)
+    (again,) = _writers(srv)
+    assert again not in (None, writer)
+
+
 def _searches_counted(text: str) -> float:
     total = 0.0
     for line in text.splitlines():
@@ -204,12 +229,11 @@ def test_a_dead_worker_is_replaced_and_a_killed_parent_leaves_nothing(
         first = int(m.group(1))
         os.kill(first, signal.SIGKILL)
         poll(lambda: any(f"(pid {first}) ended" in ln for ln in server.lines), 30, 0.05)
-        # a write through each worker: each then has a writer process of its own below it
         note = kb[1] / "again.md"
         note.write_text("# Again\n\nThe frobnicast valve is on J4.\n", encoding="utf-8")
         until_both(lambda: fresh(server, "POST", "/api/v1/index", json={"path": str(note)}))
         tree = _descendants(server.proc.pid)
-        assert first not in tree and len(tree) >= 4, tree  # 2 workers + their writer processes
+        assert first not in tree and len(tree) == 3, tree  # 2 workers + the shared writer
         os.kill(server.proc.pid, signal.SIGKILL)
         server.proc.wait(10)
         poll(lambda: not any(_alive(p) for p in tree), 30, 0.1)

@@ -46,7 +46,7 @@ class ServerState:
 
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
-        self.runtime = Runtime(settings.home)
+        self.runtime = Runtime(settings.home, shared_writer=settings.shared_writer)
         self.runtime.warm()
         self.roots = list(settings.roots) or self._known_roots()
         self.metrics = Metrics(status=lambda: self.runtime.read_sync(lambda kb: kb.status()))
@@ -237,6 +237,7 @@ def _kb_settings(main: ServerSettings, spec: KBSpec) -> ServerSettings:
     return dataclasses.replace(
         main, home=spec.home, roots=own.roots, inbox=own.inbox, name=spec.name, kbs=[],
         token=spec.token or main.token, upload_types=own.upload_types or main.upload_types,
+        shared_writer=None,  # the workers' shared writer writes the default KB only
     )  # fmt: skip
 
 

@@ -214,11 +214,18 @@ class _Slot:
 class Runtime:
     """Reader connections, the writer thread and the gate between them."""
 
-    def __init__(self, home: Path, *, writer_process: bool = True) -> None:
+    def __init__(
+        self,
+        home: Path,
+        *,
+        writer_process: bool = True,
+        shared_writer: tuple[str, bytes] | None = None,
+    ) -> None:
         self.home = home
         self.gate = Gate()
-        #: where :class:`Remote` jobs run; None: on the writer thread, as any other job
-        self.writer_process = WriterProcess(home) if writer_process else None
+        #: where :class:`Remote` jobs run; None: on the writer thread, as any other job;
+        #: ``shared_writer``: the one writer of all ``serve --workers`` processes
+        self.writer_process = WriterProcess(home, shared_writer) if writer_process else None
         self.generation = 0
         self.config_version = 0  # bumped when config.yaml was rewritten (the page's settings)
         self._writer_config = 0

@@ -84,6 +84,8 @@ class ServerSettings:
     kbs: list[KBSpec] = field(default_factory=list)  # the other KBs served
     workers: int = 1  # server processes on one socket (``serve --workers``)
     worker: int | None = None  # this process's index among them (None: a lone server)
+    #: the workers' one writer process (its socket and key), started by their parent
+    shared_writer: tuple[str, bytes] | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:

@@ -60,12 +60,16 @@ def serve_workers(
     *,
     announce: Callable[[str], None] = print,
     on_exit: Callable[[int], None] | None = None,
+    helper: Callable[[], int] | None = None,
 ) -> int:
     """Fork ``settings.workers`` children that each call ``run_worker(index)`` (serving on
     ``sock``), restart any that dies, and stop them all on SIGINT/SIGTERM. Returns the
-    exit status for the parent."""
+    exit status for the parent. ``helper()`` starts a process that serves the workers (the
+    shared writer) and returns its pid: started first, started again when it ends,
+    stopped after the workers."""
     parent = os.getpid()
     workers: dict[int, int] = {}  # pid -> index
+    helpers: set[int] = set()
     stopping = False
 
     def spawn(index: int) -> None:
@@ -100,6 +104,8 @@ def serve_workers(
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    if helper is not None:
+        helpers.add(helper())
     for index in range(settings.workers):
         spawn(index)
     announce(f"{settings.workers} worker processes: {', '.join(map(str, sorted(workers)))}")
@@ -121,6 +127,12 @@ def serve_workers(
                         os.kill(other, signal.SIGKILL)
             time.sleep(0.05)
             continue
+        if pid in helpers:
+            helpers.discard(pid)
+            if not stopping and helper is not None:
+                announce(f"the shared writer (pid {pid}) ended: starting another")
+                helpers.add(helper())
+            continue
         index = workers.pop(pid, None)
         if on_exit is not None:
             on_exit(pid)
@@ -133,5 +145,11 @@ def serve_workers(
         if not stopping:
             started[index] = time.monotonic()
             spawn(index)
+    for pid in helpers:  # the workers are gone: their writer may go
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in helpers:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
     sock.close()
     return 0
