@@ -79,6 +79,7 @@ def test_a_write_through_one_worker_is_searched_by_both(srv: Server, kb: tuple[P
             assert hits and hits[0]["path"].endswith("late.md"), (worker, r.text[:300])
     status = fresh(srv, "GET", "/api/v1/status").json()["server"]
     assert status["workers"] == 2 and status["worker"] in (0, 1)
+    assert not [ln for ln in srv.lines if "other threads run" in ln]  # forked thread-free
 
 
 def test_a_conversation_continues_on_the_other_worker(srv: Server) -> None:

@@ -21,20 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from clawkb.errors import NotFoundError
+from clawkb.store import serve_repo
 
 FILE_NAME = "serve-shared.sqlite"
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS conversation (
-    kb TEXT NOT NULL, id TEXT NOT NULL, turns TEXT NOT NULL, used REAL NOT NULL,
-    PRIMARY KEY (kb, id));
-CREATE TABLE IF NOT EXISTS bucket (
-    kb TEXT NOT NULL, client TEXT NOT NULL, tokens REAL NOT NULL, at REAL NOT NULL,
-    PRIMARY KEY (kb, client));
-"""
 
 
 class SharedFile:
-    """The shared SQLite file: one connection per thread, WAL, short write transactions."""
+    """The shared SQLite file: one connection per thread."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -43,27 +36,8 @@ class SharedFile:
     def conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
-            self._local.conn = conn
+            conn = self._local.conn = serve_repo.connect(self.path)
         return conn
-
-    def transaction(self) -> _Immediate:
-        return _Immediate(self.conn())
-
-
-class _Immediate:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
-        return self.conn
-
-    def __exit__(self, kind: object, *rest: object) -> None:
-        self.conn.execute("ROLLBACK" if kind is not None else "COMMIT")
 
 
 class SharedConversations:
@@ -73,44 +47,25 @@ class SharedConversations:
         self.file, self.kb, self.keep, self.max_turns = file, kb, keep, turns
 
     def turns(self, cid: str | None) -> tuple[str, list[dict[str, Any]]]:
-        now = time.time()
-        with self.file.transaction() as conn:
-            if cid is None:
-                cid = secrets.token_hex(8)
-                conn.execute(
-                    "INSERT INTO conversation (kb, id, turns, used) VALUES (?, ?, '[]', ?)",
-                    (self.kb, cid, now),
-                )
-                conn.execute(
-                    "DELETE FROM conversation WHERE kb = ? AND id NOT IN (SELECT id FROM"
-                    " conversation WHERE kb = ? ORDER BY used DESC LIMIT ?)",
-                    (self.kb, self.kb, self.keep),
-                )
-                return cid, []
-            row = conn.execute(
-                "SELECT turns FROM conversation WHERE kb = ? AND id = ?", (self.kb, cid)
-            ).fetchone()
-            if row is None:
-                raise NotFoundError(
-                    f"no conversation {cid!r} (the server keeps the newest {self.keep})"
-                )
-            conn.execute(
-                "UPDATE conversation SET used = ? WHERE kb = ? AND id = ?", (now, self.kb, cid)
+        conn, now = self.file.conn(), time.time()
+        if cid is None:
+            cid = secrets.token_hex(8)
+            serve_repo.new_conversation(conn, self.kb, cid, now, self.keep)
+            return cid, []
+        raw = serve_repo.touch_conversation(conn, self.kb, cid, now)
+        if raw is None:
+            raise NotFoundError(
+                f"no conversation {cid!r} (the server keeps the newest {self.keep})"
             )
-            turns: list[dict[str, Any]] = json.loads(row[0])
-            return cid, turns
+        turns: list[dict[str, Any]] = json.loads(raw)
+        return cid, turns
 
     def add(self, cid: str, turn: dict[str, Any]) -> None:
-        with self.file.transaction() as conn:
-            row = conn.execute(
-                "SELECT turns FROM conversation WHERE kb = ? AND id = ?", (self.kb, cid)
-            ).fetchone()
-            turns = json.loads(row[0]) if row else []
-            turns = [*turns, turn][-self.max_turns :]
-            conn.execute(
-                "INSERT OR REPLACE INTO conversation (kb, id, turns, used) VALUES (?, ?, ?, ?)",
-                (self.kb, cid, json.dumps(turns, ensure_ascii=False), time.time()),
-            )
+        def change(raw: str | None) -> str:
+            turns = [*(json.loads(raw) if raw else []), turn][-self.max_turns :]
+            return json.dumps(turns, ensure_ascii=False)
+
+        serve_repo.update_turns(self.file.conn(), self.kb, cid, change, time.time())
 
 
 class SharedRateLimiter:
@@ -126,20 +81,6 @@ class SharedRateLimiter:
         """0 when allowed, else seconds until the next call would be."""
         if self.rate <= 0:
             return 0.0
-        now = time.time()
-        with self.file.transaction() as conn:
-            row = conn.execute(
-                "SELECT tokens, at FROM bucket WHERE kb = ? AND client = ?", (self.kb, client)
-            ).fetchone()
-            tokens, at = row if row else (self.capacity, now)
-            tokens = min(self.capacity, tokens + max(0.0, now - at) * self.rate)
-            wait = 0.0
-            if tokens >= 1:
-                tokens -= 1
-            else:
-                wait = (1 - tokens) / self.rate
-            conn.execute(
-                "INSERT OR REPLACE INTO bucket (kb, client, tokens, at) VALUES (?, ?, ?, ?)",
-                (self.kb, client, tokens, now),
-            )
-            return wait
+        return serve_repo.take_token(
+            self.file.conn(), self.kb, client, time.time(), self.rate, self.capacity
+        )

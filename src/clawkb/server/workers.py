@@ -106,6 +106,11 @@ def serve_workers(
     signal.signal(signal.SIGTERM, stop)
     if helper is not None:
         helpers.add(helper())
+    import threading
+
+    if threading.active_count() > 1:  # a fork copies only this thread: say so, it is a bug
+        names = ", ".join(t.name for t in threading.enumerate() if t is not threading.main_thread())
+        announce(f"warning: forking workers while other threads run ({names})")
     for index in range(settings.workers):
         spawn(index)
     announce(f"{settings.workers} worker processes: {', '.join(map(str, sorted(workers)))}")
