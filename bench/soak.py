@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -282,6 +283,7 @@ def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, 
     lat: list[float] = []
     server_ms: list[float] = []
     done_at: list[float] = []
+    answered_by: list[str] = []  # `serve --workers`: the worker of each answer
     errors = empty = wrong = 0
     first_error = first_wrong = ""
     with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
@@ -300,6 +302,7 @@ def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, 
                 first_error = first_error or f"{r.status_code} {r.text[:300]}"
                 continue
             data = r.json()
+            answered_by.append(r.headers.get("x-clawkb-worker", "-"))
             server_ms.append(float(data.get("took_ms", 0.0)))
             done_at.append(time.time())
             paths = [h["path"] for h in data["hits"]]
@@ -316,6 +319,7 @@ def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, 
         "latencies": lat,
         "server_ms": server_ms,
         "done_at": done_at,
+        "answered_by": answered_by,
         "errors": errors,
         "empty": empty,
         "wrong": wrong,
@@ -396,7 +400,16 @@ def _server_pids(pid: int, workers: int) -> list[int]:
     forked workers (its only children) and the parent that supervises them."""
     if workers <= 1:
         return [pid]
-    return [pid, *sorted(c for c, fields in _stats().items() if int(fields[1]) == pid)]
+    kids = sorted(c for c, fields in _stats().items() if int(fields[1]) == pid)
+    return [pid, *(c for c in kids if "writer_process" not in _cmdline(c))]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _servers_cpu_s(pids: list[int]) -> float:
@@ -433,8 +446,7 @@ def _rss_by_process(pids: list[int]) -> list[tuple[str, float]]:
     for p in pids:
         for q in [p, *sorted(c for c, f in stats.items() if int(f[1]) == p and c not in pids)]:
             with contextlib.suppress(OSError, ValueError):
-                with open(f"/proc/{q}/cmdline", "rb") as fh:
-                    cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+                cmd = _cmdline(q)
                 what = "server" if q == pids[0] else ("worker" if q in pids else _role(cmd))
                 out.append((f"{what} {q} (of {p})" if q != p else f"{what} {q}",
                             round(_rss_kb(q) / 1024, 1)))  # fmt: skip
@@ -442,6 +454,10 @@ def _rss_by_process(pids: list[int]) -> list[tuple[str, float]]:
 
 
 def _role(cmd: str) -> str:
+    if "writer_process" in cmd:
+        return "shared writer process"
+    if "resource_tracker" in cmd:
+        return "multiprocessing resource tracker"
     if "multiprocessing" in cmd or "spawn_main" in cmd:
         return "writer process"
     if "embed" in cmd:
@@ -659,6 +675,7 @@ def run_server(
         "seconds": seconds,
         "readers": readers,
         "server_workers": server_workers,
+        "answered_by": dict(sorted(Counter(merged.get("answered_by", [])).items())),
         "workers_restarted": restarted,
         "rss_by_process_end_mb": by_process,
         "think_ms": think * 1000,
@@ -810,6 +827,9 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
                 + "; ".join(f"{what}: {mb}" for what, mb in r["rss_by_process_end_mb"])
                 + " | |",
                 f"| a worker restarted during the run | {'yes' if r['workers_restarted'] else 'no'} | no |",
+                "| searches answered per worker | "
+                + ", ".join(f"{k}: {v}" for k, v in r.get("answered_by", {}).items())
+                + " | |",
             ]
             if r.get("rss_by_process_end_mb")
             else []

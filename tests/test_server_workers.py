@@ -193,6 +193,16 @@ def test_the_official_mcp_client_works_on_either_worker(srv: Server) -> None:
     assert seen >= WORKERS, seen
 
 
+def test_a_setting_saved_on_one_worker_is_used_by_both(srv: Server) -> None:
+    put = fresh(srv, "PUT", "/api/v1/settings", json={"settings": {"retrieval": {"rrf_k": 42}}})
+    assert put.status_code == 200, put.text
+    time.sleep(1.1)  # a worker looks at config.yaml's time at most once a second
+    answers = until_both(lambda: fresh(srv, "GET", "/api/v1/settings"))
+    for worker, rs in answers.items():
+        got = rs[-1].json()["settings"]["retrieval.rrf_k"]
+        assert got["value"] == 42 and got["source"] != "default", (worker, got)
+
+
 def _descendants(pid: int) -> set[int]:
     """Every live process below ``pid``."""
     parents: dict[int, int] = {}

@@ -46,7 +46,11 @@ class ServerState:
 
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
-        self.runtime = Runtime(settings.home, shared_writer=settings.shared_writer)
+        self.runtime = Runtime(
+            settings.home,
+            shared_writer=settings.shared_writer,
+            follow_config=settings.worker is not None,
+        )
         self.runtime.warm()
         self.roots = list(settings.roots) or self._known_roots()
         self.metrics = Metrics(status=lambda: self.runtime.read_sync(lambda kb: kb.status()))
