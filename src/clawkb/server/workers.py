@@ -111,10 +111,10 @@ def serve_workers(
     if threading.active_count() > 1:  # a fork copies only this thread: say so, it is a bug
         names = ", ".join(t.name for t in threading.enumerate() if t is not threading.main_thread())
         announce(f"warning: forking workers while other threads run ({names})")
-    for index in range(settings.workers):
-        spawn(index)
+    for n in range(settings.workers):
+        spawn(n)
     announce(f"{settings.workers} worker processes: {', '.join(map(str, sorted(workers)))}")
-    started = {index: time.monotonic() for index in workers.values()}
+    started = {n: time.monotonic() for n in workers.values()}
     deadline: float | None = None
     while workers:
         try:
