@@ -40,6 +40,10 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def srv(kb: tuple[Path, Path]) -> Iterator[Server]:
     with serving(kb[0], [kb[1]], args=["--workers", "2"]) as server:
         yield server
+        tree = _descendants(server.proc.pid)
+    # `serving` ended it with SIGTERM: the parent stopped its workers and the writer
+    assert server.proc.returncode == 0 and tree
+    assert not [p for p in tree if _alive(p)]
 
 
 def fresh(
