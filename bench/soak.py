@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -282,6 +283,7 @@ def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, 
     lat: list[float] = []
     server_ms: list[float] = []
     done_at: list[float] = []
+    answered_by: list[str] = []  # `serve --workers`: the worker of each answer
     errors = empty = wrong = 0
     first_error = first_wrong = ""
     with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
@@ -300,6 +302,7 @@ def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, 
                 first_error = first_error or f"{r.status_code} {r.text[:300]}"
                 continue
             data = r.json()
+            answered_by.append(r.headers.get("x-clawkb-worker", "-"))
             server_ms.append(float(data.get("took_ms", 0.0)))
             done_at.append(time.time())
             paths = [h["path"] for h in data["hits"]]
@@ -316,6 +319,7 @@ def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, 
         "latencies": lat,
         "server_ms": server_ms,
         "done_at": done_at,
+        "answered_by": answered_by,
         "errors": errors,
         "empty": empty,
         "wrong": wrong,
@@ -389,26 +393,95 @@ def _stats() -> dict[int, list[str]]:
     return out
 
 
-def _children_rss_kb(pid: int) -> int:
-    """RSS of ``pid``'s child processes (the embedding worker, the writer process)."""
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds of ``pid`` and every live process below it: their own threads and their
+    ended children (the parser sandboxes they waited for): the server, its workers
+    (``--workers``), their embedding workers and writer processes."""
+    stats = _stats()
+    tree = {pid} | _below(pid, stats)
+    ticks = sum(sum(int(f) for f in stats[p][11:15]) for p in tree if p in stats)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _below(pid: int, stats: dict[int, list[str]]) -> set[int]:
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        kids = {c for c, fields in stats.items() if int(fields[1]) == p} - out
+        out |= kids
+        todo += list(kids)
+    return out
+
+
+def _server_pids(pid: int, workers: int) -> list[int]:
+    """The processes that serve requests: the server, or under ``--workers N`` its N
+    forked workers (its only children) and the parent that supervises them."""
+    if workers <= 1:
+        return [pid]
+    kids = sorted(c for c, fields in _stats().items() if int(fields[1]) == pid)
+    return [pid, *(c for c in kids if "writer_process" not in _cmdline(c))]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _servers_cpu_s(pids: list[int]) -> float:
+    total = 0.0
+    for p in pids:
+        with contextlib.suppress(OSError):
+            total += _cpu_s(p)
+    return total
+
+
+def _servers_rss_kb(pids: list[int], field: str = "VmRSS") -> int:
     total = 0
-    for child, fields in _stats().items():
-        if int(fields[1]) == pid:
+    for p in pids:
+        with contextlib.suppress(OSError, ValueError):
+            total += _rss_kb(p, field)
+    return total
+
+
+def _helpers_rss_kb(pids: list[int]) -> int:
+    """RSS of the serving processes' own children (embedding workers, writer processes)."""
+    stats = _stats()
+    total = 0
+    for child, fields in stats.items():
+        if int(fields[1]) in pids and child not in pids:
             with contextlib.suppress(OSError, ValueError):
                 total += _rss_kb(child)
     return total
 
 
-def _tree_cpu_s(pid: int) -> float:
-    """CPU seconds of ``pid`` and its children: its own threads, its ended children (the
-    parser sandboxes it waited for) and its live children (the embedding worker, the
-    writer process) with their ended children."""
-    ticks = sum(
-        sum(int(f) for f in fields[11:15])
-        for other, fields in _stats().items()
-        if other == pid or int(fields[1]) == pid
-    )
-    return ticks / os.sysconf("SC_CLK_TCK")
+def _rss_by_process(pids: list[int]) -> list[tuple[str, float]]:
+    """(what, MB) for each serving process and each of its children, at this moment."""
+    stats = _stats()
+    out = []
+    for p in pids:
+        for q in [p, *sorted(c for c, f in stats.items() if int(f[1]) == p and c not in pids)]:
+            with contextlib.suppress(OSError, ValueError):
+                cmd = _cmdline(q)
+                what = "server" if q == pids[0] else ("worker" if q in pids else _role(cmd))
+                out.append((f"{what} {q} (of {p})" if q != p else f"{what} {q}",
+                            round(_rss_kb(q) / 1024, 1)))  # fmt: skip
+    return out
+
+
+def _role(cmd: str) -> str:
+    if "writer_process" in cmd:
+        return "shared writer process"
+    if "resource_tracker" in cmd:
+        return "multiprocessing resource tracker"
+    if "multiprocessing" in cmd or "spawn_main" in cmd:
+        return "writer process"
+    if "embed" in cmd:
+        return "embedding worker"
+    return "child"
 
 
 def _cpu_s(pid: int) -> float:
@@ -440,6 +513,7 @@ def run_server(
     profile: Path | None = None,
     quiet: float = 0.0,
     trace: Path | None = None,
+    server_workers: int = 1,
 ) -> dict[str, Any]:
     """The issue-20 soak: ``serve`` with ``readers`` HTTP clients, a writer through the
     API (``/index``, ``/memory``), a terminal ``index`` every 30 s, one ``embed`` and
@@ -464,6 +538,8 @@ def run_server(
     home, dense = _make_kb(work, corpus)
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWKB_")}
     serve = ["--kb", str(home), "serve", str(corpus), "--port", "0"]
+    if server_workers > 1:
+        serve += ["--workers", str(server_workers)]
     if trace is not None:
         hook = [sys.executable, str(HERE / "soak_trace.py"), "serve-traced", str(trace), "--"]
     server = subprocess.Popen(
@@ -557,7 +633,8 @@ def run_server(
 
     while time.time() < start:
         time.sleep(0.05)
-    cpu0 = _cpu_s(server.pid)
+    serving = _server_pids(server.pid, server_workers)
+    cpu0 = _servers_cpu_s(serving)
     tree0 = _tree_cpu_s(server.pid)
     spy = _profile(server.pid, seconds, profile) if profile else None
     workers = [threading.Thread(target=fn) for fn in (api_writer, terminal, jobs_once)]
@@ -572,14 +649,16 @@ def run_server(
 
             traces["mid"] = request(trace, "mid")
         if cpu_quiet is None and time.time() >= start + quiet:
-            cpu_quiet = _cpu_s(server.pid) - cpu0
-        rss.append((time.time() - start, _rss_kb(server.pid)))
-        anon.append((time.time() - start, _rss_kb(server.pid, "RssAnon")))
+            cpu_quiet = _servers_cpu_s(serving) - cpu0
+        rss.append((time.time() - start, _servers_rss_kb(serving)))
+        anon.append((time.time() - start, _servers_rss_kb(serving, "RssAnon")))
         done_rounds.append(rounds[0])
-        worker_rss.append((time.time() - start, _children_rss_kb(server.pid)))
+        worker_rss.append((time.time() - start, _helpers_rss_kb(serving)))
         time.sleep(min(5.0, max(0.05, start + quiet - time.time())) if cpu_quiet is None else 5)
-    server_cpu = _cpu_s(server.pid) - cpu0
+    server_cpu = _servers_cpu_s(serving) - cpu0
     tree_cpu = _tree_cpu_s(server.pid) - tree0
+    by_process = _rss_by_process(serving)
+    restarted = _server_pids(server.pid, server_workers) != serving
     load = os.getloadavg()
     for w in workers:
         w.join()
@@ -587,10 +666,10 @@ def run_server(
         from soak_trace import request
 
         traces["end"] = request(trace, "end")
-    rss.append((time.time() - start, _rss_kb(server.pid)))
-    anon.append((time.time() - start, _rss_kb(server.pid, "RssAnon")))
+    rss.append((time.time() - start, _servers_rss_kb(serving)))
+    anon.append((time.time() - start, _servers_rss_kb(serving, "RssAnon")))
     done_rounds.append(rounds[0])
-    worker_rss.append((time.time() - start, _children_rss_kb(server.pid)))
+    worker_rss.append((time.time() - start, _helpers_rss_kb(serving)))
     if spy is not None:
         spy.wait(timeout=120)
     results = {name: _collect(p, seconds + 600) for name, p in procs.items()}
@@ -617,6 +696,10 @@ def run_server(
     return {
         "seconds": seconds,
         "readers": readers,
+        "server_workers": server_workers,
+        "answered_by": dict(sorted(Counter(merged.get("answered_by", [])).items())),
+        "workers_restarted": restarted,
+        "rss_by_process_end_mb": by_process,
         "think_ms": think * 1000,
         "dense": dense,
         "searches": len(lat),
@@ -681,6 +764,10 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
     warm = r["rss_after_warmup_mb"] or ("-", "-")
 
     quiet_flag = f" --quiet-seconds {r['quiet_seconds']:g}" if r.get("quiet_seconds") else ""
+    n = r.get("server_workers", 1)
+    if n > 1:
+        quiet_flag += f" --workers {n}"
+    servers = f"the {n} workers and their parent" if n > 1 else "the server"
 
     def job(name: str) -> str:
         ok, failed, _ = j[name]
@@ -716,7 +803,7 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
         f" {r['p99_ms']} / {r['max_ms']} ms | p99 <= 100 ms |",
         f"| server-side search time p50 / p99 (`took_ms`) | {r['server_p50_ms']} /"
         f" {r['server_p99_ms']} ms | |",
-        f"| server CPU (all threads, writes included) / per search | {r['server_cpu_s']} s /"
+        f"| CPU of {servers} (all threads, writes included) / per search | {r['server_cpu_s']} s /"
         f" {r['server_cpu_ms_per_search']} ms | |",
         *(
             [
@@ -735,7 +822,7 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
             if r.get("quiet_seconds")
             else []
         ),
-        f"| server RSS after warm-up (25% in -> end) | {warm[0]} -> {warm[1]} MB | flat |",
+        f"| RSS of {servers} after warm-up (25% in -> end) | {warm[0]} -> {warm[1]} MB | flat |",
         f"| server RSS slope from {r['slope_from_s']:g} s to the end, all / heap (`RssAnon`)"
         f" | {r['rss_slope_mb_min']} / {r['anon_slope_mb_min']} MB/min | |",
         *(
@@ -773,6 +860,19 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
         f"| tracebacks in the server log | {r['server_tracebacks']} | 0 |",
         f"| `clawkb doctor` afterwards | {'healthy' if r['doctor_healthy'] else 'PROBLEMS'} | healthy |",
         f"| final documents / chunks | {r['final_documents']} / {r['final_chunks']} | |",
+        *(
+            [
+                "| RSS per process at the end (MB) | "
+                + "; ".join(f"{what}: {mb}" for what, mb in r["rss_by_process_end_mb"])
+                + " | |",
+                f"| a worker restarted during the run | {'yes' if r['workers_restarted'] else 'no'} | no |",
+                "| searches answered per worker | "
+                + ", ".join(f"{k}: {v}" for k, v in r.get("answered_by", {}).items())
+                + " | |",
+            ]
+            if r.get("rss_by_process_end_mb")
+            else []
+        ),
         "",
         "Server RSS (seconds in, MB): " + ", ".join(f"{t}: {mb}" for t, mb in r["rss_mb"]),
         "",
@@ -866,6 +966,9 @@ def main() -> int:
         type=Path,
         help="run the server under tracemalloc, snapshots at 120 s and the end into this folder",
     )
+    ap.add_argument(
+        "--workers", type=int, default=1, help="`clawkb serve --workers N` (server processes)"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="clawkb-soak-") as tmp:
         if args.in_process:
@@ -881,6 +984,7 @@ def main() -> int:
                 args.profile,
                 args.quiet_seconds,
                 args.trace,
+                args.workers,
             )
     niced = os.nice(0) > 0
     md = report_md(r) if args.in_process else report_server_md(r, niced)

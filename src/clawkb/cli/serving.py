@@ -30,6 +30,14 @@ from clawkb.cli.common import echo, handle_errors
     metavar="NAME=KB_DIR",
     help="Serve another knowledge base too, at /api/v1/kb/NAME/ (repeatable; also server.kbs).",
 )
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Server processes sharing the port; raise it (up to the free cores) when many"
+    " clients search at once and one process is busy all the time.",
+)
 @click.pass_context
 @handle_errors
 def serve(
@@ -42,6 +50,7 @@ def serve(
     inbox: str | None,
     no_mcp: bool,
     add_kbs: tuple[str, ...],
+    workers: int,
 ) -> None:
     """Serve the knowledge base: web page at /, JSON API at /api/v1, MCP at /mcp.
 
@@ -58,7 +67,7 @@ def serve(
     settings = load_settings(
         home, Config.load(home).server if home.exists() else {}, paths=list(paths),
         inbox=inbox, host=host, port=port, token=token or None, watch=use_watch,
-        mcp=not no_mcp, add_kbs=list(add_kbs),
+        mcp=not no_mcp, add_kbs=list(add_kbs), workers=workers,
     )  # fmt: skip
     settings.check()
     with KnowledgeBase.open(home, create=bool(paths)) as kb:

@@ -6,6 +6,8 @@ same app with :func:`clawkb.server.app.create_app`.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
@@ -36,16 +38,69 @@ def run(
         from clawkb.watch import server_watcher
 
         factory = server_watcher
+    sock = bind(settings.host, settings.port)
+    settings.port = sock.getsockname()[1]
+    if settings.workers > 1:
+        import shutil
+        import tempfile
+
+        from clawkb.server import metrics
+        from clawkb.server.workers import serve_workers
+
+        folder = tempfile.mkdtemp(prefix="clawkb-serve-")  # private (0700)
+        metrics.share_through(os.path.join(folder, "metrics"))
+        os.mkdir(os.path.join(folder, "metrics"))
+        settings.shared_writer = (os.path.join(folder, "writer.sock"), os.urandom(32))
+
+        parent = os.getpid()
+
+        def run_worker(index: int) -> None:
+            settings.worker = index
+            app = create_app(
+                settings,
+                watch=factory if index == 0 else None,  # one watcher for all workers
+                on_ready=(lambda: announce(_served(settings))) if index == 0 else None,
+            )
+            uvicorn.Server(uvicorn_config(app, settings, lifespan="on")).run(sockets=[sock])
+
+        def start_writer() -> int:
+            return _start_shared_writer(settings)
+
+        try:
+            code = serve_workers(
+                settings, sock, run_worker, announce=announce, on_exit=metrics.worker_ended,
+                helper=start_writer,
+            )  # fmt: skip
+        finally:
+            if os.getpid() == parent:
+                shutil.rmtree(folder, ignore_errors=True)
+        raise SystemExit(code)
     app = create_app(
         settings,
         watch=factory,
         on_ready=lambda: announce(_served(settings)),
     )
     config = uvicorn_config(app, settings, lifespan="on")
-    sock = bind(settings.host, settings.port)
-    settings.port = sock.getsockname()[1]
     server = uvicorn.Server(config)
     server.run(sockets=[sock])
+
+
+def _start_shared_writer(settings: ServerSettings) -> int:
+    """The workers' one writer process (:func:`clawkb.server.writer_process.serve_shared`):
+    a fresh interpreter holding none of the parent's descriptors, its key on stdin."""
+    import subprocess
+    import sys
+
+    assert settings.shared_writer is not None
+    address, key = settings.shared_writer
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(address)  # the socket of the writer this one replaces
+    cmd = [sys.executable, "-m", "clawkb.server.writer_process", address, str(settings.home)]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, text=True)
+    assert proc.stdin is not None
+    proc.stdin.write(key.hex() + "\n")
+    proc.stdin.close()
+    return proc.pid
 
 
 def _served(settings: ServerSettings) -> str:

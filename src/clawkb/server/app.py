@@ -30,6 +30,7 @@ from clawkb.server.metrics import Metrics
 from clawkb.server.runtime import Runtime
 from clawkb.server.security import BodyTimeout, BodyTooLarge, Guard, RateLimiter
 from clawkb.server.settings import ServerSettings
+from clawkb.server.shared import FILE_NAME, SharedConversations, SharedFile, SharedRateLimiter
 
 if TYPE_CHECKING:
     from clawkb.kb import KnowledgeBase
@@ -45,13 +46,26 @@ class ServerState:
 
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
-        self.runtime = Runtime(settings.home)
+        self.runtime = Runtime(
+            settings.home,
+            shared_writer=settings.shared_writer,
+            follow_config=settings.worker is not None,
+        )
         self.runtime.warm()
         self.roots = list(settings.roots) or self._known_roots()
         self.metrics = Metrics(status=lambda: self.runtime.read_sync(lambda kb: kb.status()))
-        self.ask_limiter = RateLimiter(settings.ask_per_minute)
+        self.ask_limiter: RateLimiter | SharedRateLimiter
+        self.conversations: Conversations | SharedConversations
+        if settings.worker is None:  # a lone process: in memory
+            self.ask_limiter = RateLimiter(settings.ask_per_minute)
+            self.conversations = Conversations()
+        else:  # one of `serve --workers N`: in a file they all see
+            shared = SharedFile(settings.home / FILE_NAME)
+            self.ask_limiter = SharedRateLimiter(shared, settings.name, settings.ask_per_minute)
+            self.conversations = SharedConversations(
+                shared, settings.name, keep=chat.MAX_CONVERSATIONS, turns=chat.MAX_TURNS
+            )
         self.watcher: Watcher | None = None
-        self.conversations = Conversations()
         self.started = time.time()
         self._types: set[str] | None = None
 
@@ -89,6 +103,8 @@ class ServerState:
             "inbox": s.inbox.as_posix() if s.inbox else None,
             "auth": bool(s.token),
             "mcp": s.mcp,
+            "workers": s.workers,
+            "worker": s.worker,
             "uptime_s": round(time.time() - self.started, 1),
             "writer": {
                 "queued": self.runtime.queued,
@@ -158,8 +174,29 @@ def create_app(
             allow_methods=["GET", "POST"],
         )  # fmt: skip
     app.add_middleware(_Timing, metrics=state.metrics)
+    if settings.worker is not None:
+        app.add_middleware(_WorkerHeader, worker=settings.worker)
     app.add_middleware(Guard, settings=settings, upload_path="/api/v1/upload")
     return app
+
+
+class _WorkerHeader:
+    """``x-clawkb-worker: N`` on every response of worker N of ``serve --workers``."""
+
+    def __init__(self, app: ASGIApp, worker: int) -> None:
+        self.app, self.value = app, str(worker).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_wrapper(msg: Message) -> None:
+            if msg["type"] == "http.response.start":
+                msg["headers"] = [*msg.get("headers", ()), (b"x-clawkb-worker", self.value)]
+            await send(msg)
+
+        await self.app(scope, receive, send_wrapper)
 
 
 class _Timing:
@@ -204,6 +241,7 @@ def _kb_settings(main: ServerSettings, spec: KBSpec) -> ServerSettings:
     return dataclasses.replace(
         main, home=spec.home, roots=own.roots, inbox=own.inbox, name=spec.name, kbs=[],
         token=spec.token or main.token, upload_types=own.upload_types or main.upload_types,
+        shared_writer=None,  # the workers' shared writer writes the default KB only
     )  # fmt: skip
 
 
@@ -286,6 +324,9 @@ def _mcp(settings: ServerSettings, runtime: Runtime) -> tuple[Any, Any]:
     inner = server.streamable_http_app(
         streamable_http_path="/mcp",
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        # under `--workers N` a session's next request may reach another worker: each
+        # request then stands alone (no session kept in one process's memory)
+        stateless_http=settings.worker is not None,
     )
 
     @contextlib.asynccontextmanager

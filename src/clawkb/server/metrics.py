@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from clawkb.ingest.pipeline import IndexReport
     from clawkb.retrieve.result import SearchResult
 
+_FOLDER_VAR = "PROMETHEUS_MULTIPROC_DIR"
 _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _SLOW = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120)
 
@@ -61,6 +62,29 @@ class _StoreCounts(Collector):
             yield g
 
 
+def shared_folder() -> str | None:
+    """The folder where the workers of ``serve --workers N`` keep their metric values."""
+    return os.environ.get(_FOLDER_VAR) or None
+
+
+def share_through(folder: str) -> None:
+    """From now on (in this process and the workers it forks), metric values live in
+    memory-mapped files in ``folder`` (prometheus_client's multiprocess mode), so a
+    scrape answered by any worker counts them all. Called before any metric is made."""
+    from prometheus_client import values
+
+    os.environ[_FOLDER_VAR] = folder
+    values.ValueClass = values.MultiProcessValue()
+
+
+def worker_ended(pid: int) -> None:
+    """A worker ended: its live gauges no longer count."""
+    from prometheus_client import multiprocess
+
+    if shared_folder():
+        multiprocess.mark_process_dead(pid)
+
+
 class Metrics:
     def __init__(self, status: Callable[[], dict[str, Any]] | None = None) -> None:
         r = self.registry = CollectorRegistry()
@@ -85,15 +109,27 @@ class Metrics:
             "clawkb_llm_seconds", "Model call latency", buckets=_SLOW, registry=r
         )
         self.llm_tokens = Counter("clawkb_llm_tokens", "Streamed model tokens", registry=r)
-        self.watch_queue = Gauge("clawkb_watch_queue_depth", "Paths waiting", registry=r)
+        self.watch_queue = Gauge(
+            "clawkb_watch_queue_depth", "Paths waiting", registry=r, multiprocess_mode="livesum"
+        )
         self.watch_lag = Histogram(
             "clawkb_watch_lag_seconds", "File event to searchable", buckets=_SLOW, registry=r
         )
+        self._status = status
         if status is not None:
             r.register(_StoreCounts(status))
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if not shared_folder():
+            return generate_latest(self.registry)
+        # `serve --workers N`: every worker's counts, summed from the shared folder
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        scrape = CollectorRegistry()
+        MultiProcessCollector(scrape)
+        if self._status is not None:
+            scrape.register(_StoreCounts(self._status))
+        return generate_latest(scrape)
 
     def observe_request(self, endpoint: str, method: str, status: int, seconds: float) -> None:
         self.requests.labels(endpoint, method, str(status)).inc()

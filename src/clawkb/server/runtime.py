@@ -100,6 +100,13 @@ class Gate:
                 self._cond.notify_all()
 
 
+def _mtime(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
 def _stamp_paths(kb: KnowledgeBase) -> tuple[str, str]:
     """The two files whose times :func:`_manifest_stamp` reads (fixed for a KB folder)."""
     return str(kb.lexical.folder / "manifest.json"), str(kb.home / (db.DB_NAME + "-wal"))
@@ -215,12 +222,26 @@ class _Slot:
 class Runtime:
     """Reader connections, the writer thread and the gate between them."""
 
-    def __init__(self, home: Path, *, writer_process: bool = True) -> None:
+    def __init__(
+        self,
+        home: Path,
+        *,
+        writer_process: bool = True,
+        shared_writer: tuple[str, bytes] | None = None,
+        follow_config: bool = False,
+    ) -> None:
         self.home = home
         heap.configure()  # glibc: two arenas, before the reader threads start
+        #: ``serve --workers``: another worker may rewrite config.yaml (the page's
+        #: settings); its time is checked at most once a second before a read
+        self._follow = follow_config
+        self._config_path = str(home / "config.yaml")
+        self._config_stamp = _mtime(self._config_path)
+        self._config_checked = time.monotonic()
         self.gate = Gate()
-        #: where :class:`Remote` jobs run; None: on the writer thread, as any other job
-        self.writer_process = WriterProcess(home) if writer_process else None
+        #: where :class:`Remote` jobs run; None: on the writer thread, as any other job;
+        #: ``shared_writer``: the one writer of all ``serve --workers`` processes
+        self.writer_process = WriterProcess(home, shared_writer) if writer_process else None
         self.generation = 0
         self.config_version = 0  # bumped when config.yaml was rewritten (the page's settings)
         self._writer_config = 0
@@ -263,6 +284,8 @@ class Runtime:
 
     def read_sync(self, fn: Callable[[KnowledgeBase], T]) -> T:
         """Run ``fn`` on this thread's pinned view (see :class:`_Slot`)."""
+        if self._follow and time.monotonic() - self._config_checked >= 1.0:
+            self._follow_config()
         slot = self._slot()
         with slot.lock:
             generation, config_version = self.generation, self.config_version
@@ -391,7 +414,15 @@ class Runtime:
 
     def reload_config(self) -> None:
         """``config.yaml`` changed: every view and the writer read it again before their next use."""
+        self._config_stamp = _mtime(self._config_path)
         self.config_version += 1
+
+    def _follow_config(self) -> None:
+        self._config_checked = time.monotonic()
+        stamp = _mtime(self._config_path)
+        if stamp != self._config_stamp:  # rewritten by another worker
+            self._config_stamp = stamp
+            self.config_version += 1
 
     # -- writes -----------------------------------------------------------
     def submit(

@@ -82,6 +82,10 @@ class ServerSettings:
     mcp: bool = True
     name: str = ""  # the default KB's name in /api/v1/kb/NAME/... (from its folder)
     kbs: list[KBSpec] = field(default_factory=list)  # the other KBs served
+    workers: int = 1  # server processes on one socket (``serve --workers``)
+    worker: int | None = None  # this process's index among them (None: a lone server)
+    #: the workers' one writer process (its socket and key), started by their parent
+    shared_writer: tuple[str, bytes] | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
@@ -95,6 +99,8 @@ class ServerSettings:
                 f"binding {self.host} exposes the knowledge base to the network:"
                 " give a token with --token or CLAWKB_TOKEN"
             )
+        if not 1 <= self.workers <= 64:
+            raise ConfigError(f"--workers must be between 1 and 64, not {self.workers}")
         if self.token is not None and len(self.token) < 8:
             raise ConfigError("the token must be at least 8 characters long")
         if self.inbox is not None and not any(_inside(self.inbox, r) for r in self.roots):
@@ -128,6 +134,7 @@ class Flags(TypedDict, total=False):
     token: str | None
     watch: bool | None
     mcp: bool | None
+    workers: int | None
 
 
 def load_settings(

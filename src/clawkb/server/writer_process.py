@@ -30,12 +30,14 @@ import multiprocessing
 import os
 import pickle
 import threading
+import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from clawkb.errors import ClawkbError, WriterDied
+from clawkb.server import heap
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+#: How long a worker waits for the shared writer to accept it (a new one is starting).
+CONNECT_WAIT_S = 120.0
 #: How long a job may take before the server stops waiting for its answer (a day:
 #: jobs end by themselves; this only bounds a child that hangs without dying).
 JOB_TIMEOUT = 24 * 3600.0
@@ -65,18 +69,48 @@ class Remote(Generic[T]):
 
 class WriterProcess:
     """One child process that runs :class:`Remote` jobs one at a time (the caller, the
-    runtime's job thread, sends the next one only after the answer)."""
+    runtime's job thread, sends the next one only after the answer).
 
-    def __init__(self, home: Path) -> None:
+    ``shared`` (``serve --workers N``): the writer is not this process's child but
+    the one the workers' parent started (:func:`serve_shared`), reached on its
+    socket ``(address, key)``; every worker sends its jobs there, and the writer
+    runs them one at a time whichever worker sent them."""
+
+    def __init__(self, home: Path, shared: tuple[str, bytes] | None = None) -> None:
         self.home = home
+        self.shared = shared
         self._proc: BaseProcess | None = None
         self._conn: Connection | None = None
         self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._pids: set[int] = set()
         self.starts = 0
 
     @property
     def pid(self) -> int | None:
+        if self.shared is not None:
+            return self._pid
         return self._proc.pid if self._proc is not None else None
+
+    def _connect(self) -> None:
+        """Reach the shared writer (waiting while the parent starts a new one)."""
+        from multiprocessing.connection import Client
+
+        assert self.shared is not None
+        address, key = self.shared
+        deadline = time.monotonic() + CONNECT_WAIT_S
+        while True:
+            try:
+                conn = Client(address, family="AF_UNIX", authkey=key)
+                _ready, pid = conn.recv()
+                break
+            except (OSError, EOFError) as exc:
+                if time.monotonic() > deadline:
+                    raise WriterDied(f"the shared writer process does not answer: {exc}") from exc
+                time.sleep(0.1)
+        self._conn, self._pid = conn, pid
+        self._pids.add(pid)
+        self.starts = len(self._pids)
 
     def _start(self) -> None:
         ctx = multiprocessing.get_context("spawn")
@@ -108,6 +142,10 @@ class WriterProcess:
         need (a fresh interpreter takes a while on a busy machine: the runtime calls
         this before it holds the readers off for the job)."""
         with self._lock:
+            if self.shared is not None:
+                if self._conn is None:
+                    self._connect()
+                return
             if self._proc is not None and self._proc.is_alive():
                 return
             self._stop()
@@ -128,14 +166,14 @@ class WriterProcess:
         self.ensure_started()
         with self._lock:
             conn, proc = self._conn, self._proc
-            if conn is None or proc is None:
+            if conn is None or (proc is None and self.shared is None):
                 raise WriterDied(f"{name}: the writer process stopped")
-            assert conn is not None and proc is not None
             try:
                 conn.send(("job", config_version, job))
                 reply = _wait_reply(conn, proc)
             except (EOFError, OSError) as exc:
-                proc.join(5)
+                if proc is not None:
+                    proc.join(5)
                 self._stop()
                 raise WriterDied(
                     f"{name}: the writer process ended during the job ({_how(proc)});"
@@ -148,27 +186,31 @@ class WriterProcess:
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None:
+            if self._conn is not None and self.shared is None:
                 with contextlib.suppress(OSError):
                     self._conn.send(("stop", 0, None))
             self._stop()
 
 
-def _wait_reply(conn: Connection, proc: BaseProcess) -> tuple[str, Any]:
-    """The child's answer; EOFError when it ended before giving one."""
+def _wait_reply(conn: Connection, proc: BaseProcess | None) -> tuple[str, Any]:
+    """The child's answer; EOFError when it ended before giving one (``proc`` None: the
+    shared writer, whose end closes the connection)."""
     waited = 0.0
     while not conn.poll(0.5):
         waited += 0.5
-        if not proc.is_alive():
+        if proc is not None and not proc.is_alive():
             raise EOFError("writer process ended")
         if waited > JOB_TIMEOUT:
-            proc.kill()
+            if proc is not None:
+                proc.kill()
             raise EOFError("writer process timed out")
     reply: tuple[str, Any] = conn.recv()
     return reply
 
 
-def _how(proc: BaseProcess) -> str:
+def _how(proc: BaseProcess | None) -> str:
+    if proc is None:
+        return "the shared writer's connection closed"
     code = proc.exitcode
     if code is None:
         return "no answer"
@@ -180,46 +222,107 @@ def _how(proc: BaseProcess) -> str:
 # -- the child ------------------------------------------------------------
 
 
-def _child_main(conn: Connection, home: str) -> None:
-    """The writer process: open the KB once (again when the settings changed), run each
-    job as the server's writer thread did, answer with the result or the error."""
-    from clawkb.kb import KnowledgeBase
-    from clawkb.server import heap
+class _Jobs:
+    """The child's writing KB (opened again when a sender's settings changed) and the
+    lock that runs one job at a time."""
 
-    heap.configure()
-    kb: KnowledgeBase | None = None
-    config_seen = -1
-    try:
-        conn.send(("ready", os.getpid()))
-        while True:
+    def __init__(self, home: str) -> None:
+        self.home = home
+        self.kb: KnowledgeBase | None = None
+        self.seen: dict[int, int] = {}  # config version last sent, per sender
+        self.lock = threading.Lock()
+
+    def run(self, sender: int, config_version: int, job: Remote[Any]) -> tuple[str, Any]:
+        from clawkb.kb import KnowledgeBase
+
+        with self.lock:
             try:
-                kind, config_version, job = conn.recv()
-            except (EOFError, OSError):  # the server went away
-                break
-            if kind == "stop":
-                break
-            try:
-                if kb is not None and config_version != config_seen:
-                    kb.close()
-                    kb = None
-                if kb is None:
-                    kb = KnowledgeBase.open(Path(home))
-                    config_seen = config_version
-                result = job(kb)
-                warm_dense(kb)
+                if self.kb is not None and self.seen.get(sender, config_version) != config_version:
+                    self.kb.close()
+                    self.kb = None
+                self.seen[sender] = config_version
+                if self.kb is None:
+                    self.kb = KnowledgeBase.open(Path(self.home))
+                result = job(self.kb)
+                warm_dense(self.kb)
                 heap.after_write()
-                reply: tuple[str, Any] = ("ok", result)
+                return ("ok", result)
             except BaseException as exc:  # handed back to the waiting request
                 if isinstance(exc, KeyboardInterrupt | SystemExit):
                     raise
-                reply = ("err", _portable(exc))
-            try:
-                conn.send(reply)
-            except (pickle.PicklingError, TypeError, AttributeError) as exc:
-                conn.send(("err", RuntimeError(f"the job's answer cannot be sent back: {exc}")))
+                return ("err", _portable(exc))
+
+    def close(self) -> None:
+        if self.kb is not None:
+            self.kb.close()
+            self.kb = None
+
+
+def _answer(conn: Connection, jobs: _Jobs, sender: int, *, stop_on_request: bool) -> None:
+    """Run the jobs one sender sends until it goes away (or asks to stop)."""
+    while True:
+        try:
+            kind, config_version, job = conn.recv()
+        except (EOFError, OSError):  # the sender went away
+            return
+        if kind == "stop":
+            if stop_on_request:
+                return
+            continue
+        reply = jobs.run(sender, config_version, job)
+        try:
+            conn.send(reply)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:
+            conn.send(("err", RuntimeError(f"the job's answer cannot be sent back: {exc}")))
+        except OSError:
+            return
+
+
+def _child_main(conn: Connection, home: str) -> None:
+    """The writer process: open the KB once (again when the settings changed), run each
+    job as the server's writer thread did, answer with the result or the error."""
+    heap.configure()
+    jobs = _Jobs(home)
+    try:
+        conn.send(("ready", os.getpid()))
+        _answer(conn, jobs, 0, stop_on_request=True)
     finally:
-        if kb is not None:
-            kb.close()
+        jobs.close()
+
+
+def serve_shared(address: str, key: bytes, home: str) -> None:
+    """The shared writer of ``serve --workers N`` (started by the workers' parent, ended
+    with it): accept each worker on ``address`` and run the jobs of all of them one at
+    a time on one writing KB."""
+    from multiprocessing.connection import Listener
+
+    from clawkb.server.workers import die_with_parent
+
+    die_with_parent()
+    heap.configure()
+    jobs = _Jobs(home)
+    senders = 0
+    with Listener(address, family="AF_UNIX", authkey=key) as listener:
+        while True:
+            try:
+                conn = listener.accept()
+            except (OSError, EOFError):  # a client that failed the handshake
+                continue
+            senders += 1
+            conn.send(("ready", os.getpid()))
+            threading.Thread(
+                target=_answer, args=(conn, jobs, senders), kwargs={"stop_on_request": False},
+                daemon=True,
+            ).start()  # fmt: skip
+
+
+def _shared_main() -> None:
+    """``python -m clawkb.server.writer_process ADDRESS HOME``, the key on stdin."""
+    import sys
+
+    key = bytes.fromhex(sys.stdin.readline().strip())
+    sys.stdin.close()
+    serve_shared(sys.argv[1], key, sys.argv[2])
 
 
 def _portable(exc: BaseException) -> BaseException:
@@ -248,3 +351,7 @@ def warm_dense(kb: KnowledgeBase) -> None:
 
     with contextlib.suppress(Exception):  # a damaged copy is the readers' to report
         retriever_for(kb).dense_index().refresh()
+
+
+if __name__ == "__main__":
+    _shared_main()
