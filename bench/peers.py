@@ -89,6 +89,8 @@ class ClawkbIndexEngine(Engine):
             part = texts[start : start + batch]
             docs = (DocTexts(start + i, "", t, "") for i, t in enumerate(part))
             self.lexical.apply(docs, [], start + len(part))
+        # as an indexing run of clawkb ends (ingest/pipeline.py): merged into few segments
+        self.lexical.consolidate(len(texts))
 
     def query_raw(self, q: str, k: int) -> Any:
         from clawkb.text.tokenize import tokenize
