@@ -837,3 +837,53 @@ def test_query_terms_count_repeats_in_first_seen_order() -> None:
     assert LexicalIndex._query_terms(["b", "a", "b", "b"], None) == (["b", "a"], [3.0, 1.0])
     assert LexicalIndex._query_terms([], None) == ([], [])
     assert LexicalIndex._query_terms(["x", "y", "x"], [0.5, 0.0, 1.0]) == (["x"], [1.5])
+
+
+def test_term_at_a_time_path_gives_the_block_max_results(tmp_path: Path) -> None:
+    """The kernel's two ways of scoring a segment, forced (path 1: block-max,
+    path 2: term at a time into a dense accumulator) and chosen (0), give the
+    same ids and bit-identical scores: titles, bodies and code, two segments,
+    deleted docs, an allowed set, short and long lists, k above the matches."""
+    from clawkb.index import scorer
+
+    if not scorer.BLOCKMAX_AVAILABLE:
+        pytest.skip("block-max kernel not built (no C compiler at install)")
+    rng = random.Random(8)
+    vocab = [f"w{i}" for i in range(400)]
+    docs = [
+        DocFields(
+            i + 1,
+            rng.sample(vocab, rng.randint(0, 3)),
+            [rng.choice(vocab[: 20 + i % 380]) for _ in range(rng.randint(1, 40))],
+            rng.sample(vocab, rng.randint(0, 2)) if i % 4 == 0 else [],
+        )
+        for i in range(4000)
+    ]
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(docs[:3000], [], 1)
+    idx.apply(docs[3000:], [d.chunk_id for d in docs[::7]], 2)
+    allowed = np.array([d.chunk_id for d in docs if d.chunk_id % 3], np.int64)
+    compared = 0
+    for trial in range(60):
+        pool = vocab[:30] if trial % 2 else vocab
+        terms = rng.sample(pool, rng.randint(2, 6))
+        uniq, weights = idx._query_terms(terms, None)
+        segs = idx._native_segments(allowed if trial % 3 == 0 else None)
+        args = (
+            hash_terms(uniq),
+            np.asarray(weights, np.float64),
+            idx._block_params(),
+            idx.params.k1,
+            idx.n_docs,
+            10 if trial % 5 else 5000,
+        )
+        got = [scorer.search_segments(segs, *args, field_major=True, path=p) for p in (1, 2, 0)]
+        if got[0] is None:
+            assert got[1] is None and got[2] is None
+            continue
+        for other in got[1:]:
+            assert other is not None
+            assert other[0].tolist() == got[0][0].tolist()
+            assert other[1].tobytes() == got[0][1].tobytes()
+        compared += len(got[0][0])
+    assert compared > 500

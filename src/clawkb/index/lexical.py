@@ -204,7 +204,7 @@ class LexicalIndex:
     #: The largest merge a write (:meth:`apply`) may start: the merge policy runs on
     #: the writer's path, so a small batch never waits for a big merge.
     MAX_MERGED_DOCS = 250_000
-    #: Consolidation: a query pays per segment (at 1M docs one segment took 12-18 %
+    #: Consolidation: a query pays per segment (at 1M docs one segment took 4-12 %
     #: less CPU a query than the eight of the capped policy, bench/results/lexical-s10.md
     #: and lexical-s11.md), so a bulk write ends by merging the index into as few
     #: segments of at most CONSOLIDATE_MAX_DOCS as it can (:meth:`consolidate`):
@@ -213,8 +213,9 @@ class LexicalIndex:
     #: the run already took (a merge rewrites a doc ~7x faster than ingest inverts it).
     CONSOLIDATE_SHARE = 0.5
     #: Merge memory grows with the output (about its packed postings): the cap on
-    #: one consolidated segment (~450 MB of postings at 1M synthetic docs).
-    CONSOLIDATE_MAX_DOCS = 2_000_000
+    #: one consolidated segment. One 1M-doc segment lifted the bench's build peak
+    #: from 1,217 to 1,450 MB (over 1.2x tantivy's; bench/results/lexical-s11.md).
+    CONSOLIDATE_MAX_DOCS = 500_000
     #: Below this many postings a plain scan is faster than pruning's bookkeeping
     #: (measured: at 100k docs pruning cost +50% p50; it pays on long lists).
     PRUNE_MIN_POSTINGS = 200_000
