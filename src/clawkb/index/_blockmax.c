@@ -954,9 +954,12 @@ done:
 }
 
 /* Whether a segment is scored term at a time (score_segment_taat) rather than
- * by block-max: when the query's postings in it are few against its docs
- * (TAAT_DENSITY), reading them all costs less than the windows, seeks and
- * candidate checks that would skip some. */
+ * by block-max: when the query's postings in it are at most TAAT_DENSITY times
+ * its docs. 0: never (the default). Measured per query on the bench corpus
+ * (bench/results/lexical-s11.md), the rule fitted on a dev half picked 0.3 at
+ * 100k (-1.4 % held out, noise) and 0 at 1M, where the dense accumulator's
+ * random loads cost ~4x block-max; the path is kept, tested bit-identical
+ * (search(..., path=2)), for query mixes where it pays. */
 #ifndef TAAT_DENSITY
 #define TAAT_DENSITY 0.0
 #endif
