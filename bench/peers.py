@@ -89,6 +89,11 @@ class ClawkbIndexEngine(Engine):
             part = texts[start : start + batch]
             docs = (DocTexts(start + i, "", t, "") for i, t in enumerate(part))
             self.lexical.apply(docs, [], start + len(part))
+        # as an indexing run of clawkb ends (ingest/pipeline.py): merged into few
+        # segments (an older tree, measured as clawkb-index-old, may not have it)
+        consolidate = getattr(self.lexical, "consolidate", None)
+        if consolidate is not None:
+            consolidate(len(texts))
 
     def query_raw(self, q: str, k: int) -> Any:
         from clawkb.text.tokenize import tokenize

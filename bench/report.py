@@ -89,10 +89,17 @@ def engine_table(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _ours(by: dict[str, Any]) -> str:
+    """The engine the ratios are of: clawkb (whole KB), else its index alone
+    (a run of ``--engines clawkb-index,...``)."""
+    return "clawkb" if "clawkb" in by or "clawkb-index" not in by else "clawkb-index"
+
+
 def ratio_table(rows: list[dict[str, Any]]) -> list[str]:
     by = {r["engine"]: r for r in rows if "error" not in r}
-    ours = by.get("clawkb")
-    peers = [name for name in by if name != "clawkb"]
+    name = _ours(by)
+    ours = by.get(name)
+    peers = [p for p in by if p != name]
     if ours is None or not peers:
         return ["_Ratios need clawkb and at least one peer to have run._"]
     out = [
@@ -117,9 +124,9 @@ def summary_table(rows: list[dict[str, Any]]) -> list[str]:
     """The one table to quote: each engine's query CPU time, q/s, build time, peak
     RSS and self-hit@10, and the new tree's ratio to each (old tree and peers, same run)."""
     by = {r["engine"]: r for r in rows if "error" not in r}
-    ours = by.get("clawkb")
+    ours = by.get(_ours(by))
     if ours is None:
-        return ["_The summary needs the clawkb run._"]
+        return ["_The summary needs the clawkb (or clawkb-index) run._"]
     out = [
         "| engine | CPU ms/query | q/s | index s | index CPU s | peak RSS MB | tree peak MB "
         "| self@10 | clawkb CPU/query ÷ engine | clawkb q/s ÷ engine | clawkb build ÷ engine "

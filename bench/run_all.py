@@ -102,6 +102,10 @@ def ensure_corpus(n_docs: int, n_queries: int, seed: int) -> Path:
 
 #: the engine name of clawkb run from another tree (--old-src), as a peer
 OLD = "clawkb-old"
+#: the older tree's lexical index alone (engine clawkb-index from --old-src), by request
+OLD_INDEX = "clawkb-index-old"
+#: what each old-tree engine runs as
+OLD_ENGINES = {OLD: "clawkb", OLD_INDEX: "clawkb-index"}
 
 
 def run_engine(
@@ -114,13 +118,13 @@ def run_engine(
     """
     out = corpus / f"result-{engine}.json"
     out.unlink(missing_ok=True)
-    real = "clawkb" if engine == OLD else engine
+    real = OLD_ENGINES.get(engine, engine)
     cmd = [sys.executable, str(HERE / "lexical.py"), "--engine", real, "--corpus", str(corpus)]
     cmd += ["--k", str(k), "--out", str(out)]
     env = {**os.environ, **THREAD_ENV}
-    if engine == OLD:
+    if engine in OLD_ENGINES:
         if old_src is None:
-            raise SystemExit(f"engine {OLD} needs --old-src")
+            raise SystemExit(f"engine {engine} needs --old-src")
         env["PYTHONPATH"] = str(old_src.resolve())
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
     timer = threading.Timer(timeout, proc.kill)
@@ -215,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     old_label = None
     if args.old_ref and not args.old_src:
         args.old_src, old_label = old_src(args.old_ref, native=True)
-    if args.old_src and OLD not in engines:
-        engines.insert(1, OLD)
+    if args.old_src and not any(e in OLD_ENGINES for e in engines):
+        engines.insert(1, OLD)  # (name clawkb-index-old in --engines for the index alone)
     started = time.perf_counter()
     doc: dict[str, Any] = {
         "date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),

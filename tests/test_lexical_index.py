@@ -170,6 +170,74 @@ def test_merge_policy_big_tiers_cap_and_full_segments(tmp_path: Path) -> None:
         assert a[0].tolist() == b[0].tolist() and a[1].tolist() == b[1].tolist(), q
 
 
+def _same_results(a: LexicalIndex, b: LexicalIndex) -> None:
+    for q in (["w1", "w5"], ["w2", "ddr", "阻抗"], ["stm32"], ["w3", "w7", "w9", "w11"]):
+        ra, rb = a.search(q, k=20), b.search(q, k=20)
+        assert ra[0].tolist() == rb[0].tolist() and ra[1].tolist() == rb[1].tolist(), q
+
+
+def test_consolidation_after_a_bulk_write_only(tmp_path: Path) -> None:
+    """A run that wrote at least CONSOLIDATE_SHARE of the docs a consolidation
+    rewrites ends with the index merged into one segment (same results); a
+    small run never starts a big merge, whatever the writer wrote before it;
+    deleted docs are dropped; CONSOLIDATE_MAX_DOCS splits the output."""
+    docs = _docs(400, seed=5)
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.MAX_MERGED_DOCS = 100  # the write path's merges stay small
+    for i in range(0, 300, 50):
+        idx.apply(docs[i : i + 50], [], 1 + i)
+    assert len(idx.segments) > 1 and idx.docs_written == 300
+    before = [s.name for s in idx.segments]
+    ref = LexicalIndex(tmp_path / "ref", writable=True)
+    ref.apply(docs[:300], [], 1)
+    assert not idx.consolidate(149)  # under half of the 300 docs it would rewrite
+    assert [s.name for s in idx.segments] == before
+    assert idx.consolidate(300)
+    assert [s.n_docs for s in idx.segments] == [300]
+    assert idx.segments[0].chunk_ids.tolist() == [d.chunk_id for d in docs[:300]]
+    _same_results(idx, ref)
+    reader = LexicalIndex(tmp_path / "lex")  # published
+    assert len(reader.segments) == 1
+    _same_results(reader, ref)
+    reader.close()
+    # a small run after it: its own segment stays, however much came before
+    idx.apply(docs[300:310], [], 400)
+    start = idx.docs_written - 10
+    assert not idx.consolidate(idx.docs_written - start)
+    assert [s.n_docs for s in idx.segments] == [300, 10]
+    # deletes: dropped by the merge (the index then scores as a fresh one of its
+    # live docs: document frequencies no longer count the deleted ones)
+    idx.apply([], [d.chunk_id for d in docs[:200]], 401)
+    assert idx.consolidate(110)
+    assert [(s.n_docs, s.n_live) for s in idx.segments] == [(110, 110)]
+    fresh = LexicalIndex(tmp_path / "fresh", writable=True)
+    fresh.apply(docs[200:310], [], 1)
+    _same_results(idx, fresh)
+    # the size cap: runs of adjacent segments, none over CONSOLIDATE_MAX_DOCS
+    idx.apply(docs[310:355], [], 402)
+    idx.apply(docs[355:400], [], 403)
+    idx.CONSOLIDATE_MAX_DOCS = 150
+    assert [s.n_live for s in idx.segments] == [110, 45, 45]
+    assert idx.consolidate(90)
+    assert [s.n_live for s in idx.segments] == [110, 90]
+    fresh.apply(docs[310:400], [], 2)
+    _same_results(idx, fresh)
+
+
+def test_rebuild_ends_consolidated(tmp_path: Path) -> None:
+    """A rebuild wrote every doc: its staged segments are published as one."""
+    docs = _docs(240, seed=6)
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.begin_rebuild()
+    for i in range(0, 240, 40):
+        idx.apply(docs[i : i + 40], [], -1)
+    idx.finish_rebuild(7)
+    assert [s.n_docs for s in idx.segments] == [240] and idx.applied_seq == 7
+    ref = LexicalIndex(tmp_path / "ref", writable=True)
+    ref.apply(docs, [], 1)
+    _same_results(idx, ref)
+
+
 def test_orphan_segments_of_a_crashed_writer_are_removed(tmp_path: Path) -> None:
     idx = LexicalIndex(tmp_path / "lex", writable=True)
     idx.apply(_docs(10), [], 1)
@@ -769,3 +837,53 @@ def test_query_terms_count_repeats_in_first_seen_order() -> None:
     assert LexicalIndex._query_terms(["b", "a", "b", "b"], None) == (["b", "a"], [3.0, 1.0])
     assert LexicalIndex._query_terms([], None) == ([], [])
     assert LexicalIndex._query_terms(["x", "y", "x"], [0.5, 0.0, 1.0]) == (["x"], [1.5])
+
+
+def test_term_at_a_time_path_gives_the_block_max_results(tmp_path: Path) -> None:
+    """The kernel's two ways of scoring a segment, forced (path 1: block-max,
+    path 2: term at a time into a dense accumulator) and chosen (0), give the
+    same ids and bit-identical scores: titles, bodies and code, two segments,
+    deleted docs, an allowed set, short and long lists, k above the matches."""
+    from clawkb.index import scorer
+
+    if not scorer.BLOCKMAX_AVAILABLE:
+        pytest.skip("block-max kernel not built (no C compiler at install)")
+    rng = random.Random(8)
+    vocab = [f"w{i}" for i in range(400)]
+    docs = [
+        DocFields(
+            i + 1,
+            rng.sample(vocab, rng.randint(0, 3)),
+            [rng.choice(vocab[: 20 + i % 380]) for _ in range(rng.randint(1, 40))],
+            rng.sample(vocab, rng.randint(0, 2)) if i % 4 == 0 else [],
+        )
+        for i in range(4000)
+    ]
+    idx = LexicalIndex(tmp_path / "lex", writable=True)
+    idx.apply(docs[:3000], [], 1)
+    idx.apply(docs[3000:], [d.chunk_id for d in docs[::7]], 2)
+    allowed = np.array([d.chunk_id for d in docs if d.chunk_id % 3], np.int64)
+    compared = 0
+    for trial in range(60):
+        pool = vocab[:30] if trial % 2 else vocab
+        terms = rng.sample(pool, rng.randint(2, 6))
+        uniq, weights = idx._query_terms(terms, None)
+        segs = idx._native_segments(allowed if trial % 3 == 0 else None)
+        args = (
+            hash_terms(uniq),
+            np.asarray(weights, np.float64),
+            idx._block_params(),
+            idx.params.k1,
+            idx.n_docs,
+            10 if trial % 5 else 5000,
+        )
+        got = [scorer.search_segments(segs, *args, field_major=True, path=p) for p in (1, 2, 0)]
+        if got[0] is None:
+            assert got[1] is None and got[2] is None
+            continue
+        for other in got[1:]:
+            assert other is not None
+            assert other[0].tolist() == got[0][0].tolist()
+            assert other[1].tobytes() == got[0][1].tobytes()
+        compared += len(got[0][0])
+    assert compared > 500

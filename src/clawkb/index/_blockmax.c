@@ -800,6 +800,84 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
     return scored;
 }
 
+/* The dense accumulator of the term-at-a-time path: one float per doc of the
+ * largest segment scored so far, zero between calls (a call clears the entries
+ * it touched), and the list of docs a call touched. Module-wide: the kernel
+ * runs under the GIL, one call at a time. */
+static float *dense_acc = NULL;
+static uint32_t *dense_list = NULL;
+static int64_t dense_cap = 0;
+
+static int dense_reserve(int64_t n) {
+    if (n <= dense_cap) return 0;
+    float *acc = calloc((size_t)n, sizeof(float));
+    uint32_t *list = malloc((size_t)n * sizeof(uint32_t));
+    if (!acc || !list) { free(acc); free(list); return -1; }
+    free(dense_acc); free(dense_list);
+    dense_acc = acc; dense_list = list; dense_cap = n;
+    return 0;
+}
+
+/* Score one segment term at a time (the path for queries whose lists are
+ * short against the segment, where block-max's windows and seeks cost more
+ * than reading every posting; `path` in search()): every posting's
+ * contribution is added into a dense accumulator in the caller's term order,
+ * with exactly the float operations of exact_score, so the scores are
+ * bit-identical to the block-max path's; then every touched live doc is
+ * offered to the shared heap. Same returns as score_segment. */
+static Py_ssize_t score_segment_taat(const SegCtx *c, Term *terms, Py_ssize_t T, float k1,
+                                     Entry *heap, Py_ssize_t *hp, Py_ssize_t k, float *thetap) {
+    const Seg *g = &c->g;
+    for (Py_ssize_t t = 0; t < T; t++) {
+        const Term *tm = &terms[t];
+        if (tm->e == tm->s) continue;
+        if (tm->s < 0 || tm->e < tm->s || tm->b0 < 0 ||
+            (tm->e - tm->s + BLOCK - 1) / BLOCK > c->n_blocks - tm->b0 ||
+            (int64_t)g->blk_last[block_of(tm, tm->e - 1)] >= c->n_docs)
+            return -2;
+    }
+    if (dense_reserve(c->n_docs) < 0) return -1;
+    float *acc = dense_acc;
+    uint32_t *list = dense_list;
+    int64_t n_list = 0;
+    for (Py_ssize_t t = 0; t < T && !*g->err; t++) {
+        Term *tm = &terms[t];
+        if (tm->e <= tm->s) continue;
+        tm->cb = tm->lb = -1;
+        const float w = tm->w;
+        for (int64_t b = tm->b0, p = tm->s; p < tm->e && !*g->err; b++) {
+            ensure_block(g, tm, b);
+            int n = (int)(block_end(tm, b) - p);
+            for (int i = 0; i < n; i++) {
+                uint32_t d = tm->bd[i];
+                if ((int64_t)d >= c->n_docs) break; /* a damaged block (err is set) */
+                float x = posting_x(g, tm, i);
+                if (x <= 0.0f) continue;
+                float add = w * x * (k1 + 1.0f) / (x + k1); /* as contribution() */
+                if (acc[d] == 0.0f) list[n_list++] = d;  /* contributions are > 0 */
+                acc[d] += add;
+            }
+            p += n;
+        }
+    }
+    Py_ssize_t h = *hp;
+    float theta = *thetap;
+    for (int64_t j = 0; j < n_list; j++) {
+        uint32_t d = list[j];
+        float score = acc[d];
+        acc[d] = 0.0f;
+        if (*g->err || (c->live && !c->live[d])) continue;
+        if (score <= 0.0f || (h == k && (k == 0 || score < heap[0].score))) continue;
+        Entry en = {score, c->ids ? c->ids[d] : (int64_t)d};
+        heap_offer(heap, &h, k, en);
+        if (h == k && k > 0 && heap[0].score > theta) theta = heap[0].score;
+    }
+    if (*g->err) return -2;
+    *hp = h;
+    *thetap = theta;
+    return (Py_ssize_t)n_list;
+}
+
 /* heap -> descending score, ascending key on ties */
 static void drain(Entry *heap, Py_ssize_t h, int64_t *out_docs, float *out_scores) {
     while (h > 0) {
@@ -875,6 +953,21 @@ done:
     return result;
 }
 
+/* Whether a segment is scored term at a time (score_segment_taat) rather than
+ * by block-max: when the query's postings in it are at most TAAT_DENSITY times
+ * its docs. 0: never (the default). Measured per query on the bench corpus
+ * (bench/results/lexical-s11.md), the rule fitted on a dev half picked 0.3 at
+ * 100k (-1.4 % held out, noise) and 0 at 1M, where the dense accumulator's
+ * random loads cost ~4x block-max; the path is kept, tested bit-identical
+ * (search(..., path=2)), for query mixes where it pays. */
+#ifndef TAAT_DENSITY
+#define TAAT_DENSITY 0.0
+#endif
+static inline int taat_pays(int64_t n_post, int64_t n_docs, Py_ssize_t T) {
+    (void)T;
+    return (double)n_post <= TAAT_DENSITY * (double)n_docs;
+}
+
 #define SEG_ITEMS 15
 
 /* search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact[, field_major]])
@@ -907,9 +1000,9 @@ static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *o_segs, *o_hash, *o_qw, *o_par, *o_out_ids, *o_out_scores;
     float k1;
     Py_ssize_t n_live;
-    int exact = 1, field_major = 0;
-    if (!PyArg_ParseTuple(args, "O!OOOfnOO|pp", &PyList_Type, &o_segs, &o_hash, &o_qw, &o_par, &k1,
-                          &n_live, &o_out_ids, &o_out_scores, &exact, &field_major))
+    int exact = 1, field_major = 0, path = 0;
+    if (!PyArg_ParseTuple(args, "O!OOOfnOO|ppi", &PyList_Type, &o_segs, &o_hash, &o_qw, &o_par, &k1,
+                          &n_live, &o_out_ids, &o_out_scores, &exact, &field_major, &path))
         return NULL;
     Py_ssize_t S = PyList_GET_SIZE(o_segs);
     Py_buffer top[5];
@@ -1038,7 +1131,9 @@ static PyObject *search(PyObject *Py_UNUSED(self), PyObject *args) {
             n_post += terms[q].e - terms[q].s;
         }
         if (!n_post) continue;
-        Py_ssize_t got = score_segment(&ctx[i], terms, Q, par, k1, heap, &h, k, &theta, &wk);
+        int taat = path == 2 || (path == 0 && taat_pays(n_post, ctx[i].n_docs, Q));
+        Py_ssize_t got = taat ? score_segment_taat(&ctx[i], terms, Q, k1, heap, &h, k, &theta)
+                              : score_segment(&ctx[i], terms, Q, par, k1, heap, &h, k, &theta, &wk);
         if (got == -2) {
             set_damaged(i, "postings point outside their arrays");
             goto done;
@@ -1230,9 +1325,8 @@ static PyMethodDef methods[] = {
      "topk(packed, blk_pos, blk_last, factor, ranges, first_blocks, blk_maxtf, blk_minlen, weights,"
      " live, params, k1, n_docs, out_docs, out_scores, theta0) -> (n_out, n_scored)"},
     {"search", search, METH_VARARGS,
-     "search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact[, field_major]])"
-     " -> n"
-     " (-1: fall back)"},
+     "search(segs, hashes, qweights, params, k1, n_live, out_ids, out_scores[, exact[, field_major"
+     "[, path]]]) -> n (-1: fall back); path 0: chosen per segment, 1: block-max, 2: term at a time"},
     {NULL, NULL, 0, NULL},
 };
 

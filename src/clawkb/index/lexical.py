@@ -201,7 +201,21 @@ class LexicalIndex:
     #: not keep a trail of small segments; an index without one keeps factor 8.
     BIG_DOCS = 16_384
     BIG_MERGE_FACTOR = 4
+    #: The largest merge a write (:meth:`apply`) may start: the merge policy runs on
+    #: the writer's path, so a small batch never waits for a big merge.
     MAX_MERGED_DOCS = 250_000
+    #: Consolidation: a query pays per segment (at 1M docs one segment took 4-12 %
+    #: less CPU a query than the eight of the capped policy, bench/results/lexical-s10.md
+    #: and lexical-s11.md), so a bulk write ends by merging the index into as few
+    #: segments of at most CONSOLIDATE_MAX_DOCS as it can (:meth:`consolidate`):
+    #: a rebuild, and an indexing run that wrote at least CONSOLIDATE_SHARE of the
+    #: docs the merge would rewrite, so the merge costs a bounded share of the time
+    #: the run already took (a merge rewrites a doc ~7x faster than ingest inverts it).
+    CONSOLIDATE_SHARE = 0.5
+    #: Merge memory grows with the output (about its packed postings): the cap on
+    #: one consolidated segment. One 1M-doc segment lifted the bench's build peak
+    #: from 1,217 to 1,450 MB (over 1.2x tantivy's; bench/results/lexical-s11.md).
+    CONSOLIDATE_MAX_DOCS = 500_000
     #: Below this many postings a plain scan is faster than pruning's bookkeeping
     #: (measured: at 100k docs pruning cost +50% p50; it pays on long lists).
     PRUNE_MIN_POSTINGS = 200_000
@@ -227,6 +241,9 @@ class LexicalIndex:
         #: the oldest change seq any published generation in use was built at
         self.oldest_seq_in_use = 0
         self._dirty_live: set[str] = set()
+        #: docs this writer added so far (:meth:`apply`): a run notes it at its
+        #: start and passes the difference to :meth:`consolidate` at its end
+        self.docs_written = 0
         self._pending: set[str] = set()  # reserved or staged segment names
         self._staging: list[Segment] | None = None
         self._stamp: tuple[int, int, int] | None = None
@@ -510,10 +527,12 @@ class LexicalIndex:
             self._pending.add(name)
             write_segment(self.folder / name, *arrays)
             target.append(Segment(self.folder / name))
+            self.docs_written += len(target[-1].chunk_ids)
         for folder in prebuilt:
             seg = Segment(folder)
             if seg.n_docs:
                 target.append(seg)
+                self.docs_written += seg.n_docs
         if self._staging is not None:
             return
         self.manifest.applied_seq = applied_seq
@@ -536,11 +555,13 @@ class LexicalIndex:
                 self._dirty_live.add(seg.name)
 
     def finish_rebuild(self, applied_seq: int) -> None:
-        """Publish the staged segments as the index, in one atomic switch."""
+        """Publish the staged segments as the index, in one atomic switch: every
+        doc was just written, so they are consolidated (:meth:`consolidate`)."""
         staged, self._staging = self._staging or [], None
-        self.segments = staged
+        self.segments = [s for s in staged if s.n_live > 0]
         self.manifest.applied_seq = applied_seq
-        self._merge_if_needed()
+        if not self._consolidate_groups(sum(s.n_live for s in self.segments)):
+            self._merge_if_needed()
         self._publish()
         self._pending.clear()
         self._invalidate()
@@ -605,6 +626,44 @@ class LexicalIndex:
                 chosen = set(pick)
                 return [seg for seg in self.segments if seg in chosen]
         return []
+
+    def _consolidation(self, written: int) -> list[list[Segment]]:
+        """The merges :meth:`consolidate` would run after ``written`` docs: runs
+        of adjacent segments (index order) of at most CONSOLIDATE_MAX_DOCS live
+        docs together, each of two segments or more (or one with deleted docs),
+        kept only while ``written`` stays at least CONSOLIDATE_SHARE of the
+        docs they rewrite."""
+        runs: list[list[Segment]] = [[]]
+        size = 0
+        for seg in self.segments:
+            if runs[-1] and size + seg.n_live > self.CONSOLIDATE_MAX_DOCS:
+                runs.append([])
+                size = 0
+            runs[-1].append(seg)
+            size += seg.n_live
+        runs = [r for r in runs if len(r) > 1 or (r and r[0].n_live < r[0].n_docs)]
+        cost = sum(s.n_live for r in runs for s in r)
+        if not runs or written < self.CONSOLIDATE_SHARE * cost:
+            return []
+        return runs
+
+    def _consolidate_groups(self, written: int) -> bool:
+        runs = self._consolidation(written)
+        for run in runs:
+            self._merge(run)
+        return bool(runs)
+
+    def consolidate(self, written: int) -> bool:
+        """End of a bulk write of ``written`` docs: merge the index into the fewest
+        segments of at most CONSOLIDATE_MAX_DOCS docs, when those docs are at
+        least CONSOLIDATE_SHARE of what the merges rewrite (else nothing: a small
+        run never pays for a big merge). Publishes; True when it merged."""
+        if not self.writable or self._staging is not None or not self._consolidate_groups(written):
+            return False
+        self._publish()
+        self._pending.clear()
+        self._invalidate()
+        return True
 
     def merge(self, group: Sequence[Segment] | None = None) -> None:
         """Merge ``group`` (default: all segments) into one, dropping deleted docs."""

@@ -266,6 +266,7 @@ def search_segments(
     *,
     exact_bounds: bool = True,
     field_major: bool = False,
+    path: int = 0,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """A whole query in one native call (``_blockmax.search``): term lookup in
     every segment, idf, and block-max top-k over all segments with one heap.
@@ -279,7 +280,10 @@ def search_segments(
     factors together) instead of [N, 3]: same scores, fewer cache lines
     read. Returns (chunk ids, scores) sorted by descending score, ties
     by ascending chunk id, or None when a term's weight is not positive (the
-    general path handles that case).
+    general path handles that case). ``path``: how each segment is scored, 0
+    chosen by the kernel from the query's postings against the segment's
+    docs, 1 block-max, 2 term at a time into a dense accumulator (same scores,
+    bit for bit: tests force each).
     """
     if _blockmax is None:
         raise RuntimeError("the block-max kernel is not built")
@@ -296,6 +300,7 @@ def search_segments(
         out_scores,
         exact_bounds,
         field_major,
+        path,
     )
     if n < 0:
         return None

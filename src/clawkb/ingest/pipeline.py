@@ -145,6 +145,8 @@ class Ingestor:
         self.hooks = tuple(hooks)
         self.chunk_config = ChunkConfig(max_tokens=config.max_tokens, overlap=config.overlap)
         self._pending = 0
+        #: the index's docs_written when this run started (consolidate at its end)
+        self._run_written = 0
         self.workers = config.ingest_workers or default_workers()
         self._pool: WorkerPool | None = None
         # Text in flight (queued for, inside or coming back from workers) stays
@@ -170,6 +172,7 @@ class Ingestor:
         """Index ``roots``; ``include`` globs override the default ignores (discover.py)."""
         t0 = time.perf_counter()
         report = IndexReport()
+        self._run_written = self.lexical.docs_written
         run_id = self._start_run([str(r) for r in roots], report)
         problems: list[Problem] = []
         skipped: list[Problem] = []
@@ -346,6 +349,7 @@ class Ingestor:
         """
         t0 = time.perf_counter()
         report = IndexReport()
+        self._run_written = self.lexical.docs_written
         done = 0
 
         def tasks() -> Iterator[tuple[list[RecordRow], ChunkConfig]]:
@@ -419,6 +423,9 @@ class Ingestor:
         if force or self._pending >= batch:
             sync_lexical(self.repo, self.lexical, batch, pool=self._pool, workers=self.workers)
             self._pending = 0
+        if force:  # the end of a run: merge what it wrote, if it wrote enough
+            self.lexical.consolidate(self.lexical.docs_written - self._run_written)
+            self._run_written = self.lexical.docs_written
 
     def _start_run(self, roots: list[str], report: IndexReport) -> int:
         with self.repo.transaction() as conn:
