@@ -129,3 +129,53 @@ def test_an_old_copy_without_an_epoch_is_rebuilt(kb_home: tuple[Path, Path]) -> 
         dense = _copy(kb)
         assert dense.meta["built"] == "full"
         _matches_the_store(kb, dense)
+
+
+_REFRESH = """
+import sys
+from pathlib import Path
+from clawkb.embed import vectors
+from clawkb.index.dense import DenseIndex
+from clawkb.kb import KnowledgeBase
+with KnowledgeBase.open(Path(sys.argv[1])) as kb:
+    sig = vectors.stored_signature(kb.conn)
+    DenseIndex(kb.home / "index" / "dense", kb.conn, sig).refresh()
+print("refreshed", flush=True)
+"""
+
+
+def test_a_copy_another_process_is_rebuilding_is_waited_for(kb_home: tuple[Path, Path]) -> None:
+    """Two processes that find the copy outdated (``serve --workers``, a terminal
+    search beside ``serve``) take turns: one's files never land beside the other's
+    ``meta.json``. The second waits on the cache lock the first holds."""
+    import subprocess
+    import sys
+    import time
+
+    from clawkb.store.locking import FileLock
+
+    home, docs = kb_home
+    with KnowledgeBase.open(home) as kb:
+        dense = _copy(kb)
+        folder = dense.folder
+        _note(docs, 9)
+        kb.index([docs])
+        embed_new(kb)  # the copy is now behind the store
+    before = _read_meta(folder / "meta.json")["stamp"]
+    lock = FileLock(folder / ".lock")
+    assert lock.try_acquire()  # as another process's rebuild would
+    child = subprocess.Popen(
+        [sys.executable, "-c", _REFRESH, str(home)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        time.sleep(1.5)
+        assert child.poll() is None, "the refresh went ahead under another process's lock"
+        assert _read_meta(folder / "meta.json")["stamp"] == before
+    finally:
+        lock.release()
+    out, _ = child.communicate(timeout=120)
+    assert child.returncode == 0 and "refreshed" in out
+    with KnowledgeBase.open(home) as kb:
+        dense = _copy(kb)
+        assert _read_meta(folder / "meta.json")["stamp"] != before
+        _matches_the_store(kb, dense)

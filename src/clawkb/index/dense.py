@@ -19,6 +19,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from clawkb.errors import DenseDamaged, MissingDependencyError
 from clawkb.index import npyfile
 from clawkb.index.generations import VERIFIED_FOLDERS
 from clawkb.store import vectors_repo
+from clawkb.store.locking import FileLock
 from clawkb.store.memo import commit_stamp
 from clawkb.store.repo import Repository
 from clawkb.store.vectors_repo import data_version, model_key
@@ -94,6 +96,33 @@ def _best_of(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 #: Held while this process rebuilds a search copy (see :meth:`DenseIndex.refresh`).
 _REBUILDING = threading.Lock()
+#: How long a process waits for another one's rebuild of the same copy (an HNSW
+#: graph of a large KB takes a while); past it, it goes on without the lock.
+CACHE_LOCK_WAIT = 300.0
+
+
+@contextlib.contextmanager
+def _cache_lock(folder: Path) -> Iterator[None]:
+    """The search copy in ``folder`` to this thread alone, across processes too.
+
+    Every process that serves searches keeps the copy up to date (``serve
+    --workers``, a terminal ``search`` beside ``serve``): without this, two of
+    them could replace its files in turn, leaving one's ``ids.npy`` beside the
+    other's ``meta.json``, and a reader could read one version's ``meta.json``
+    and the next one's vectors. A folder where no lock file can be made (a
+    read-only KB) is read without one, as before."""
+    with _REBUILDING:
+        lock = FileLock(folder / ".lock")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            held = lock.acquire(CACHE_LOCK_WAIT)
+        except OSError:
+            held = False
+        try:
+            yield
+        finally:
+            if held:
+                lock.release()
 
 
 class DenseIndex:
@@ -142,13 +171,23 @@ class DenseIndex:
             self._quick = quick
             return
         meta = _read_meta(self.folder / "meta.json")
-        if self._outdated(meta, stamp):
-            # Readers of one process that see new vectors together (a server's
-            # views after a write) rebuild the copy once, not once each.
-            with _REBUILDING:
-                meta = _read_meta(self.folder / "meta.json")
-                if self._outdated(meta, stamp):
-                    meta = self._update(stamp, meta)
+        if not self._outdated(meta, stamp):
+            try:
+                self._load(meta, stamp, quick)
+                return
+            except DenseDamaged:
+                pass  # maybe another process was replacing the files: again, under its lock
+        # Readers that see new vectors together (a server's views after a write, the
+        # workers of ``serve --workers``) rebuild the copy once, not once each.
+        with _cache_lock(self.folder):
+            stamp = self.stamp()
+            meta = _read_meta(self.folder / "meta.json")
+            if self._outdated(meta, stamp):
+                meta = self._update(stamp, meta)
+            self._load(meta, stamp, quick)
+
+    def _load(self, meta: dict[str, Any], stamp: list[int], quick: tuple[int, int]) -> None:
+        """Take the files ``meta`` describes (size and checksum checked) as the copy."""
         problem = verify(self.folder, meta)
         if problem is not None:
             raise DenseDamaged(problem)
