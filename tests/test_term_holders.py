@@ -88,11 +88,15 @@ def test_terms_scored_below_zero_are_left_to_the_search(tmp_path: Path) -> None:
     merge: past the live passage count its IDF goes below 0, and a search scores
     nothing above 0. The kept list must then answer as that search does."""
 
-    def chinese(v: int) -> list[TextRecord]:
-        return [TextRecord(path=f"c{i}", text=f"串口 的 配置 {i} v{v}") for i in range(4)]
+    def chinese(v: int, n: int = 4) -> list[TextRecord]:
+        return [TextRecord(path=f"c{i}", text=f"串口 的 配置 {i} v{v}") for i in range(n)]
 
     with KnowledgeBase.open(tmp_path / "kb", create=True) as kb:
-        kb.index_texts([*chinese(0), TextRecord(path="e", text="uart baud rate")])
+        # Eight Chinese passages, four of them replaced each round: a run small
+        # against what a merge would rewrite (no consolidation at its end drops the
+        # replaced postings), and the dead postings push the common word's document
+        # frequency past the live passage count
+        kb.index_texts([*chinese(0, 8), TextRecord(path="e", text="uart baud rate")])
         below = 0
         for round_ in range(1, 5):
             kb.index_texts(chinese(round_))  # new versions: the old chunks deleted

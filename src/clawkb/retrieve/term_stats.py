@@ -21,7 +21,8 @@ import numpy as np
 from clawkb.index.segment import hash_terms
 
 if TYPE_CHECKING:
-    from clawkb.retrieve.source import TermCounts
+    from clawkb.index.segment import Segment
+    from clawkb.retrieve.source import RestrictedStats, TermCounts
 
 #: Terms kept per index; past this the memo starts again (a bound, not an LRU).
 MAX_TERMS = 200_000
@@ -67,7 +68,7 @@ _HOLDERS: weakref.WeakKeyDictionary[Any, dict[tuple[object, ...], np.ndarray | N
 _MIXED = np.empty(0, np.int64)
 
 
-def holders(lexical: Any, terms: Sequence[str]) -> np.ndarray | None:
+def holders(lexical: RestrictedStats, terms: Sequence[str]) -> np.ndarray | None:
     """Sorted chunk ids of the live passages holding any of ``terms`` (None: an index
     that cannot list them). Kept until the index changes (its segments, or a write
     applied to them: deletes clear live bits): one pass over the terms' postings
@@ -98,7 +99,7 @@ def holders(lexical: Any, terms: Sequence[str]) -> np.ndarray | None:
     return None if got is _MIXED else got
 
 
-def holding(lexical: Any, term: str, ids: np.ndarray) -> set[int] | None:
+def holding(lexical: RestrictedStats, term: str, ids: np.ndarray) -> set[int] | None:
     """The chunk ids among ``ids`` whose live passage holds ``term`` (None: an index
     that cannot list them): what a search for ``term`` restricted to ``ids`` finds,
     read from the term's postings alone, where that search also walks a mask over
@@ -120,7 +121,9 @@ def among(ids: np.ndarray, sorted_ids: np.ndarray) -> np.ndarray:
     return np.asarray(sorted_ids[pos] == ids)
 
 
-def _live_holders(lexical: Any, segments: Sequence[Any], terms: list[str]) -> np.ndarray | None:
+def _live_holders(
+    lexical: RestrictedStats, segments: Sequence[Segment], terms: list[str]
+) -> np.ndarray | None:
     """Sorted chunk ids of the live passages with a posting of any of ``terms`` that
     a search scores above 0 (a field weighted 0 adds nothing); None when a term's
     IDF is not above 0 (its document frequency counts the postings of deleted

@@ -25,7 +25,6 @@ import re
 import sys
 import threading
 import time
-from typing import Any
 
 from clawkb import memo
 
@@ -37,11 +36,11 @@ ARENAS = 2
 TRIM_EVERY = 5.0
 
 _lock = threading.Lock()
-_libc: list[Any] = []  # [CDLL or None], loaded once
+_libc: list[ctypes.CDLL | None] = []  # [CDLL or None], loaded once
 _last_trim = [0.0]
 
 
-def _glibc() -> Any:
+def _glibc() -> ctypes.CDLL | None:
     if not _libc:
         lib = None
         if sys.platform.startswith("linux"):
