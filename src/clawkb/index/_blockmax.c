@@ -539,6 +539,21 @@ static int work_alloc(Work *w, Py_ssize_t T) {
     return -1;
 }
 
+/* 1 when every term's postings map to blocks the segment's arrays hold, its
+   last block ending below n_docs (blocks are checked again as they are decoded) */
+static int terms_in_bounds(const SegCtx *c, const Term *terms, Py_ssize_t T) {
+    const Seg *g = &c->g;
+    for (Py_ssize_t t = 0; t < T; t++) {
+        const Term *tm = &terms[t];
+        if (tm->e == tm->s) continue;
+        if (tm->s < 0 || tm->e < tm->s || tm->b0 < 0 ||
+            (tm->e - tm->s + BLOCK - 1) / BLOCK > c->n_blocks - tm->b0 ||
+            (int64_t)g->blk_last[block_of(tm, tm->e - 1)] >= c->n_docs)
+            return 0;
+    }
+    return 1;
+}
+
 /* Score one segment into the top-k heap (h entries of k) shared across
  * segments; terms[t].s, e, b0 and w are set by the caller. theta is the
  * k-th best score so far (docs below it are skipped) and is raised as the
@@ -551,17 +566,8 @@ static Py_ssize_t score_segment(const SegCtx *c, Term *terms, Py_ssize_t T, cons
     Py_ssize_t *ord = wk->ord;
     float *prefix = wk->prefix, *acc = wk->acc;
     uint64_t *bits = wk->bits;
-    /* every term's postings must map to blocks the arrays hold, its last
-       block ending below n_docs (the windows stop there); blocks are checked
-       as they are decoded */
-    for (Py_ssize_t t = 0; t < T; t++) {
-        const Term *tm = &terms[t];
-        if (tm->e == tm->s) continue;
-        if (tm->s < 0 || tm->e < tm->s || tm->b0 < 0 ||
-            (tm->e - tm->s + BLOCK - 1) / BLOCK > c->n_blocks - tm->b0 ||
-            (int64_t)g->blk_last[block_of(tm, tm->e - 1)] >= c->n_docs)
-            return -2;
-    }
+    /* the windows stop at n_docs */
+    if (!terms_in_bounds(c, terms, T)) return -2;
     /* block bounds with the current parameters */
     float kp1 = k1 + 1.0f;
     int64_t used = 0, total_blocks = 0;
@@ -828,14 +834,7 @@ static int dense_reserve(int64_t n) {
 static Py_ssize_t score_segment_taat(const SegCtx *c, Term *terms, Py_ssize_t T, float k1,
                                      Entry *heap, Py_ssize_t *hp, Py_ssize_t k, float *thetap) {
     const Seg *g = &c->g;
-    for (Py_ssize_t t = 0; t < T; t++) {
-        const Term *tm = &terms[t];
-        if (tm->e == tm->s) continue;
-        if (tm->s < 0 || tm->e < tm->s || tm->b0 < 0 ||
-            (tm->e - tm->s + BLOCK - 1) / BLOCK > c->n_blocks - tm->b0 ||
-            (int64_t)g->blk_last[block_of(tm, tm->e - 1)] >= c->n_docs)
-            return -2;
-    }
+    if (!terms_in_bounds(c, terms, T)) return -2;
     if (dense_reserve(c->n_docs) < 0) return -1;
     float *acc = dense_acc;
     uint32_t *list = dense_list;
