@@ -580,8 +580,12 @@ def run_server(
         if not ok and not jobs[name][2]:
             jobs[name][2] = why[-300:]
 
+    spans: list[tuple[str, float, float]] = []  # (job, start, end), seconds into the run
+
     def cli(name: str, *args: str) -> None:
+        t0 = time.time() - start
         out = subprocess.run([CLAWKB, "--kb", str(home), *args], capture_output=True, text=True)
+        spans.append((name, round(t0, 1), round(time.time() - start, 1)))
         count(name, out.returncode == 0, out.stderr.strip())
 
     rss: list[tuple[float, int]] = []
@@ -755,7 +759,36 @@ def run_server(
         "final_documents": final["documents"],
         "final_chunks": final["chunks"],
         "trace": traces,
+        "job_spans": spans,
+        "timeline": timeline(merged.get("done_at", []), lat, start, spans),
     }
+
+
+def timeline(
+    done_at: list[float], lat: list[float], start: float, spans: list[tuple[str, float, float]]
+) -> list[dict[str, Any]]:
+    """Client latency per 10-s window: searches, p50 / p99 / max, and the jobs that ran
+    in the window (where the tail comes from)."""
+    buckets: dict[int, list[float]] = {}
+    for t, ms in zip(done_at, lat, strict=False):
+        buckets.setdefault(int((t - start) // 10), []).append(ms)
+    rows = []
+    for b in sorted(buckets):
+        lo, hi = b * 10, b * 10 + 10
+        vals = buckets[b]
+        running = sorted({n for n, s, e in spans if s < hi and e > lo})
+        rows.append(
+            {
+                "from_s": lo,
+                "searches": len(vals),
+                "p50_ms": round(pct(vals, 0.5), 1),
+                "p99_ms": round(pct(vals, 0.99), 1),
+                "max_ms": round(max(vals), 1),
+                "over_100ms": sum(v > 100 for v in vals),
+                "jobs": running,
+            }
+        )
+    return rows
 
 
 def report_server_md(r: dict[str, Any], niced: bool) -> str:
