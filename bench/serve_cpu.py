@@ -14,7 +14,8 @@ threads, from /proc) per search: the median and every round. The writes are a
 fixed number per search, not per second, so CPU per search with writes does not
 depend on how fast a loaded machine lets the searches go. CPU time, not latency,
 so a busy machine changes it little. Environment: ROUNDS (4), N (400), CONC (8),
-EVERY (40).
+EVERY (40), DENSE (1: embed the KB first with the static model, as the soak is after
+its `embed`; default lexical).
 """
 
 from __future__ import annotations
@@ -121,7 +122,9 @@ def main() -> None:
             soak.write_file(corpus, i, 0, rng)
         api = corpus / "api"
         api.mkdir()
-        home, _ = soak._make_kb(work, corpus)
+        home, dense = soak._make_kb(work, corpus)
+        if dense and os.environ.get("DENSE") == "1":  # the soak after `embed`: dense on
+            subprocess.run([CLAWKB, "--kb", str(home), "embed"], check=True, capture_output=True)
         writer = Writer(api)
         servers = [start(s, home, corpus) for s in srcs]
         per: dict[tuple[str, str], list[float]] = {(s, e): [] for s in srcs for e in ENDPOINTS}
