@@ -275,9 +275,57 @@ def run(seconds: float, readers: int, stable: int, churn: int, work: Path) -> di
 
 
 # -- server soak (issue 20): `clawkb serve` under readers, writers and jobs ----------
-def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, Any]:
+class _PlainClient:
+    """A keep-alive HTTP/1.1 client from the standard library: about a third of the
+    CPU per request of httpx (1.0 vs 3.2-3.7 ms measured on this machine), so the
+    load generator, which shares the server's cores, takes less from the server."""
+
+    def __init__(self, url: str) -> None:
+        import http.client
+        import urllib.parse
+
+        u = urllib.parse.urlsplit(url)
+        self._make = lambda: http.client.HTTPConnection(
+            u.hostname or "127.0.0.1", u.port, timeout=60
+        )
+        self._conn = self._make()
+        self._quote = urllib.parse.urlencode
+
+    def get(self, path: str, params: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        try:
+            self._conn.request("GET", f"{path}?{self._quote(params)}")
+            r = self._conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        except Exception:
+            self._conn.close()
+            self._conn = self._make()
+            raise
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class _HttpxClient:
+    """The client of rounds 1-10 (``--client httpx``)."""
+
+    def __init__(self, url: str) -> None:
+        import httpx
+
+        self._http = httpx.Client(base_url=url, timeout=60, trust_env=False)
+
+    def get(self, path: str, params: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        r = self._http.get(path, params=params)
+        return r.status_code, dict(r.headers), r.content
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def http_reader(
+    url: str, stable: int, until: float, think: float, client: str = "plain"
+) -> dict[str, Any]:
     """One reader client: search a stable file's unique word over HTTP until ``until``."""
-    import httpx
+    import resource
 
     rng = random.Random(os.getpid())
     lat: list[float] = []
@@ -286,35 +334,38 @@ def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, 
     answered_by: list[str] = []  # `serve --workers`: the worker of each answer
     errors = empty = wrong = 0
     first_error = first_wrong = ""
-    with httpx.Client(base_url=url, timeout=60, trust_env=False) as http:
-        while time.time() < until:
-            i = rng.randrange(stable)
-            t0 = time.perf_counter()
-            try:
-                r = http.get("/api/v1/search", params={"q": unique(i), "limit": 5})
-            except httpx.HTTPError as exc:
-                errors += 1
-                first_error = first_error or f"{type(exc).__name__}: {exc}"
-                continue
-            lat.append((time.perf_counter() - t0) * 1000)
-            if r.status_code != 200:
-                errors += 1
-                first_error = first_error or f"{r.status_code} {r.text[:300]}"
-                continue
-            data = r.json()
-            answered_by.append(r.headers.get("x-clawkb-worker", "-"))
-            server_ms.append(float(data.get("took_ms", 0.0)))
-            done_at.append(time.time())
-            paths = [h["path"] for h in data["hits"]]
-            want = f"f{i:05d}.md"
-            if not any(p.endswith(want) for p in paths):
-                empty += 1
-                first_wrong = first_wrong or f"{unique(i)} -> {paths[:3]}"
-            elif not paths[0].endswith(want):
-                wrong += 1
-                first_wrong = first_wrong or f"{unique(i)} -> {paths[:3]} (not first)"
-            if think:
-                time.sleep(think)
+    http = _HttpxClient(url) if client == "httpx" else _PlainClient(url)
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    while time.time() < until:
+        i = rng.randrange(stable)
+        t0 = time.perf_counter()
+        try:
+            status, headers, body = http.get("/api/v1/search", {"q": unique(i), "limit": 5})
+        except Exception as exc:
+            errors += 1
+            first_error = first_error or f"{type(exc).__name__}: {exc}"
+            continue
+        lat.append((time.perf_counter() - t0) * 1000)
+        done_at.append(time.time())
+        if status != 200:
+            errors += 1
+            first_error = first_error or f"{status} {body[:300].decode('utf-8', 'replace')}"
+            continue
+        data = json.loads(body)
+        answered_by.append(headers.get("x-clawkb-worker", "-"))
+        server_ms.append(float(data.get("took_ms", 0.0)))
+        paths = [h["path"] for h in data["hits"]]
+        want = f"f{i:05d}.md"
+        if not any(p.endswith(want) for p in paths):
+            empty += 1
+            first_wrong = first_wrong or f"{unique(i)} -> {paths[:3]}"
+        elif not paths[0].endswith(want):
+            wrong += 1
+            first_wrong = first_wrong or f"{unique(i)} -> {paths[:3]} (not first)"
+        if think:
+            time.sleep(think)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    http.close()
     return {
         "latencies": lat,
         "server_ms": server_ms,
@@ -325,6 +376,7 @@ def http_reader(url: str, stable: int, until: float, think: float) -> dict[str, 
         "wrong": wrong,
         "first_error": first_error,
         "first_wrong": first_wrong,
+        "client_cpu_s": r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime,
     }
 
 
@@ -514,6 +566,7 @@ def run_server(
     quiet: float = 0.0,
     trace: Path | None = None,
     server_workers: int = 1,
+    client: str = "plain",
 ) -> dict[str, Any]:
     """The issue-20 soak: ``serve`` with ``readers`` HTTP clients, a writer through the
     API (``/index``, ``/memory``), a terminal ``index`` every 30 s, one ``embed`` and
@@ -564,7 +617,9 @@ def run_server(
     start = time.time() + 3.0
     until = start + seconds
     procs = {
-        f"reader{k}": _spawn("http_reader", url=url, stable=stable, until=until, think=think)
+        f"reader{k}": _spawn(
+            "http_reader", url=url, stable=stable, until=until, think=think, client=client
+        )
         for k in range(readers)
     }
     jobs: dict[str, Any] = {
@@ -705,6 +760,10 @@ def run_server(
         "workers_restarted": restarted,
         "rss_by_process_end_mb": by_process,
         "think_ms": think * 1000,
+        "client": client,
+        "client_cpu_ms_per_search": round(
+            1000 * merged.get("client_cpu_s", 0.0) / max(1, len(lat)), 2
+        ),
         "dense": dense,
         "searches": len(lat),
         "errors": errors,
@@ -819,7 +878,8 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
         f" {'on (static embedder; `embed` runs once, a third of the way in)' if r['dense'] else 'off'}.",
         "",
         f"{r['readers']} reader processes search over HTTP (`/api/v1/search`, default mode,"
-        f" {r['think_ms']:g} ms pause between requests) for the unique word of a file that"
+        f" {r['think_ms']:g} ms pause between requests; client:"
+        f" {'httpx' if r.get('client') == 'httpx' else 'the standard library, keep-alive'}) for the unique word of a file that"
         " always exists; *empty* = that file is not among the 5 hits, *wrong* = it is not"
         " first. Meanwhile: every second the API writer rewrites 5 files, deletes one,"
         " adds one and posts `/api/v1/index`, then stores a memory (`/api/v1/memory`); every"
@@ -838,6 +898,21 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
         f" {r['server_p99_ms']} ms | |",
         f"| CPU of {servers} (all threads, writes included) / per search | {r['server_cpu_s']} s /"
         f" {r['server_cpu_ms_per_search']} ms | |",
+        *(
+            [f"| CPU of the reader clients per search | {r['client_cpu_ms_per_search']} ms | |"]
+            if "client_cpu_ms_per_search" in r
+            else []
+        ),
+        *(
+            [
+                "| client p99 per 10-s window: median / worst; windows over 100 ms |"
+                f" {pct([w['p99_ms'] for w in r['timeline']], 0.5)} /"
+                f" {max(w['p99_ms'] for w in r['timeline'])} ms;"
+                f" {sum(w['p99_ms'] > 100 for w in r['timeline'])} of {len(r['timeline'])} | |"
+            ]
+            if r.get("timeline")
+            else []
+        ),
         *(
             [
                 "| CPU of the server with its children (embedding worker, writer process,"
@@ -1002,6 +1077,12 @@ def main() -> int:
     ap.add_argument(
         "--workers", type=int, default=1, help="`clawkb serve --workers N` (server processes)"
     )
+    ap.add_argument(
+        "--client",
+        choices=("plain", "httpx"),
+        default="plain",
+        help="the readers' HTTP client: the standard library's (default) or httpx (rounds 1-10)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="clawkb-soak-") as tmp:
         if args.in_process:
@@ -1018,6 +1099,7 @@ def main() -> int:
                 args.quiet_seconds,
                 args.trace,
                 args.workers,
+                args.client,
             )
     niced = os.nice(0) > 0
     md = report_md(r) if args.in_process else report_server_md(r, niced)
