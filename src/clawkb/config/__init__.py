@@ -57,6 +57,7 @@ NOT_SETTINGS = frozenset(
         "HOME",
         "DATASETS",
         "FUZZ_EXAMPLES",
+        "GC_FREEZE",
         "INDEX_WORKERS",
         "MALLOC",
         "MODEL_CACHE",

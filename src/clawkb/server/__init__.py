@@ -66,6 +66,9 @@ def run(
         def start_writer() -> int:
             return _start_shared_writer(settings)
 
+        from clawkb.server import collector
+
+        collector.before_fork()
         try:
             code = serve_workers(
                 settings, sock, run_worker, announce=announce, on_exit=metrics.worker_ended,

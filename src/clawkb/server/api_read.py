@@ -16,6 +16,7 @@ from starlette.types import Scope
 
 from clawkb.errors import ConfigError
 from clawkb.retrieve.hits import anchor_dict
+from clawkb.server import collector
 from clawkb.server.security import PathOutsideRoots, inside_roots
 
 if TYPE_CHECKING:
@@ -96,6 +97,7 @@ async def _search(
     t0 = time.perf_counter()
     res, body = await st.runtime.read(run)
     st.metrics.observe_search(res, time.perf_counter() - t0)
+    collector.after_search()
     return Response(body, media_type="application/json")
 
 

@@ -15,6 +15,8 @@ llm_seconds                            histogram  model call time
 llm_tokens_total                       counter    streamed pieces received from the model
 watch_queue_depth                      gauge      changed paths waiting for the next run
 watch_lag_seconds                      histogram  first event of a batch -> searchable
+gc_frozen_objects                      gauge      objects the answering process froze
+                                                  out of full collections (collector.py)
 =====================================  =========  ==================================
 """
 
@@ -85,6 +87,19 @@ def worker_ended(pid: int) -> None:
         multiprocess.mark_process_dead(pid)
 
 
+class _Frozen(Collector):
+    """Objects in the answering process's permanent collector generation."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from clawkb.server import collector
+
+        g = GaugeMetricFamily(
+            "clawkb_gc_frozen_objects", "Objects kept out of full garbage collections"
+        )
+        g.add_metric([], collector.frozen())
+        yield g
+
+
 class Metrics:
     def __init__(self, status: Callable[[], dict[str, Any]] | None = None) -> None:
         r = self.registry = CollectorRegistry()
@@ -118,6 +133,7 @@ class Metrics:
         self._status = status
         if status is not None:
             r.register(_StoreCounts(status))
+        r.register(_Frozen())
 
     def render(self) -> bytes:
         if not shared_folder():
@@ -129,6 +145,7 @@ class Metrics:
         MultiProcessCollector(scrape)
         if self._status is not None:
             scrape.register(_StoreCounts(self._status))
+        scrape.register(_Frozen())
         return generate_latest(scrape)
 
     def observe_request(self, endpoint: str, method: str, status: int, seconds: float) -> None:
