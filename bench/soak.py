@@ -33,6 +33,7 @@ import datetime as dt
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -574,7 +575,6 @@ def run_server(
     the readers alone (the server's CPU per search without writes). ``trace``: run the
     server under tracemalloc (bench/soak_trace.py) and take snapshots into that folder
     at 120 s (half-way in runs under 240 s) and at the end."""
-    import re
 
     import httpx
 
@@ -732,6 +732,7 @@ def run_server(
     if spy is not None:
         spy.wait(timeout=120)
     results = {name: _collect(p, seconds + 600) for name, p in procs.items()}
+    cache_hits = _cache_hits(url)
     server.terminate()
     try:
         server.wait(timeout=30)
@@ -819,8 +820,21 @@ def run_server(
         "final_chunks": final["chunks"],
         "trace": traces,
         "job_spans": spans,
+        "result_cache_hits": cache_hits,
         "timeline": timeline(merged.get("done_at", []), lat, start, spans),
     }
+
+
+def _cache_hits(url: str) -> int | None:
+    """Searches the server answered from its result cache (``/metrics``, all workers)."""
+    import httpx
+
+    try:
+        text = httpx.get(f"{url}/metrics", timeout=30, trust_env=False).text
+    except httpx.HTTPError:
+        return None
+    m = re.search(r"^clawkb_search_cache_hits_total (\S+)$", text, re.M)
+    return int(float(m.group(1))) if m else None
 
 
 def timeline(
@@ -898,6 +912,14 @@ def report_server_md(r: dict[str, Any], niced: bool) -> str:
         f" {r['server_p99_ms']} ms | |",
         f"| CPU of {servers} (all threads, writes included) / per search | {r['server_cpu_s']} s /"
         f" {r['server_cpu_ms_per_search']} ms | |",
+        *(
+            [
+                f"| searches answered from the result cache | {r['result_cache_hits']}"
+                f" ({100 * r['result_cache_hits'] / max(1, r['searches']):.1f} %) | |"
+            ]
+            if r.get("result_cache_hits") is not None
+            else []
+        ),
         *(
             [f"| CPU of the reader clients per search | {r['client_cpu_ms_per_search']} ms | |"]
             if "client_cpu_ms_per_search" in r
