@@ -3,6 +3,7 @@
     .venv/bin/python bench/segment_search.py build DIR [--rounds 60] [--dense]
     .venv/bin/python bench/segment_search.py run DIR [--reps 3]
     PYTHONPATH=/path/to/old/src .venv/bin/python bench/segment_search.py run DIR
+    .venv/bin/python bench/segment_search.py lexical INDEX [--synth 100000] [--queries 1000]
 
 ``build`` makes the soak's KB (bench/soak.py: 180 generated files) in DIR and then
 ``--rounds`` small writes (5 of the first 120 files rewritten, ``index``), as the
@@ -96,6 +97,40 @@ def run(home_dir: Path, reps: int) -> None:
     print(f"digest {digest.hexdigest()[:16]}")
 
 
+def lexical(folder: Path, n: int, count: int, reps: int) -> None:
+    """The lexical stage alone on a big index (a copy: a reader writes its lease):
+    ``LexicalIndex.search`` of the synthetic queries (bench/synth.py, as
+    bench/default_latency.py asks them) and of each query's first token alone (the
+    one-term path), CPU per query and a digest of ids, scores and match counts."""
+    import clawkb
+    from clawkb.index.lexical import LexicalIndex
+    from clawkb.text.tokenize import tokenize
+    from synth import generate
+
+    toks = [tokenize(q.text) for q in generate(n, count)[1]]
+    toks = [t for t in toks if t]
+    sets = {"queries": toks, "one term": [t[:1] for t in toks]}
+    idx = LexicalIndex(folder)
+    print(f"tree {Path(clawkb.__file__).parent}")
+    print(f"segments {len(idx.segments)} {[s.n_live for s in idx.segments]}")
+    for name, qs in sets.items():
+        digest = hashlib.sha256()
+        for t in qs:
+            ids, scores, matched = idx.search(t, k=10)
+            digest.update(repr((ids.tolist(), scores.tolist(), matched)).encode())
+        per: list[float] = []
+        for _ in range(reps):
+            c0 = time.process_time()
+            for t in qs:
+                idx.search(t, k=10)
+            per.append(1000 * (time.process_time() - c0) / len(qs))
+        print(
+            f"{name}: CPU ms/query min {min(per):.3f} median {statistics.median(per):.3f}"
+            f" ({len(qs)} queries) digest {digest.hexdigest()[:16]}"
+        )
+    idx.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -106,8 +141,15 @@ def main() -> None:
     r = sub.add_parser("run")
     r.add_argument("dir", type=Path)
     r.add_argument("--reps", type=int, default=3)
+    x = sub.add_parser("lexical")
+    x.add_argument("dir", type=Path)
+    x.add_argument("--synth", type=int, default=100_000)
+    x.add_argument("--queries", type=int, default=1000)
+    x.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
-    if a.cmd == "build":
+    if a.cmd == "lexical":
+        lexical(a.dir, a.synth, a.queries, a.reps)
+    elif a.cmd == "build":
         build(a.dir, a.rounds, a.dense)
     else:
         run(a.dir, a.reps)
