@@ -42,7 +42,10 @@ def queries() -> list[str]:
     rng = random.Random(3)
     out = [soak.unique(i) for i in range(0, 180, 2)]
     out += [f"{rng.choice(soak.WORDS)} {rng.choice(soak.WORDS)}" for _ in range(60)]
-    out += [f"how does {rng.choice(soak.WORDS)} set {soak.unique(rng.randrange(180))}?" for _ in range(30)]
+    out += [
+        f"how does {rng.choice(soak.WORDS)} set {soak.unique(rng.randrange(180))}?"
+        for _ in range(30)
+    ]
     out += ["what is the boiling point of ethanol", "zzqx frobnicator 配置 阻抗"]
     return out
 
