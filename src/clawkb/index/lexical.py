@@ -201,14 +201,16 @@ class LexicalIndex:
     #: not keep a trail of small segments; an index without one keeps factor 8.
     BIG_DOCS = 16_384
     BIG_MERGE_FACTOR = 4
-    #: The floor tier: segments under FLOOR_DOCS live docs (small writes: a few
+    #: The floor tier (an index without a BIG_DOCS segment; with one, the tail
+    #: tier above plays its part): segments under FLOOR_DOCS live docs (small writes: a few
     #: files rewritten through the API, a memory) form one tier, merged once
     #: FLOOR_MERGE_FACTOR of them exist, instead of one tier per power of
     #: MERGE_FACTOR (up to seven each of 1-7, 8-63 and 64-511 docs). Every
     #: segment a query walks costs it Python work in several stages (term
     #: lookups, the exact stage, the not-found judge), so steady small writes
-    #: must not leave a trail of tiny segments; a floor merge rewrites at most
-    #: FLOOR_MERGE_FACTOR x FLOOR_DOCS docs, and never a segment over the floor
+    #: must not leave a trail of tiny segments; a floor merge rewrites the
+    #: FLOOR_MERGE_FACTOR smallest (so under FLOOR_MERGE_FACTOR x FLOOR_DOCS
+    #: docs), never a segment over the floor
     #: (bench/results/serve-cpu.md, "Small writes and segments").
     FLOOR_DOCS = 256
     FLOOR_MERGE_FACTOR = 4
@@ -631,7 +633,7 @@ class LexicalIndex:
                 factor = self.MERGE_FACTOR
                 tier = (factor, int(math.log(max(seg.n_live, 1), factor)))
             tiers.setdefault(tier, []).append(seg)
-        for (factor, _), group in tiers.items():
+        for (factor, level), group in tiers.items():
             if len(group) < factor:
                 continue
             pick: list[Segment] = []
@@ -640,6 +642,8 @@ class LexicalIndex:
             for seg in sorted(group, key=lambda s: s.n_live):
                 if total + seg.n_live > self.MAX_MERGED_DOCS:
                     break
+                if level == -2 and len(pick) == factor:
+                    break  # a floor merge: the smallest FLOOR_MERGE_FACTOR, no more
                 pick.append(seg)
                 total += seg.n_live
             if len(pick) >= 2:  # merged in index order (chunk order within a segment)
