@@ -201,6 +201,19 @@ class LexicalIndex:
     #: not keep a trail of small segments; an index without one keeps factor 8.
     BIG_DOCS = 16_384
     BIG_MERGE_FACTOR = 4
+    #: The floor tier (an index without a BIG_DOCS segment; with one, the tail
+    #: tier above plays its part): segments under FLOOR_DOCS live docs (small writes: a few
+    #: files rewritten through the API, a memory) form one tier, merged once
+    #: FLOOR_MERGE_FACTOR of them exist, instead of one tier per power of
+    #: MERGE_FACTOR (up to seven each of 1-7, 8-63 and 64-511 docs). Every
+    #: segment a query walks costs it Python work in several stages (term
+    #: lookups, the exact stage, the not-found judge), so steady small writes
+    #: must not leave a trail of tiny segments; a floor merge rewrites the
+    #: FLOOR_MERGE_FACTOR smallest (so under FLOOR_MERGE_FACTOR x FLOOR_DOCS
+    #: docs), never a segment over the floor
+    #: (bench/results/serve-cpu.md, "Small writes and segments").
+    FLOOR_DOCS = 256
+    FLOOR_MERGE_FACTOR = 4
     #: The largest merge a write (:meth:`apply`) may start: the merge policy runs on
     #: the writer's path, so a small batch never waits for a big merge.
     MAX_MERGED_DOCS = 250_000
@@ -263,6 +276,11 @@ class LexicalIndex:
         # (segment, term hash) -> largest BM25F pseudo-frequency x seen: bounds
         # for pruning; valid until lengths/weights change (_invalidate).
         self._max_x: dict[tuple[str, int], float] = {}
+        #: term hash -> document frequency over ``_df_key`` (the segments it was
+        #: counted on): a query's stages (the lexical channel, the exact stage,
+        #: the not-found judge) ask for the same terms' frequencies several
+        #: times, each a dictionary lookup in every segment
+        self._df_memo: tuple[tuple[Segment, ...], dict[int, int]] = ((), {})
         self.manifest: _Manifest
         self.segments: list[Segment]
 
@@ -381,6 +399,7 @@ class LexicalIndex:
         self.segments = []
         self._native_args, self._native_key = None, ()
         self._factors.clear()
+        self._df_memo = ((), {})
 
     def hold_current(self) -> None:
         """A writer turning reader: lease the generation it just published."""
@@ -607,11 +626,14 @@ class LexicalIndex:
             elif big:  # the tail of a large index: one tier
                 factor = self.BIG_MERGE_FACTOR
                 tier = (factor, -1)
+            elif seg.n_live < min(self.FLOOR_DOCS, self.BIG_DOCS):  # the floor tier
+                factor = self.FLOOR_MERGE_FACTOR
+                tier = (factor, -2)
             else:
                 factor = self.MERGE_FACTOR
                 tier = (factor, int(math.log(max(seg.n_live, 1), factor)))
             tiers.setdefault(tier, []).append(seg)
-        for (factor, _), group in tiers.items():
+        for (factor, level), group in tiers.items():
             if len(group) < factor:
                 continue
             pick: list[Segment] = []
@@ -620,6 +642,8 @@ class LexicalIndex:
             for seg in sorted(group, key=lambda s: s.n_live):
                 if total + seg.n_live > self.MAX_MERGED_DOCS:
                     break
+                if level == -2 and len(pick) == factor:
+                    break  # a floor merge: the smallest FLOOR_MERGE_FACTOR, no more
                 pick.append(seg)
                 total += seg.n_live
             if len(pick) >= 2:  # merged in index order (chunk order within a segment)
@@ -741,11 +765,28 @@ class LexicalIndex:
     def n_docs(self) -> int:
         return self._stats()[0]
 
+    #: Terms kept by the doc-freq memo of one generation; past this it starts again.
+    DF_MEMO_TERMS = 100_000
+
     def doc_freqs(self, hashes: np.ndarray) -> np.ndarray:
-        df = np.zeros(len(hashes), np.int64)
-        for seg in self.segments:
-            df += seg.term_ranges(hashes)[1]
-        return df
+        """Document frequency of each hashed term over every segment (deleted docs'
+        postings count until a merge drops them), int64. Kept per term until the
+        segments change, so only terms not asked before are looked up."""
+        key = tuple(self.segments)
+        held, memo = self._df_memo  # replaced, never cleared: safe beside another thread
+        if key != held or len(memo) > self.DF_MEMO_TERMS:
+            memo = {}
+            self._df_memo = (key, memo)
+        keys = hashes.tolist()
+        missing = [h for h in dict.fromkeys(keys) if h not in memo]
+        if missing:
+            want = np.asarray(missing, np.uint64)
+            df = np.zeros(len(want), np.int64)
+            for seg in self.segments:
+                with _reading(seg.folder):
+                    df += seg.term_ranges(want)[1]
+            memo.update(zip(missing, df.tolist(), strict=True))
+        return np.fromiter((memo[h] for h in keys), np.int64, len(keys))
 
     def idf(self, df: np.ndarray) -> np.ndarray:
         n = self.n_docs
@@ -774,9 +815,12 @@ class LexicalIndex:
             return np.empty(0, np.int64), np.empty(0, np.float32), 0
         hashes = hash_terms(uniq)
         use_blocks = BLOCKMAX_AVAILABLE and prune and use_native
-        # One term: the exhaustive scan of its list counts the matches (the
-        # CLI reports them) at no extra cost; more terms: one native call.
-        if use_blocks and len(uniq) > 1:
+        # One native call. It does not count the matches (the CLI reports them):
+        # for one term they are its document frequency when every field's weight
+        # is positive (each posting then scores above 0), else the exhaustive
+        # scan below counts them.
+        single = len(uniq) == 1
+        if use_blocks and (not single or self._matches_are_df()):
             try:
                 found = search_segments(
                     self._native_segments(allowed),
@@ -795,7 +839,7 @@ class LexicalIndex:
                 folder = args[n][0].folder if 0 <= n < len(args) else self.folder
                 raise _damaged(folder, exc) from None
             if found is not None:
-                return found[0], found[1], -1
+                return found[0], found[1], int(self.doc_freqs(hashes)[0]) if single else -1
         per_seg = []
         for seg in self.segments:
             with _reading(seg.folder):
@@ -878,6 +922,14 @@ class LexicalIndex:
             order = np.lexsort((ids, -scores))[:k]
             ids, scores = ids[order], scores[order]
         return ids, scores, matched
+
+    def _matches_are_df(self) -> bool:
+        """True when every posting of a term scores above 0 in :meth:`search`
+        (positive field weights, each field's length normalisation finite), so
+        a one-term search matches as many docs as the term's document frequency
+        (deleted docs included, as the scan counts them)."""
+        p = self.params
+        return all(w > 0 for w in p.weights) and all(0 <= b < 1 for b in p.b)
 
     def _native_segments(self, allowed: np.ndarray | None) -> list[tuple[Any, ...]]:
         """Per-segment arrays for :func:`search_segments`, biggest segment first."""

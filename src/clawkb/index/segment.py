@@ -556,6 +556,12 @@ def _open_array(path: Path) -> np.ndarray:
 #: whether its KB was closed or a merge retired it.
 _SHARED: weakref.WeakValueDictionary[str, Segment] = weakref.WeakValueDictionary()
 _SHARED_LOCK = threading.Lock()
+#: Segments with at most this many postings keep them unpacked once a query reads
+#: them (7 bytes a posting: under 0.5 MB each), instead of decoding each query
+#: term's blocks again per query: the small segments of recent writes, where that
+#: per-term Python work costs more than the scoring.
+SMALL_POSTINGS = 65_536
+_RAW_LOCK = threading.Lock()
 
 
 class Segment:
@@ -790,6 +796,8 @@ class Segment:
         """(docs, tfs, ranges) covering the given term ranges: the segment's raw
         arrays when at hand, else only these terms' blocks unpacked and laid end
         to end (ranges renumbered), so an exhaustive scan never unpacks a segment."""
+        if self._raw is None and self.n_postings <= SMALL_POSTINGS:
+            self._raw = self._shared_raw()
         if self._raw is not None:
             return self._raw[0], self._raw[1], ranges
         parts = [
@@ -804,6 +812,14 @@ class Segment:
         docs = np.concatenate([d for d, _ in parts]) if parts else np.empty(0, np.uint32)
         tfs = np.concatenate([t for _, t in parts]) if parts else np.empty((0, 3), np.uint8)
         return docs, tfs, local
+
+    def _shared_raw(self) -> tuple[np.ndarray, np.ndarray]:
+        """:attr:`raw`, unpacked once for every view of a shared segment (a server's
+        views are renewed after each write; the segment's postings are not)."""
+        base = self._base if self._base is not None else self
+        with _RAW_LOCK:
+            raw = base.raw
+        return raw
 
     @property
     def docs(self) -> np.ndarray:
