@@ -1,9 +1,9 @@
 """CPU per search on a KB after many small writes, and a digest of the rankings.
 
-    .venv/bin/python bench/segment_search.py build DIR [--rounds 60] [--dense]
-    .venv/bin/python bench/segment_search.py run DIR [--reps 3]
-    PYTHONPATH=/path/to/old/src .venv/bin/python bench/segment_search.py run DIR
-    .venv/bin/python bench/segment_search.py lexical INDEX [--synth 100000] [--queries 1000]
+    .venv/bin/python tools/segment_search.py build DIR [--rounds 60] [--dense]
+    .venv/bin/python tools/segment_search.py run DIR [--reps 3]
+    PYTHONPATH=/path/to/old/src .venv/bin/python tools/segment_search.py run DIR
+    .venv/bin/python tools/segment_search.py lexical INDEX [--synth 100000] [--queries 1000]
 
 ``build`` makes the soak's KB (bench/soak.py: 180 generated files) in DIR and then
 ``--rounds`` small writes (5 of the first 120 files rewritten, ``index``), as the
@@ -31,9 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import soak  # noqa: E402
+import bench_path  # noqa: F401  (bench/ on sys.path)
+import soak
 
 CLAWKB = str(Path(sys.executable).parent / "clawkb")
 
