@@ -706,7 +706,7 @@ def run_server(
         if trace is not None and "mid" not in traces and time.time() >= start + trace_at:
             from soak_trace import request
 
-            traces["mid"] = request(trace, "mid")
+            traces["mid"] = request(trace, "mid", workers=server_workers)
         if cpu_quiet is None and time.time() >= start + quiet:
             cpu_quiet = _servers_cpu_s(serving) - cpu0
         rss.append((time.time() - start, _servers_rss_kb(serving)))
@@ -724,7 +724,7 @@ def run_server(
     if trace is not None:
         from soak_trace import request
 
-        traces["end"] = request(trace, "end")
+        traces["end"] = request(trace, "end", workers=server_workers)
     rss.append((time.time() - start, _servers_rss_kb(serving)))
     anon.append((time.time() - start, _servers_rss_kb(serving, "RssAnon")))
     done_rounds.append(rounds[0])

@@ -81,37 +81,100 @@ def proc_figures(pid: int | str = "self") -> dict[str, Any]:
     return out
 
 
-def _watch(folder: Path) -> None:
+def _native_figures() -> dict[str, Any]:
+    """What the C side holds: SQLite's own heap (page caches of every connection) and
+    glibc's arenas (bytes held, bytes free in its lists), when they can be read."""
+    import ctypes
+
+    out: dict[str, Any] = {}
+    try:
+        lib = ctypes.CDLL("libsqlite3.so.0")
+        lib.sqlite3_memory_used.restype = ctypes.c_int64
+        out["sqlite_kb"] = lib.sqlite3_memory_used() // 1024
+    except (OSError, AttributeError):
+        pass
+    try:
+        from clawkb.server import heap
+
+        got = heap.stats()
+        if got:
+            out["malloc"] = {k: v // 1024 if k != "arenas" else v for k, v in got.items()}
+    except ImportError:
+        pass
+    return out
+
+
+def _take(folder: Path, name: str, tag: str) -> None:
+    snap = tracemalloc.take_snapshot()
+    snap.dump(str(folder / f"snap-{name}{tag}.pickle"))
+    figures = proc_figures()
+    figures.update(_native_figures())
+    figures["traced_mb"] = round(tracemalloc.get_traced_memory()[0] / 1048576, 2)
+    figures["at"] = time.time()
+    figures["pid"] = os.getpid()
+    (folder / f"proc-{name}{tag}.json").write_text(json.dumps(figures), "utf-8")
+
+
+def _watch(folder: Path, tag: str = "") -> None:
+    """Serve snapshot requests (``DIR/take-NAME``). The one process: the request file
+    goes when done. A worker of ``serve --workers`` (``tag`` ``-w<pid>``): it answers
+    each name once and leaves the file to :func:`request`, which waits for all."""
+    done: set[str] = set()
     while True:
         for req in sorted(folder.glob("take-*")):
             name = req.name[len("take-") :]
-            snap = tracemalloc.take_snapshot()
-            snap.dump(str(folder / f"snap-{name}.pickle"))
-            figures = proc_figures()
-            figures["traced_mb"] = round(tracemalloc.get_traced_memory()[0] / 1048576, 2)
-            figures["at"] = time.time()
-            (folder / f"proc-{name}.json").write_text(json.dumps(figures), "utf-8")
-            req.unlink()
+            if name in done:
+                continue
+            _take(folder, name, tag)
+            if tag:
+                done.add(name)
+            else:
+                req.unlink()
         time.sleep(0.5)
 
 
 def serve_traced(folder: Path, argv: list[str]) -> int:
-    tracemalloc.start(FRAMES)
+    """Run the CLI traced. With ``--workers N`` each forked worker is traced and
+    answers snapshot requests itself (``snap-NAME-w<pid>``); the parent only
+    supervises (it starts no thread of its own: it forks after this returns)."""
+    tracemalloc.start(int(os.environ.get("SOAK_TRACE_FRAMES", FRAMES)))
     folder.mkdir(parents=True, exist_ok=True)
-    threading.Thread(target=_watch, args=(folder,), daemon=True, name="soak-trace").start()
+    if "--workers" in argv and int(argv[argv.index("--workers") + 1]) > 1:
+        main_pid = os.getpid()
+
+        def in_worker() -> None:
+            if os.getppid() != main_pid:  # a grandchild (embedding worker): not traced here
+                return
+            tag = f"-w{os.getpid()}"
+            threading.Thread(
+                target=_watch, args=(folder, tag), daemon=True, name="soak-trace"
+            ).start()
+
+        os.register_at_fork(after_in_child=in_worker)
+    else:
+        threading.Thread(target=_watch, args=(folder,), daemon=True, name="soak-trace").start()
     from clawkb.cli.main import main
 
     sys.argv = ["clawkb", *argv]
     return int(main() or 0)
 
 
-def request(folder: Path, name: str, timeout: float = 300.0) -> dict[str, Any] | None:
-    """Ask the traced server for snapshot ``name`` and wait for it; its /proc figures."""
+def request(
+    folder: Path, name: str, timeout: float = 300.0, workers: int = 1
+) -> dict[str, Any] | None:
+    """Ask the traced server for snapshot ``name`` and wait for it; its /proc figures
+    (``workers`` > 1: a dict of each worker's, by pid)."""
     (folder / f"take-{name}").touch()
     end = time.time() + timeout
     out = folder / f"proc-{name}.json"
     while time.time() < end:
-        if out.exists() and not (folder / f"take-{name}").exists():
+        if workers > 1:
+            got = sorted(folder.glob(f"proc-{name}-w*.json"))
+            if len(got) >= workers:
+                time.sleep(0.5)  # the last one's file is whole
+                (folder / f"take-{name}").unlink()
+                return {p.stem.rsplit("-w", 1)[1]: json.loads(p.read_text("utf-8")) for p in got}
+        elif out.exists() and not (folder / f"take-{name}").exists():
             return json.loads(out.read_text("utf-8"))
         time.sleep(0.5)
     return None

@@ -256,3 +256,66 @@ def test_title_vectors_saved_by_many_threads_at_once_stay_whole(tmp_path: Path) 
     assert not failures
     assert len(_Vectors(path, "m").known) == 300
     assert not list(tmp_path.glob("*.tmp.npz"))
+
+
+def test_a_worker_whose_writes_others_make_ages_what_it_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serve --workers``: a worker's views follow writes made by other processes (the
+    worker that got the client's write requests, a terminal ``index``) and it may
+    never write itself. Each new state of the KB its views renew onto is a write
+    generation for it (memos age, free pages go back): on main it counted only its
+    own writes, and its memos kept every retired passage until their byte budgets
+    filled (12 + 8 + 4 MB in each such worker, round 11 of soak-rss.md). The
+    writer here is another KnowledgeBase in this process, as another process would
+    be: nothing in the runtime hears of its writes but the files."""
+    pytest.importorskip("anyio")
+    import tracemalloc
+
+    from clawkb import memo
+    from clawkb.server import heap
+    from clawkb.server.runtime import Runtime
+
+    monkeypatch.setattr(memo, "MAX_AGE", 4, raising=False)
+    monkeypatch.setattr(heap, "_seen", [None], raising=False)
+    home, docs = tmp_path / "kb", tmp_path / "docs"
+    docs.mkdir()
+    rng = random.Random(9)
+    for i in range(12):
+        _rewrite(docs, i, rng, 0)
+    other = KnowledgeBase.open(home, create=True)
+    other.index([docs])
+    rt = Runtime(home, writer_process=False)
+
+    def generation(g: int) -> None:
+        for i in rng.sample(range(12), 3):
+            _rewrite(docs, i, rng, g)
+        other.index([docs], wait=30)
+        for q in (f"unique{g % 12}x", f"v{g % 7} v{g % 5 + 40} v{g % 3 + 90}"):
+            hits = rt.read_sync(lambda kb, q=q: kb.search(q, limit=5).hits)
+            assert hits
+
+    warm, measured, every = 16, 60, 10
+    traced = []
+    try:
+        for g in range(1, warm + 1):
+            generation(g)
+        seen = memo.generation()
+        tracemalloc.start(1)
+        for g in range(warm + 1, warm + measured + 1):
+            generation(g)
+            if g % every == 0:
+                gc.collect()
+                traced.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+        rt.close()
+        other.close()
+    third = len(traced) // 3
+    early, late = sum(traced[:third]) / third, sum(traced[-third:]) / third
+    per_generation = (late - early) / (every * (len(traced) - third))
+    assert per_generation < 5 * 1024, (
+        f"{per_generation:.0f} bytes kept per generation another process wrote; traced {traced}"
+    )
+    # every write of the other KB was seen as one generation here (not one per view)
+    assert measured <= memo.generation() - seen <= 2 * measured

@@ -63,3 +63,19 @@ def test_after_write_trims_at_most_every_few_seconds(monkeypatch: pytest.MonkeyP
     assert heap.after_write() is False
     stats = heap.stats()
     assert stats is not None and stats["arenas"] >= 1 and stats["system"] > stats["free"] >= 0
+
+
+def test_a_state_of_the_kb_counts_as_one_generation_whoever_sees_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``saw_change``: the first view (or the write) that reports a state of the KB
+    ages the memos; the other views renewing onto the same state do not."""
+    from clawkb import memo
+
+    monkeypatch.setattr(heap, "_seen", [None])
+    monkeypatch.setattr(heap, "_last_trim", [0.0])
+    before = memo.generation()
+    assert heap.saw_change((1, 1)) is True
+    assert heap.saw_change((1, 1)) is False  # a second view on the same state
+    assert heap.saw_change((1, 2)) is True  # another process committed
+    assert memo.generation() == before + 2

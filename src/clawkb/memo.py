@@ -12,10 +12,11 @@ passages are like. Thread-safe (one lock per memo; the function runs outside it)
 A budget that takes hours of new passages to fill is still growth in a server
 that rewrites files all day: each write retires passages nobody will search for
 again, and they stayed until the budget pushed them out. A process that writes
-calls :func:`new_generation` after each write; an entry not used during the last
-:data:`MAX_AGE` generations is then dropped at the memo's next insertion
-(oldest first, so the cost is the entries dropped). A process that never writes
-keeps the plain budget.
+calls :func:`new_generation` after each write, and a server after each new state
+of the KB its views see, whoever wrote it (``clawkb.server.heap.saw_change``);
+an entry not used during the last :data:`MAX_AGE` generations is then dropped
+at the memo's next insertion (oldest first, so the cost is the entries
+dropped). A process that never sees a write keeps the plain budget.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ _generation = [0]
 
 
 def new_generation() -> None:
-    """This process finished a write: entries of every memo unused for
-    :data:`MAX_AGE` of these are dropped at their memo's next insertion."""
+    """This process finished a write (or a server saw another process's): entries of
+    every memo unused for :data:`MAX_AGE` of these are dropped at their memo's next
+    insertion."""
     _generation[0] += 1
 
 

@@ -10,7 +10,9 @@ although the live objects do not grow (bench/results/soak-rss.md, round 9).
 :func:`configure` (once, at start) caps the arenas at :data:`ARENAS`, and
 :func:`after_write` hands the free pages of every arena back to the OS
 (``malloc_trim``) after a write generation, at most once per
-:data:`TRIM_EVERY` seconds. Both are no-ops where there is no glibc (macOS,
+:data:`TRIM_EVERY` seconds. :func:`saw_change` is how the server reports a
+generation: once per new state of the KB its views or its own writes see,
+whoever wrote it. Both are no-ops where there is no glibc (macOS,
 Windows, musl), when ``MALLOC_ARENA_MAX`` is set in the environment (the user's
 choice wins), and with ``CLAWKB_MALLOC=off`` (``arenas`` / ``trim``: only
 that half; for measurements). :func:`stats` reads ``malloc_info`` (arenas,
@@ -25,6 +27,7 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Hashable
 
 from clawkb import memo
 
@@ -38,6 +41,7 @@ TRIM_EVERY = 5.0
 _lock = threading.Lock()
 _libc: list[ctypes.CDLL | None] = []  # [CDLL or None], loaded once
 _last_trim = [0.0]
+_seen: list[Hashable] = [None]  # the last state of the KB a view or a write reported
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -84,6 +88,26 @@ def after_write() -> bool:
             return False
         _last_trim[0] = now
     lib.malloc_trim(0)
+    return True
+
+
+def saw_change(stamp: Hashable) -> bool:
+    """A view of this process moved to a new state of the KB (``stamp``: the index
+    manifest's and the store's times it was taken at), or this process's own write
+    ended there: the first to report a state counts it as a write generation
+    (:func:`after_write`); the other views that renew onto it do not.
+
+    Under ``serve --workers`` a worker's views follow the writes of the other
+    workers and of terminal runs without writing themselves (an HTTP client
+    keeps its connection, so one worker may get every write): counting only its
+    own writes, such a worker never aged its memos nor gave its freed pages back,
+    and its heap grew for the whole soak (bench/results/soak-rss.md, round 11).
+    True when this was a new state."""
+    with _lock:
+        if stamp == _seen[0]:
+            return False
+        _seen[0] = stamp
+    after_write()
     return True
 
 

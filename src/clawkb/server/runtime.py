@@ -107,9 +107,10 @@ def _mtime(path: str) -> int:
         return 0
 
 
-def _stamp_paths(kb: KnowledgeBase) -> tuple[str, str]:
-    """The two files whose times :func:`_manifest_stamp` reads (fixed for a KB folder)."""
-    return str(kb.lexical.folder / "manifest.json"), str(kb.home / (db.DB_NAME + "-wal"))
+def _stamp_paths(home: Path) -> tuple[str, str]:
+    """The two files whose times :func:`_manifest_stamp` reads (fixed for a KB folder:
+    the lexical index's manifest and the store's WAL)."""
+    return str(home / "index" / "lexical" / "manifest.json"), str(home / (db.DB_NAME + "-wal"))
 
 
 def _manifest_stamp(paths: tuple[str, str]) -> tuple[int, int]:
@@ -180,7 +181,7 @@ class _Slot:
             old.lexical.close()  # its lease and mapped files go now (the slot lock is held)
         self.config_version = config_version
         self.generation = generation
-        self.paths = _stamp_paths(self.kb)
+        self.paths = _stamp_paths(self.kb.home)
         self.stamp = _manifest_stamp(self.paths)
         db.begin_read(self.kb.conn)
         if self.kb.lexical.applied_seq >= self.kb.repo.max_seq():  # this read starts the snapshot
@@ -238,6 +239,7 @@ class Runtime:
         self._config_path = str(home / "config.yaml")
         self._config_stamp = _mtime(self._config_path)
         self._config_checked = time.monotonic()
+        self._stamp_paths = _stamp_paths(home)
         self.gate = Gate()
         #: where :class:`Remote` jobs run; None: on the writer thread, as any other job;
         #: ``shared_writer``: the one writer of all ``serve --workers`` processes
@@ -295,6 +297,7 @@ class Runtime:
                         slot.renew(self.home, self.generation, self.config_version)
                 slot.kb.repair_handler = self.request_repair  # type: ignore[union-attr]
                 self.share_embedder(slot.kb)  # type: ignore[arg-type]
+                heap.saw_change(slot.stamp)  # another process's write too: memos age, pages go back
             return fn(slot.kb)  # type: ignore[arg-type]
 
     def _renew_during_write(self, slot: _Slot, generation: int) -> bool:
@@ -447,7 +450,9 @@ class Runtime:
                 self.generation += 1
                 self.last_write = time.time()
                 self._release_idle()
-        heap.after_write()  # readers not held off: what retired views freed goes to the OS
+        # readers not held off: what retired views freed goes to the OS; the views that
+        # renew onto this state next do not count it again
+        heap.saw_change(_manifest_stamp(self._stamp_paths))
 
     def writer_state(self) -> dict[str, Any]:
         """The writer process: its pid (None before the first job) and how many were started."""
