@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from clawkb.embed.base import Embedder
 from clawkb.kb import KnowledgeBase
 from clawkb.server import heap
+from clawkb.server.views import LexicalShare
 from clawkb.server.writer_process import Remote, WriterProcess, warm_dense
 from clawkb.store import db
 
@@ -145,8 +146,10 @@ class _Slot:
     repair (:meth:`Runtime.request_repair`) and waits for it: readers never write.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, share: LexicalShare | None = None) -> None:
         self.lock = threading.Lock()
+        #: where the views' lexical index comes from (one per generation and process)
+        self.share = share
         self.owner = threading.current_thread()
         self.kb: KnowledgeBase | None = None
         #: the view before the last ungated renewal: its connection is the next one's
@@ -172,11 +175,11 @@ class _Slot:
     def renew(self, home: Path, generation: int, config_version: int = 0) -> None:
         self.unpin()
         if self.kb is None:
-            self.kb = KnowledgeBase.open(home)
+            self.kb = KnowledgeBase.open(home, lexical=self.share)
         else:  # same connection, the index loaded again (and the settings, when they changed)
             old = self.kb
             config = old.config if self.config_version == config_version else Config.load(home)
-            self.kb = KnowledgeBase(self.kb.home, self.kb.conn, config)
+            self.kb = KnowledgeBase(self.kb.home, self.kb.conn, config, lexical=self.share)
             old.lexical.close()  # its lease and mapped files go now (the slot lock is held)
         self.config_version = config_version
         self.generation = generation
@@ -196,10 +199,10 @@ class _Slot:
         if self.kb is None or self.config_version != config_version:
             return False
         if self.spare is None:
-            self.spare = KnowledgeBase.open(home)
+            self.spare = KnowledgeBase.open(home, lexical=self.share)
             self.spare.lexical.close()
         stamp = _manifest_stamp(self.paths)
-        kb = KnowledgeBase(self.spare.home, self.spare.conn, self.kb.config)
+        kb = KnowledgeBase(self.spare.home, self.spare.conn, self.kb.config, lexical=self.share)
         db.begin_read(kb.conn)
         if kb.lexical.damaged or kb.lexical.applied_seq < kb.repo.max_seq():
             db.end_read(kb.conn)
@@ -246,6 +249,8 @@ class Runtime:
         self.config_version = 0  # bumped when config.yaml was rewritten (the page's settings)
         self._writer_config = 0
         self._local = threading.local()
+        #: the lexical generation the views share (opened once per write, not per view)
+        self.lexical_share = LexicalShare()
         self._slots: list[_Slot] = []
         self._opened_lock = threading.Lock()
         self._repair: concurrent.futures.Future[list[str]] | None = None
@@ -264,7 +269,7 @@ class Runtime:
     def _slot(self) -> _Slot:
         slot: _Slot | None = getattr(self._local, "slot", None)
         if slot is None:
-            slot = self._local.slot = _Slot()
+            slot = self._local.slot = _Slot(self.lexical_share)
             with self._opened_lock:
                 self._slots.append(slot)
             self._close_orphans()
@@ -521,6 +526,7 @@ class Runtime:
             for slot in self._slots:
                 slot.close()
             self._slots.clear()
+            self.lexical_share.close()
             embedders = [*self._retired, *(self._embedder[1:] if self._embedder else ())]
             self._embedder, self._retired = None, []
         for embedder in embedders:
