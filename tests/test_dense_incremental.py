@@ -1,5 +1,5 @@
 """The dense search copy follows writes row by row: new vectors appended, deleted
-chunks' rows dropped, only ``meta.json`` rewritten when no vector changed; a full
+chunks' rows dropped, nothing rewritten when no vector changed; a full
 rebuild only when the old copy cannot be trusted (damaged, another epoch). After
 every step the copy is exactly what a full rebuild from the store gives."""
 

@@ -470,7 +470,8 @@ _copies_lock = threading.Lock()
 
 def _shared_copy(folder: Path, stamp: list[int]) -> _Copy | None:
     with _copies_lock:
-        return _copies.get(str(folder), {}).get(tuple(stamp))
+        per = _copies.get(str(folder))
+        return None if per is None else per.get(tuple(stamp))
 
 
 def _share_copy(folder: Path, stamp: list[int], copy: _Copy) -> None:

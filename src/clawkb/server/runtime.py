@@ -131,6 +131,10 @@ class _Slot:
     """One reader thread's view: its own connection, an index loaded at one moment,
     and an open read transaction on the store taken at that same moment.
 
+    The index comes from the runtime's :class:`~clawkb.server.views.LexicalShare`:
+    views renewing after the same write share one opened generation (and its
+    memos); each keeps the one it took until its own next renewal.
+
     The view is renewed (index reloaded, new snapshot) when this process wrote
     (``generation``) or another process changed the index (manifest stamp).
     Renewal happens inside the gate, while no write is in progress; searches
