@@ -198,3 +198,60 @@ def test_the_copys_lock_is_waited_for_in_short_steps(
         assert not FileLock(folder / ".lock").try_acquire()  # held here now
     assert pauses[:5] == [0.001, 0.002, 0.004, 0.008, 0.01]
     assert len(pauses) == 7 and max(pauses) <= dense_mod.LOCK_POLL
+
+
+def test_views_of_one_data_state_share_results_and_a_write_separates_them(
+    tmp_path: Path,
+) -> None:
+    """Hybrid results are cached per data state, not per view: a second view of the same
+    state answers from the first one's entry; after a write the views compute afresh
+    (a new state), and the answers are those of a KB of its own."""
+    pytest.importorskip("static_model")
+    from clawkb.embed.run import embed_kb, embed_new
+
+    home, docs = _kb(tmp_path, static=True)
+    with KnowledgeBase.open(home) as kb:
+        embed_kb(kb)
+    runtime = Runtime(home, writer_process=False)
+    runtime.warm()
+    steps = [threading.Event() for _ in range(4)]  # view 0, view 1, the write, view 0
+    out: dict[int, list[tuple[list[tuple[str, float]], str, object]]] = {0: [], 1: []}
+
+    def ask(kb: KnowledgeBase) -> tuple[list[tuple[str, float]], str, object]:
+        res = kb.search("sensor7 volts", limit=3, mode="hybrid")
+        status = next((s["status"] for s in res.stages if s["stage"] == "cache"), "miss")
+        return _hits(res), status, kb.view_token
+
+    def reader(k: int) -> None:  # view 0 asks first, then view 1; again after the write
+        for wait, done in ((None, 0), (2, 3)) if k == 0 else ((0, 1), (3, None)):
+            if wait is not None:
+                assert steps[wait].wait(120)
+            out[k].append(runtime.read_sync(ask))
+            if done is not None:
+                steps[done].set()
+
+    def write(kb: KnowledgeBase) -> None:
+        kb.index([docs])
+        embed_new(kb)
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        assert steps[1].wait(120)
+        _note(docs, 7)
+        runtime.submit(write, "index").result(120)
+        steps[2].set()
+        for t in threads:
+            t.join(120)
+        (a0, a1), (b0, b1) = out[0], out[1]
+        assert a0[2] is not None and a0[2] == b0[2]  # one data state, one token
+        assert a0[1] == "miss" and b0[1] == "hit" and a0[0] == b0[0]
+        assert a1[2] == b1[2] != a0[2]  # the write: a new state
+        assert a1[1] == "miss" and b1[1] == "hit"
+        with KnowledgeBase.open(home) as kb:
+            alone = _hits(kb.search("sensor7 volts", limit=3, mode="hybrid"))
+        assert a1[0] == b1[0] == alone and alone[0][0].endswith("n07.md")
+        assert not any(p.endswith("n07.md") for p, _ in a0[0])
+    finally:
+        runtime.close()

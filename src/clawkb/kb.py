@@ -96,6 +96,11 @@ class KnowledgeBase:
         # superseded reader generations, released after READER_GRACE_S
         self._superseded: list[tuple[float, LexicalIndex]] = []
         self.lexical = lexical(self) if lexical else self._open_lexical(writable=False)
+        #: Names the data state this view reads when a host knows other views read the
+        #: same one (a server's pinned views): they then share one result cache
+        #: (:func:`clawkb.retrieve.pipeline.run`). None: this KB's own cache. Cleared
+        #: whenever this KB moves to other data by itself.
+        self.view_token: tuple[Any, ...] | None = None
         self._registry: ParserRegistry | None = None
         self._source: Source | None = None
 
@@ -316,6 +321,7 @@ class KnowledgeBase:
         if self.lexical.writable or not self.lexical.is_stale():
             return
         new = self._open_lexical(writable=False)
+        self.view_token = None
         # Another thread may still be inside a search on the old generation:
         # keep its lease a little while instead of releasing it at once.
         self._superseded.append((now, self.lexical))
@@ -434,6 +440,7 @@ class KnowledgeBase:
             ) from None
         if pinned:
             db.end_read(self.conn)  # the old snapshot predates the repaired generation
+        self.view_token = None
         self.memo.clear()
         old = self.lexical
         self.lexical = self._open_lexical(writable=False)

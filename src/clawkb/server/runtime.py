@@ -127,6 +127,18 @@ def _manifest_stamp(paths: tuple[str, str]) -> tuple[int, int]:
     return stamps[0], stamps[1]
 
 
+def _file_ids(paths: tuple[str, str]) -> tuple[Any, ...]:
+    """(inode, size, mtime) of the two stamp files: a commit or a publish moves one."""
+    out: list[Any] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
 class _Slot:
     """One reader thread's view: its own connection, an index loaded at one moment,
     and an open read transaction on the store taken at that same moment.
@@ -189,11 +201,27 @@ class _Slot:
         self.generation = generation
         self.paths = _stamp_paths(self.kb)
         self.stamp = _manifest_stamp(self.paths)
+        before = _file_ids(self.paths)
         db.begin_read(self.kb.conn)
-        if self.kb.lexical.applied_seq >= self.kb.repo.max_seq():  # this read starts the snapshot
+        top = self.kb.repo.max_seq()  # this read starts the snapshot
+        if self.kb.lexical.applied_seq >= top:
             self.pinned = True
+            self.kb.view_token = self._token(before, top)
         else:
             db.end_read(self.kb.conn)
+
+    def _token(self, before: tuple[Any, ...], top: int) -> tuple[Any, ...] | None:
+        """What names the data state of this pinned view (``KnowledgeBase.view_token``):
+        the KB, its settings' version, this process's write generation, the index
+        manifest's and the store's WAL file (inode, size, time) as they were before
+        the snapshot started (``before``), and the store's change sequence in it. None
+        (the view keeps a result cache of its own) when those files moved while the
+        snapshot was being taken: a commit landed then, and the view may hold the
+        state before it or after it."""
+        if self.kb is None or _file_ids(self.paths) != before:
+            return None
+        home = str(self.kb.home)
+        return (home, self.config_version, self.generation, before, self.kb.lexical.generation, top)
 
     def try_renew(self, home: Path, generation: int, config_version: int) -> bool:
         """Renew without the gate (a write is in progress), on the spare connection: the
@@ -207,8 +235,10 @@ class _Slot:
             self.spare.lexical.close()
         stamp = _manifest_stamp(self.paths)
         kb = KnowledgeBase(self.spare.home, self.spare.conn, self.kb.config, lexical=self.share)
+        before = _file_ids(self.paths)
         db.begin_read(kb.conn)
-        if kb.lexical.damaged or kb.lexical.applied_seq < kb.repo.max_seq():
+        top = kb.repo.max_seq()
+        if kb.lexical.damaged or kb.lexical.applied_seq < top:
             db.end_read(kb.conn)
             kb.lexical.close()
             return False
@@ -217,6 +247,7 @@ class _Slot:
         old.lexical.close()  # its lease and mapped files go now (the slot lock is held)
         self.kb, self.spare = kb, old
         self.generation, self.stamp, self.pinned = generation, stamp, True
+        kb.view_token = self._token(before, top)
         return True
 
     def close(self) -> None:
