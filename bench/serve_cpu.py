@@ -15,7 +15,8 @@ fixed number per search, not per second, so CPU per search with writes does not
 depend on how fast a loaded machine lets the searches go. CPU time, not latency,
 so a busy machine changes it little. Environment: ROUNDS (4), N (400), CONC (8),
 EVERY (40), DENSE (1: embed the KB first with the static model, as the soak is after
-its `embed`; default lexical).
+its `embed`; default lexical), WORKERS (N > 1: `serve --workers N`; the CPU is then
+the N workers' and their parent's, as the soak counts it).
 """
 
 from __future__ import annotations
@@ -39,10 +40,14 @@ CLAWKB = str(Path(sys.executable).parent / "clawkb")
 ENDPOINTS = ("/healthz", "/api/v1/search", "/api/v1/search+writes")
 
 
-def start(src: str, home: Path, corpus: Path) -> tuple[subprocess.Popen[str], str]:
+def start(
+    src: str, home: Path, corpus: Path, workers: int = 1
+) -> tuple[subprocess.Popen[str], str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWKB_")}
     env["PYTHONPATH"] = str(Path(src).resolve())
     cmd = [CLAWKB, "--kb", str(home), "serve", str(corpus), "--port", "0"]
+    if workers > 1:
+        cmd += ["--workers", str(workers)]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     assert p.stdout is not None
     url = ""
@@ -113,6 +118,7 @@ def main() -> None:
     n, conc = int(os.environ.get("N", 400)), int(os.environ.get("CONC", 8))
     rounds = int(os.environ.get("ROUNDS", 4))
     every = int(os.environ.get("EVERY", 40))
+    workers = int(os.environ.get("WORKERS", 1))
     with tempfile.TemporaryDirectory(prefix="clawkb-serve-cpu-") as tmp:
         work = Path(tmp)
         corpus = work / "corpus"
@@ -126,20 +132,24 @@ def main() -> None:
         if dense and os.environ.get("DENSE") == "1":  # the soak after `embed`: dense on
             subprocess.run([CLAWKB, "--kb", str(home), "embed"], check=True, capture_output=True)
         writer = Writer(api)
-        servers = [start(s, home, corpus) for s in srcs]
+        servers = [start(s, home, corpus, workers) for s in srcs]
         per: dict[tuple[str, str], list[float]] = {(s, e): [] for s in srcs for e in ENDPOINTS}
         heap: dict[str, list[tuple[int, float]]] = {s: [] for s in srcs}
         try:
             for _, url in servers:  # warm-up
                 batch(url, ENDPOINTS[1], 200, conc)
                 batch(url, ENDPOINTS[0], 100, conc)
+            serving = {p.pid: soak._server_pids(p.pid, workers) for p, _ in servers}
             for _ in range(rounds):
                 for ep in ENDPOINTS:
                     for s, (p, url) in zip(srcs, servers, strict=True):
-                        c0 = soak._cpu_s(p.pid)
+                        c0 = soak._servers_cpu_s(serving[p.pid])
                         batch(url, ep, n, conc, writer=writer if "+" in ep else None, every=every)
-                        per[(s, ep)].append(1000 * (soak._cpu_s(p.pid) - c0) / n)
-                        heap[s].append((writer.rounds, soak._rss_kb(p.pid, "RssAnon") / 1024))
+                        c1 = soak._servers_cpu_s(serving[p.pid])
+                        per[(s, ep)].append(1000 * (c1 - c0) / n)
+                        heap[s].append(
+                            (writer.rounds, soak._servers_rss_kb(serving[p.pid], "RssAnon") / 1024)
+                        )
         finally:
             for p, _ in servers:
                 p.terminate()

@@ -1,5 +1,5 @@
 """The dense search copy follows writes row by row: new vectors appended, deleted
-chunks' rows dropped, only ``meta.json`` rewritten when no vector changed; a full
+chunks' rows dropped, nothing rewritten when no vector changed; a full
 rebuild only when the old copy cannot be trusted (damaged, another epoch). After
 every step the copy is exactly what a full rebuild from the store gives."""
 
@@ -80,13 +80,15 @@ def test_add_delete_and_reopen_update_the_copy_in_place(kb_home: tuple[Path, Pat
         _matches_the_store(kb, dense)
         assert set(dense.ids.tolist()) < had
 
-        # a write that changes no vector (a note not embedded yet): only meta.json changes
-        vecs = dense.folder / "vecs.npy"
-        before = vecs.stat().st_ino
+        # a write that changes no vector (a note not embedded yet): nothing is rewritten,
+        # not even meta.json (and no lock taken); the copy serves the new stamp as it is
+        files = [dense.folder / name for name in ("vecs.npy", "ids.npy", "meta.json")]
+        before = [(f.stat().st_ino, f.stat().st_mtime_ns) for f in files]
         _note(docs, 8)
         kb.index([docs])
         dense = _copy(kb)
-        assert vecs.stat().st_ino == before and dense.meta["stamp"] == dense.stamp()
+        assert [(f.stat().st_ino, f.stat().st_mtime_ns) for f in files] == before
+        assert dense._stamp == dense.stamp() and dense.meta["stamp"] != dense.stamp()
         _matches_the_store(kb, dense)
 
     with KnowledgeBase.open(home) as kb:  # reopen: a fresh reader loads it as it is

@@ -22,7 +22,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import numpy as np
 
@@ -60,6 +60,7 @@ REPAIR_RETRY_S = 30.0
 #: The ``clawkb.backends`` plugin for a ``backend:`` mapping without ``kind`` and for a
 #: remote-only folder (``remote.yaml``); the facade imports no backend, they plug in.
 DEFAULT_BACKEND = "milvus"
+L = TypeVar("L", bound=LexicalIndex)
 
 
 class Backend(Protocol):
@@ -74,7 +75,16 @@ class Backend(Protocol):
 class KnowledgeBase:
     """A knowledge base in one folder. Use :meth:`open`; close it (or use ``with``)."""
 
-    def __init__(self, home: Path, conn: sqlite3.Connection, config: Config) -> None:
+    def __init__(
+        self,
+        home: Path,
+        conn: sqlite3.Connection,
+        config: Config,
+        *,
+        lexical: Callable[[KnowledgeBase], LexicalIndex] | None = None,
+    ) -> None:
+        """``lexical``: where a reader's index comes from (the server's views share one
+        per generation, :mod:`clawkb.server.views`); by default it is opened here."""
         self.home = home
         self.conn = conn
         self.config = config
@@ -85,14 +95,29 @@ class KnowledgeBase:
         self._writing = 0
         # superseded reader generations, released after READER_GRACE_S
         self._superseded: list[tuple[float, LexicalIndex]] = []
-        self.lexical = self._open_lexical(writable=False)
+        self.lexical = lexical(self) if lexical else self._open_lexical(writable=False)
+        #: Names the data state this view reads when a host knows other views read the
+        #: same one (a server's pinned views): they then share one result cache
+        #: (:func:`clawkb.retrieve.pipeline.run`). None: this KB's own cache. Cleared
+        #: whenever this KB moves to other data by itself.
+        self.view_token: tuple[Any, ...] | None = None
         self._registry: ParserRegistry | None = None
         self._source: Source | None = None
 
     def _open_lexical(self, *, writable: bool, full_check: bool | None = None) -> LexicalIndex:
-        return LexicalIndex(
+        return self.open_lexical(LexicalIndex, writable=writable, full_check=full_check)
+
+    def lexical_params(self) -> BM25FParams:
+        """The ranking parameters of this KB's settings."""
+        return BM25FParams(self.config.k1, self.config.field_weights, self.config.field_b)
+
+    def open_lexical(
+        self, cls: type[L], *, writable: bool = False, full_check: bool | None = None
+    ) -> L:
+        """This KB's lexical index, opened now as a ``cls`` (a :class:`LexicalIndex`)."""
+        return cls(
             self.home / "index" / "lexical",
-            BM25FParams(self.config.k1, self.config.field_weights, self.config.field_b),
+            self.lexical_params(),
             writable=writable,
             store_id=self.store_id,
             full_check=full_check if full_check is not None else self._unclean_writer(),
@@ -111,7 +136,13 @@ class KnowledgeBase:
         return True if not is_locked(path) else None
 
     @classmethod
-    def open(cls, home: str | os.PathLike[str], *, create: bool = False) -> KnowledgeBase:
+    def open(
+        cls,
+        home: str | os.PathLike[str],
+        *,
+        create: bool = False,
+        lexical: Callable[[KnowledgeBase], LexicalIndex] | None = None,
+    ) -> KnowledgeBase:
         home = Path(home).expanduser().resolve()
         if not (home / db.DB_NAME).exists() and (home / "remote.yaml").is_file():
             from clawkb.plugins import load_plugin  # no local store: Milvus only
@@ -127,7 +158,7 @@ class KnowledgeBase:
                 db.set_meta(conn, "lexical_fields", LEXICAL_FIELDS_VERSION)
                 db.set_meta(conn, "lexical_engine", ENGINE)
         try:
-            return cls(home, conn, Config.load(home))
+            return cls(home, conn, Config.load(home), lexical=lexical)
         except BaseException:
             conn.close()
             raise
@@ -290,6 +321,7 @@ class KnowledgeBase:
         if self.lexical.writable or not self.lexical.is_stale():
             return
         new = self._open_lexical(writable=False)
+        self.view_token = None
         # Another thread may still be inside a search on the old generation:
         # keep its lease a little while instead of releasing it at once.
         self._superseded.append((now, self.lexical))
@@ -408,6 +440,7 @@ class KnowledgeBase:
             ) from None
         if pinned:
             db.end_read(self.conn)  # the old snapshot predates the repaired generation
+        self.view_token = None
         self.memo.clear()
         old = self.lexical
         self.lexical = self._open_lexical(writable=False)

@@ -19,6 +19,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,6 +100,9 @@ _REBUILDING = threading.Lock()
 #: How long a process waits for another one's rebuild of the same copy (an HNSW
 #: graph of a large KB takes a while); past it, it goes on without the lock.
 CACHE_LOCK_WAIT = 300.0
+#: Waiting for that lock: the first pause and the longest one (a short backoff; a
+#: search that meets another process's brief update is not held for 50-ms steps).
+LOCK_FIRST_POLL, LOCK_POLL = 0.001, 0.01
 
 
 @contextlib.contextmanager
@@ -115,7 +119,7 @@ def _cache_lock(folder: Path) -> Iterator[None]:
         lock = FileLock(folder / ".lock")
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            held = lock.acquire(CACHE_LOCK_WAIT)
+            held = lock.acquire(CACHE_LOCK_WAIT, poll=LOCK_POLL, first_poll=LOCK_FIRST_POLL)
         except OSError:
             held = False
         try:
@@ -170,6 +174,8 @@ class DenseIndex:
         if stamp == self._stamp:
             self._quick = quick
             return
+        if self._adopt(_shared_copy(self.folder, stamp), stamp, quick):
+            return  # another view of this process loaded it for this data state
         meta = _read_meta(self.folder / "meta.json")
         if not self._outdated(meta, stamp):
             try:
@@ -177,6 +183,8 @@ class DenseIndex:
                 return
             except DenseDamaged:
                 pass  # maybe another process was replacing the files: again, under its lock
+        elif self._same_vectors(meta, stamp, quick):
+            return  # a commit that changed no vector: the copy stands, nothing rewritten
         # Readers that see new vectors together (a server's views after a write, the
         # workers of ``serve --workers``) rebuild the copy once, not once each.
         with _cache_lock(self.folder):
@@ -186,19 +194,66 @@ class DenseIndex:
                 meta = self._update(stamp, meta)
             self._load(meta, stamp, quick)
 
-    def _load(self, meta: dict[str, Any], stamp: list[int], quick: tuple[int, int]) -> None:
-        """Take the files ``meta`` describes (size and checksum checked) as the copy."""
+    def _adopt(self, copy: _Copy | None, stamp: list[int], quick: tuple[int, int]) -> bool:
+        """Take ``copy`` (loaded by this process) as this view's copy at ``stamp`` when
+        it suits this index and its files are still the ones it was loaded from."""
+        if copy is None or copy.meta.get("ann_threshold") != self.ann_threshold:
+            return False
+        if not copy.files_unchanged(self.folder):
+            return False
+        self.ids, self.mat, self.meta = copy.ids, copy.mat, copy.meta
+        self._ann = None
+        self._stamp = stamp
+        self._quick = quick
+        return True
+
+    def _same_vectors(self, meta: dict[str, Any], stamp: list[int], quick: tuple[int, int]) -> bool:
+        """The store moved on (``stamp``) but its live vectors are the ones the copy on
+        disk holds: take that copy for ``stamp`` without rewriting anything (no lock).
+        What :meth:`_update` decides before it rewrites ``meta.json`` with the new
+        stamp only: same model, epoch and threshold, no ANN graph, same chunk ids."""
+        if (
+            meta.get("model") != self.mkey
+            or meta.get("ann") is not None
+            or meta.get("ann_threshold") != self.ann_threshold
+            or "files" not in meta
+            or not isinstance(meta.get("stamp"), list)
+            or meta.get("epoch") != vectors_repo.epoch(self.conn)
+        ):
+            return False
+        copy = _shared_copy(self.folder, meta["stamp"])
+        if copy is None or copy.meta != meta or not copy.files_unchanged(self.folder):
+            try:
+                copy = self._read_copy(meta)
+            except DenseDamaged:
+                return False  # the locked path reads it again or rebuilds it
+        live = np.asarray(vectors_repo.linked_ids(self.conn, self.mkey), np.int64)
+        if not np.array_equal(live, copy.ids):
+            return False
+        _share_copy(self.folder, meta["stamp"], copy)
+        _share_copy(self.folder, stamp, copy)
+        return self._adopt(copy, stamp, quick)
+
+    def _read_copy(self, meta: dict[str, Any]) -> _Copy:
+        """The files ``meta`` describes (size and checksum checked), read."""
         problem = verify(self.folder, meta)
         if problem is not None:
             raise DenseDamaged(problem)
         try:
-            self.ids = npyfile.load(self.folder / "ids.npy")
-            self.mat = npyfile.load(self.folder / "vecs.npy", mmap=True)
+            files = _identities(self.folder, meta)
+            ids = npyfile.load(self.folder / "ids.npy")
+            mat = npyfile.load(self.folder / "vecs.npy", mmap=True)
         except (OSError, ValueError) as exc:
             raise DenseDamaged(f"unreadable dense vectors ({exc})") from None
-        if self.mat.ndim != 2 or len(self.mat) != len(self.ids):
+        if mat.ndim != 2 or len(mat) != len(ids):
             raise DenseDamaged(f"{self.folder}: ids and vectors disagree in length")
-        self.meta = meta
+        return _Copy(ids, mat, meta, files)
+
+    def _load(self, meta: dict[str, Any], stamp: list[int], quick: tuple[int, int]) -> None:
+        """Take the files ``meta`` describes (size and checksum checked) as the copy."""
+        copy = self._read_copy(meta)
+        _share_copy(self.folder, stamp, copy)
+        self.ids, self.mat, self.meta = copy.ids, copy.mat, copy.meta
         self._ann = None
         self._stamp = stamp
         self._quick = quick
@@ -374,6 +429,60 @@ class DenseIndex:
             "ann_threshold": self.ann_threshold,
             "ann": self.meta.get("ann"),
         }
+
+
+class _Copy:
+    """A search copy as one process loaded it: its arrays, its ``meta.json`` and the
+    identity (inode, mtime, size) of the files they came from. Read-only once made."""
+
+    __slots__ = ("files", "ids", "mat", "meta")
+
+    def __init__(
+        self, ids: np.ndarray, mat: np.ndarray, meta: dict[str, Any], files: tuple[Any, ...]
+    ) -> None:
+        self.ids, self.mat, self.meta, self.files = ids, mat, meta, files
+
+    def files_unchanged(self, folder: Path) -> bool:
+        """The files are still the ones read (not replaced, not removed by a repair)."""
+        try:
+            return _identities(folder, self.meta) == self.files
+        except OSError:
+            return False
+
+
+def _identities(folder: Path, meta: dict[str, Any]) -> tuple[Any, ...]:
+    out = []
+    for name in sorted(dict(meta.get("files") or {})):
+        st = os.stat(folder / name)
+        out.append((name, st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+#: Per folder, the copies this process loaded by the store stamp they serve (the
+#: newest few): a server's reader views, one per thread, each renewed after every
+#: write, share one copy per data state instead of loading it once each. Keyed by
+#: the stamp a view reads on its own snapshot, so a view pinned to an older one
+#: never takes a newer copy.
+_SHARED_COPIES = 4
+_copies: dict[str, OrderedDict[tuple[int, ...], _Copy]] = {}
+_copies_lock = threading.Lock()
+
+
+def _shared_copy(folder: Path, stamp: list[int]) -> _Copy | None:
+    with _copies_lock:
+        per = _copies.get(str(folder))
+        return None if per is None else per.get(tuple(stamp))
+
+
+def _share_copy(folder: Path, stamp: list[int], copy: _Copy) -> None:
+    with _copies_lock:
+        if str(folder) not in _copies and len(_copies) >= VERIFIED_FOLDERS:
+            _copies.clear()
+        per = _copies.setdefault(str(folder), OrderedDict())
+        per[tuple(stamp)] = copy
+        per.move_to_end(tuple(stamp))
+        while len(per) > _SHARED_COPIES:
+            per.popitem(last=False)
 
 
 #: Per folder, (name, inode, mtime, size) of the files whose checksum matched: checked

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import cachetools
 
@@ -52,3 +53,37 @@ class TTLCache(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._data)
+
+
+class SharedResults:
+    """Search-result caches shared by the views that read one data state.
+
+    A server keeps a view per reader thread, each a new KB object after every
+    write; with a result cache per view, each view computed every query again
+    after each write, once per view. The server marks each view with a token
+    naming the data state it reads (``KnowledgeBase.view_token``, set only when
+    it is known: :mod:`clawkb.server.views`); views with one token share one
+    cache. The newest :attr:`KEEP` tokens' caches are kept (a view pinned to an
+    older state keeps using its own until it renews)."""
+
+    KEEP = 4
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._caches: OrderedDict[Hashable, TTLCache[Any]] = OrderedDict()
+
+    def cache(self, token: Hashable, size: int, ttl_s: float) -> TTLCache[Any]:
+        key = (token, size, ttl_s)
+        with self._lock:
+            found = self._caches.get(key)
+            if found is None:
+                found = self._caches[key] = TTLCache(size, ttl_s)
+                while len(self._caches) > self.KEEP:
+                    self._caches.popitem(last=False)
+            else:
+                self._caches.move_to_end(key)
+            return found
+
+
+#: The process's shared result caches (see :class:`SharedResults`).
+SHARED_RESULTS = SharedResults()

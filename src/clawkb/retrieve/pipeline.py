@@ -35,7 +35,7 @@ from clawkb.embed.base import Embedder
 from clawkb.embed.run import kb_embedder, set_kb_embedder
 from clawkb.plugins import load_group
 from clawkb.retrieve import adaptive, fusion, notfound, titles, unembedded
-from clawkb.retrieve.cache import TTLCache
+from clawkb.retrieve.cache import SHARED_RESULTS, TTLCache
 from clawkb.retrieve.crossling import balance, dense_translation, llm_translation, pick_dense
 from clawkb.retrieve.hits import query_terms
 from clawkb.retrieve.merge import Candidate, merge_adjacent
@@ -205,6 +205,16 @@ class Retriever:
 _RETRIEVERS: weakref.WeakKeyDictionary[Any, Retriever] = weakref.WeakKeyDictionary()
 
 
+def _results(r: Retriever, source: Source) -> TTLCache[SearchResult]:
+    """The result cache of this search: the one shared by the views that read the same
+    data state (a server's views, :class:`~clawkb.retrieve.cache.SharedResults`),
+    else the retriever's own."""
+    token = getattr(getattr(source, "kb", None), "view_token", None)
+    if token is None:
+        return r.cache
+    return SHARED_RESULTS.cache(token, r.cache.size, r.cache.ttl_s)
+
+
 def retriever_for(kb: KnowledgeBase) -> Retriever:
     r = _RETRIEVERS.get(kb)
     if r is None:
@@ -242,9 +252,10 @@ def run(
         return short
     key = None
     stamp = source.stamp()
+    cache = _results(r, source)
     if (
         stamp is not None
-        and r.cache.size > 0
+        and cache.size > 0
         and resolved != "lexical"
         and q.chunk_ids is None
         and q.boost is None
@@ -252,7 +263,7 @@ def run(
     ):
         key = (q.text, q.limit, s.cache_key(), q.filters, q.explain, q.include_memory,
                q.snippets, stamp, source.capabilities)  # fmt: skip
-        cached: SearchResult | None = r.cache.get(key)
+        cached: SearchResult | None = cache.get(key)
         if cached is not None:
             stages.append({"stage": "cache", "ms": 0.0, "status": "hit"})
             return replace(
@@ -412,7 +423,7 @@ def run(
             again.stages[:0] = [*stages, {"stage": "second_look", "ms": 0.0, "status": "ok",
                                           "note": "lexical decisive but no match: dense run"}]  # fmt: skip
             if key is not None:
-                r.cache.put(key, replace(again, warnings=list(again.warnings)))
+                cache.put(key, replace(again, warnings=list(again.warnings)))
             return again
         if verdict is not None and verdict.abstain:
             nearest, hits, chunk_ids = hits[: q.limit], [], []
@@ -436,7 +447,7 @@ def run(
         decision=verdict,
     )
     if key is not None:
-        r.cache.put(key, replace(res, warnings=list(res.warnings)))
+        cache.put(key, replace(res, warnings=list(res.warnings)))
     return res
 
 

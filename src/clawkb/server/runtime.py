@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from clawkb.embed.base import Embedder
 from clawkb.kb import KnowledgeBase
 from clawkb.server import heap
+from clawkb.server.views import LexicalShare
 from clawkb.server.writer_process import Remote, WriterProcess, warm_dense
 from clawkb.store import db
 
@@ -127,9 +128,25 @@ def _manifest_stamp(paths: tuple[str, str]) -> tuple[int, int]:
     return stamps[0], stamps[1]
 
 
+def _file_ids(paths: tuple[str, str]) -> tuple[Any, ...]:
+    """(inode, size, mtime) of the two stamp files: a commit or a publish moves one."""
+    out: list[Any] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
 class _Slot:
     """One reader thread's view: its own connection, an index loaded at one moment,
     and an open read transaction on the store taken at that same moment.
+
+    The index comes from the runtime's :class:`~clawkb.server.views.LexicalShare`:
+    views renewing after the same write share one opened generation (and its
+    memos); each keeps the one it took until its own next renewal.
 
     The view is renewed (index reloaded, new snapshot) when this process wrote
     (``generation``) or another process changed the index (manifest stamp).
@@ -146,8 +163,10 @@ class _Slot:
     repair (:meth:`Runtime.request_repair`) and waits for it: readers never write.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, share: LexicalShare | None = None) -> None:
         self.lock = threading.Lock()
+        #: where the views' lexical index comes from (one per generation and process)
+        self.share = share
         self.owner = threading.current_thread()
         self.kb: KnowledgeBase | None = None
         #: the view before the last ungated renewal: its connection is the next one's
@@ -173,21 +192,37 @@ class _Slot:
     def renew(self, home: Path, generation: int, config_version: int = 0) -> None:
         self.unpin()
         if self.kb is None:
-            self.kb = KnowledgeBase.open(home)
+            self.kb = KnowledgeBase.open(home, lexical=self.share)
         else:  # same connection, the index loaded again (and the settings, when they changed)
             old = self.kb
             config = old.config if self.config_version == config_version else Config.load(home)
-            self.kb = KnowledgeBase(self.kb.home, self.kb.conn, config)
+            self.kb = KnowledgeBase(self.kb.home, self.kb.conn, config, lexical=self.share)
             old.lexical.close()  # its lease and mapped files go now (the slot lock is held)
         self.config_version = config_version
         self.generation = generation
         self.paths = _stamp_paths(self.kb.home)
         self.stamp = _manifest_stamp(self.paths)
+        before = _file_ids(self.paths)
         db.begin_read(self.kb.conn)
-        if self.kb.lexical.applied_seq >= self.kb.repo.max_seq():  # this read starts the snapshot
+        top = self.kb.repo.max_seq()  # this read starts the snapshot
+        if self.kb.lexical.applied_seq >= top:
             self.pinned = True
+            self.kb.view_token = self._token(before, top)
         else:
             db.end_read(self.kb.conn)
+
+    def _token(self, before: tuple[Any, ...], top: int) -> tuple[Any, ...] | None:
+        """What names the data state of this pinned view (``KnowledgeBase.view_token``):
+        the KB, its settings' version, this process's write generation, the index
+        manifest's and the store's WAL file (inode, size, time) as they were before
+        the snapshot started (``before``), and the store's change sequence in it. None
+        (the view keeps a result cache of its own) when those files moved while the
+        snapshot was being taken: a commit landed then, and the view may hold the
+        state before it or after it."""
+        if self.kb is None or _file_ids(self.paths) != before:
+            return None
+        home = str(self.kb.home)
+        return (home, self.config_version, self.generation, before, self.kb.lexical.generation, top)
 
     def try_renew(self, home: Path, generation: int, config_version: int) -> bool:
         """Renew without the gate (a write is in progress), on the spare connection: the
@@ -197,12 +232,14 @@ class _Slot:
         if self.kb is None or self.config_version != config_version:
             return False
         if self.spare is None:
-            self.spare = KnowledgeBase.open(home)
+            self.spare = KnowledgeBase.open(home, lexical=self.share)
             self.spare.lexical.close()
         stamp = _manifest_stamp(self.paths)
-        kb = KnowledgeBase(self.spare.home, self.spare.conn, self.kb.config)
+        kb = KnowledgeBase(self.spare.home, self.spare.conn, self.kb.config, lexical=self.share)
+        before = _file_ids(self.paths)
         db.begin_read(kb.conn)
-        if kb.lexical.damaged or kb.lexical.applied_seq < kb.repo.max_seq():
+        top = kb.repo.max_seq()
+        if kb.lexical.damaged or kb.lexical.applied_seq < top:
             db.end_read(kb.conn)
             kb.lexical.close()
             return False
@@ -211,6 +248,7 @@ class _Slot:
         old.lexical.close()  # its lease and mapped files go now (the slot lock is held)
         self.kb, self.spare = kb, old
         self.generation, self.stamp, self.pinned = generation, stamp, True
+        kb.view_token = self._token(before, top)
         return True
 
     def close(self) -> None:
@@ -248,6 +286,8 @@ class Runtime:
         self.config_version = 0  # bumped when config.yaml was rewritten (the page's settings)
         self._writer_config = 0
         self._local = threading.local()
+        #: the lexical generation the views share (opened once per write, not per view)
+        self.lexical_share = LexicalShare()
         self._slots: list[_Slot] = []
         self._opened_lock = threading.Lock()
         self._repair: concurrent.futures.Future[list[str]] | None = None
@@ -266,7 +306,7 @@ class Runtime:
     def _slot(self) -> _Slot:
         slot: _Slot | None = getattr(self._local, "slot", None)
         if slot is None:
-            slot = self._local.slot = _Slot()
+            slot = self._local.slot = _Slot(self.lexical_share)
             with self._opened_lock:
                 self._slots.append(slot)
             self._close_orphans()
@@ -526,6 +566,7 @@ class Runtime:
             for slot in self._slots:
                 slot.close()
             self._slots.clear()
+            self.lexical_share.close()
             embedders = [*self._retired, *(self._embedder[1:] if self._embedder else ())]
             self._embedder, self._retired = None, []
         for embedder in embedders:

@@ -64,18 +64,31 @@ class FileLock:
         return False
 
     def acquire(
-        self, wait: float, on_wait: Callable[[], None] | None = None, poll: float = 0.05
+        self,
+        wait: float,
+        on_wait: Callable[[], None] | None = None,
+        poll: float = 0.05,
+        *,
+        first_poll: float | None = None,
     ) -> bool:
-        """Try for up to ``wait`` seconds; ``on_wait`` is called once if we have to wait."""
+        """Try for up to ``wait`` seconds; ``on_wait`` is called once if we have to wait.
+
+        Tries again every ``poll`` seconds; with ``first_poll``, the first pause is
+        that long and each next one twice the last, up to ``poll`` (a lock held for
+        a moment, as a search's, is then taken a moment after its release, not up
+        to ``poll`` later)."""
         deadline = time.monotonic() + wait
         told = False
+        pause = poll if first_poll is None else min(first_poll, poll)
         while not self.try_acquire():
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
                 return False
             if on_wait and not told:
                 on_wait()
                 told = True
-            time.sleep(poll)
+            time.sleep(min(pause, max(deadline - now, 0.0)))
+            pause = min(pause * 2, poll)
         return True
 
     def write_owner(self) -> None:
