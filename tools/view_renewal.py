@@ -1,7 +1,7 @@
 """What one write costs the reader threads of a server process: renewing their views
 and their first searches on the new data (issue 20), for one or more code trees.
 
-    .venv/bin/python bench/view_renewal.py /path/to/main/src src   # before / after
+    .venv/bin/python tools/view_renewal.py /path/to/main/src src   # before / after
 
 Builds the soak's KB (bench/soak.py: 180 generated files; embedded with the
 static model when it is installed, as the soak is after its ``embed``), then per
@@ -32,9 +32,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import soak  # noqa: E402
+import bench_path  # bench/ on sys.path (and its path for the children)
+import soak
+
+HERE = bench_path.BENCH  # the soak's helpers, for the child processes too
 
 CHILD = r"""
 import json, random, sys, threading, time
