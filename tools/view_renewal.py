@@ -113,7 +113,14 @@ print(json.dumps({"quiet": quiet, "written": written}))
 
 
 def main() -> None:
-    srcs = sys.argv[1:] or ["src"]
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n")[0],
+        epilog="Environment: ROUNDS, READERS, SEARCHES, ALTERNATE, REPEAT (see the module text).",
+    )
+    ap.add_argument("srcs", nargs="*", default=["src"], help="code trees (their src folders)")
+    srcs = ap.parse_args().srcs
     rounds = int(os.environ.get("ROUNDS", 12))
     readers = int(os.environ.get("READERS", 4))
     searches = int(os.environ.get("SEARCHES", 10))
