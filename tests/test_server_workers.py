@@ -197,6 +197,30 @@ def test_the_official_mcp_client_works_on_either_worker(srv: Server) -> None:
     assert seen >= WORKERS, seen
 
 
+def _listeners(port: int) -> int:
+    """Listening TCP sockets on ``port`` (IPv4 loopback), from /proc/net/tcp."""
+    with open("/proc/net/tcp") as fh:
+        rows = [line.split() for line in fh.readlines()[1:]]
+    return sum(1 for r in rows if r[1].endswith(f":{port:04X}") and r[3] == "0A")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="needs Linux /proc")
+def test_each_worker_listens_and_keep_alive_clients_are_spread(srv: Server) -> None:
+    port = int(srv.url.rsplit(":", 1)[1])
+    # one listening socket per worker (the parent only holds the port): with one
+    # shared socket, all the keep-alive clients of a burst can land on one worker
+    assert _listeners(port) == len(WORKERS)
+    clients = [httpx.Client(base_url=srv.url, timeout=30, trust_env=False) for _ in range(16)]
+    try:
+        answered = {c.get("/healthz").headers["x-clawkb-worker"] for c in clients}
+        again = [c.get("/healthz").headers["x-clawkb-worker"] for c in clients[:4]]
+    finally:
+        for c in clients:
+            c.close()
+    assert answered == WORKERS  # 16 connections hashed over 2 sockets: both take some
+    assert len(again) == 4
+
+
 def test_a_setting_saved_on_one_worker_is_used_by_both(srv: Server) -> None:
     put = fresh(srv, "PUT", "/api/v1/settings", json={"settings": {"retrieval": {"rrf_k": 42}}})
     assert put.status_code == 200, put.text

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
@@ -38,7 +39,10 @@ def run(
         from clawkb.watch import server_watcher
 
         factory = server_watcher
-    sock = bind(settings.host, settings.port)
+    spread = settings.workers > 1 and spreads_connections()
+    # `--workers` on Linux: this socket only holds the port; each worker listens on one
+    # of its own (below), and the kernel spreads new connections over them
+    sock = bind(settings.host, settings.port, reuse_port=spread, listen=not spread)
     settings.port = sock.getsockname()[1]
     if settings.workers > 1:
         import shutil
@@ -61,7 +65,12 @@ def run(
                 watch=factory if index == 0 else None,  # one watcher for all workers
                 on_ready=(lambda: announce(_served(settings))) if index == 0 else None,
             )
-            uvicorn.Server(uvicorn_config(app, settings, lifespan="on")).run(sockets=[sock])
+            listening = sock
+            if spread:  # listen once the app is built: no connection waits on a worker's start
+                listening = bind(settings.host, settings.port, reuse_port=True)
+                sock.close()  # this worker's copy of the parent's port holder
+            config = uvicorn_config(app, settings, lifespan="on")
+            uvicorn.Server(config).run(sockets=[listening])
 
         def start_writer() -> int:
             return _start_shared_writer(settings)
@@ -128,8 +137,19 @@ def uvicorn_config(
     )  # fmt: skip
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """Bind first, so the URL printed is one that is listening (port 0 = any free port)."""
+def spreads_connections() -> bool:
+    """Whether the kernel can spread connections over sockets that share a port
+    (``SO_REUSEPORT`` balances on Linux; elsewhere the last socket bound takes all)."""
+    return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
+
+
+def bind(host: str, port: int, *, reuse_port: bool = False, listen: bool = True) -> socket.socket:
+    """Bind first, so the URL printed is one that is listening (port 0 = any free port).
+
+    ``reuse_port``: other sockets of this user may bind the same port, and the kernel
+    hands each new connection to one of those listening (``serve --workers``: every
+    worker listens on its own, so keep-alive clients do not all end up on the worker
+    that happened to accept first). ``listen=False``: only hold the port."""
     from clawkb.errors import ConfigError
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -137,11 +157,14 @@ def bind(host: str, port: int) -> socket.socket:
     # (with proto 0 it does not, and small responses wait ~40 ms for delayed ACKs).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    sock.listen(2048)
+    if listen:
+        sock.listen(2048)
     sock.set_inheritable(True)
     return sock

@@ -1,12 +1,17 @@
-"""``clawkb serve --workers N``: N server processes on one listening socket.
+"""``clawkb serve --workers N``: N server processes on one port.
 
 One process serves reads with one interpreter lock; on a machine with free
 cores, more processes serve more searches at once. The parent binds the
 socket, then forks the workers *before it has started any thread* (a fork
 copies only the calling thread, so a parent with threads could hand a child a
 lock held forever). Each worker builds its own app (:func:`create_app`: its
-own reader views, writer thread and writer process) and runs uvicorn on the
-inherited socket; the kernel spreads the connections over the workers.
+own reader views, writer thread and writer process) and runs uvicorn. On
+Linux each worker then listens on a socket of its own bound to the parent's
+port (``SO_REUSEPORT``; the parent's socket only holds the port) and the
+kernel hashes every new connection to one of them; with one shared listening
+socket, the worker that won the accept race at a burst kept all of its
+keep-alive clients (a soak once sent 88,188 searches to one worker of two).
+Elsewhere the workers serve the inherited socket.
 
 The parent only supervises: it forwards SIGINT/SIGTERM to the workers, waits
 for them, and starts a new worker in the place of one that died. Each worker
