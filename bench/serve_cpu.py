@@ -122,10 +122,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="clawkb-serve-cpu-") as tmp:
         work = Path(tmp)
         corpus = work / "corpus"
-        corpus.mkdir()
-        rng = random.Random(7)
-        for i in range(180):
-            soak.write_file(corpus, i, 0, rng)
+        soak.write_corpus(corpus)
         api = corpus / "api"
         api.mkdir()
         home, dense = soak._make_kb(work, corpus)

@@ -161,6 +161,15 @@ def _collect(proc: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def write_corpus(folder: Path, files: int = 180, seed: int = 7) -> None:
+    """The soak's generated files ``f00000.md`` .. in ``folder`` (made if missing): the
+    KB that serve_cpu.py and the tools build to time a server on the soak's data."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    for i in range(files):
+        write_file(folder, i, 0, rng)
+
+
 def _make_kb(work: Path, corpus: Path) -> tuple[Path, bool]:
     """``work/kb`` with ``corpus`` indexed; set up for the static embedder when it is
     installed (then True: the soak runs dense)."""

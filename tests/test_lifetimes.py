@@ -208,11 +208,8 @@ def test_write_generations_do_not_grow_what_the_server_keeps(
     finally:
         tracemalloc.stop()
         rt.close()
-    # first and last thirds of the checkpoints, averaged: a single collection's
-    # leftovers do not decide it (main at the time kept ~15 kB a generation here)
-    third = len(traced) // 3
-    early, late = sum(traced[:third]) / third, sum(traced[-third:]) / third
-    per_generation = (late - early) / (every * (len(traced) - third))
+    # (main at the time kept ~15 kB a generation here)
+    per_generation = _kept_per_generation(traced, every)
     assert per_generation < 5 * 1024, (
         f"{per_generation:.0f} bytes kept per write generation after warm-up; traced {traced}"
     )
@@ -311,11 +308,17 @@ def test_a_worker_whose_writes_others_make_ages_what_it_keeps(
         tracemalloc.stop()
         rt.close()
         other.close()
-    third = len(traced) // 3
-    early, late = sum(traced[:third]) / third, sum(traced[-third:]) / third
-    per_generation = (late - early) / (every * (len(traced) - third))
+    per_generation = _kept_per_generation(traced, every)
     assert per_generation < 5 * 1024, (
         f"{per_generation:.0f} bytes kept per generation another process wrote; traced {traced}"
     )
     # every write of the other KB was seen as one generation here (not one per view)
     assert measured <= memo.generation() - seen <= 2 * measured
+
+
+def _kept_per_generation(traced: list[int], every: int) -> float:
+    """Bytes kept per generation: the first and last thirds of the checkpoints (taken
+    every ``every`` generations), averaged, so one collection's leftovers do not decide."""
+    third = len(traced) // 3
+    early, late = sum(traced[:third]) / third, sum(traced[-third:]) / third
+    return (late - early) / (every * (len(traced) - third))

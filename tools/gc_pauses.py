@@ -17,7 +17,6 @@ import argparse
 import gc
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -108,10 +107,8 @@ def main() -> None:
         work = Path(tmp)
         corpus = work / "corpus"
         api = corpus / "api"
-        api.mkdir(parents=True)
-        rng = random.Random(7)
-        for i in range(180):
-            soak.write_file(corpus, i, 0, rng)
+        soak.write_corpus(corpus)
+        api.mkdir()
         home, dense = soak._make_kb(work, corpus)
         if dense:
             subprocess.run([clawkb, "--kb", str(home), "embed"], check=True, capture_output=True)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -131,10 +130,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="clawkb-view-renewal-") as tmp:
         work = Path(tmp)
         corpus = work / "corpus"
-        corpus.mkdir()
-        rng = random.Random(7)
-        for i in range(180):
-            soak.write_file(corpus, i, 0, rng)
+        soak.write_corpus(corpus)
         (corpus / "api").mkdir()
         home, dense = soak._make_kb(work, corpus)
         if dense:
