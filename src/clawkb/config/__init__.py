@@ -58,6 +58,7 @@ NOT_SETTINGS = frozenset(
         "DATASETS",
         "FUZZ_EXAMPLES",
         "GC_FREEZE",
+        "GIL_SWITCH_MS",
         "INDEX_WORKERS",
         "MALLOC",
         "MODEL_CACHE",

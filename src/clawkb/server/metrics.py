@@ -17,12 +17,15 @@ watch_queue_depth                      gauge      changed paths waiting for the 
 watch_lag_seconds                      histogram  first event of a batch -> searchable
 gc_frozen_objects                      gauge      objects the answering process froze
                                                   out of full collections (collector.py)
+gil_switch_interval_seconds            gauge      the answering process's GIL turn
+                                                  (switching.py)
 =====================================  =========  ==================================
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -87,8 +90,9 @@ def worker_ended(pid: int) -> None:
         multiprocess.mark_process_dead(pid)
 
 
-class _Frozen(Collector):
-    """Objects in the answering process's permanent collector generation."""
+class _Process(Collector):
+    """The answering process's own settings: objects in its permanent collector
+    generation (collector.py) and its GIL switch interval (switching.py)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         from clawkb.server import collector
@@ -98,6 +102,11 @@ class _Frozen(Collector):
         )
         g.add_metric([], collector.frozen())
         yield g
+        s = GaugeMetricFamily(
+            "clawkb_gil_switch_interval_seconds", "How long a thread holds the GIL per turn"
+        )
+        s.add_metric([], sys.getswitchinterval())
+        yield s
 
 
 class Metrics:
@@ -133,7 +142,7 @@ class Metrics:
         self._status = status
         if status is not None:
             r.register(_StoreCounts(status))
-        r.register(_Frozen())
+        r.register(_Process())
 
     def render(self) -> bytes:
         if not shared_folder():
@@ -145,7 +154,7 @@ class Metrics:
         MultiProcessCollector(scrape)
         if self._status is not None:
             scrape.register(_StoreCounts(self._status))
-        scrape.register(_Frozen())
+        scrape.register(_Process())
         return generate_latest(scrape)
 
     def observe_request(self, endpoint: str, method: str, status: int, seconds: float) -> None:

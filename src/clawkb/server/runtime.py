@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from clawkb.embed.base import Embedder
 from clawkb.kb import KnowledgeBase
-from clawkb.server import heap
+from clawkb.server import heap, switching
 from clawkb.server.views import LexicalShare
 from clawkb.server.writer_process import Remote, WriterProcess, warm_dense
 from clawkb.store import db
@@ -271,6 +271,7 @@ class Runtime:
     ) -> None:
         self.home = home
         heap.configure()  # glibc: two arenas, before the reader threads start
+        switching.configure()  # short GIL turns: the event loop is not kept waiting
         #: ``serve --workers``: another worker may rewrite config.yaml (the page's
         #: settings); its time is checked at most once a second before a read
         self._follow = follow_config
