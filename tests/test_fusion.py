@@ -144,3 +144,28 @@ def test_vectorised_rrf_matches_the_loop_scores_order_and_traces():
 def test_rrf_with_an_id_listed_twice_keeps_the_loop_semantics():
     out = fusion.rrf({"lexical": ch([1, 1, 2], [3, 2, 1])}, {"lexical": 1.0}, k=10)
     assert {f.chunk_id: f.score for f in out} == {1: 1 / 11 + 1 / 12, 2: 1 / 13}
+
+
+def test_one_channel_traces_are_built_when_read_and_equal_the_eager_ones():
+    ch = fusion.Channel(np.array([7, 3, 9], np.int64), np.array([2.5, 1.25, 0.3333333], np.float32))
+    fused = fusion.single("lexical", ch)
+    assert [f.chunk_id for f in fused] == [7, 3, 9]
+    assert [f.score for f in fused] == ch.scores.tolist()
+    assert all(f.__dict__["_trace"] is None for f in fused)  # nothing built yet
+    want = [
+        {"lexical": {"rank": i, "raw": round(v, 6)}} for i, v in enumerate(ch.scores.tolist(), 1)
+    ]
+    assert [f.trace for f in fused] == want
+    fused[0].trace["extra"] = 1  # a built trace is kept: later reads see the change
+    assert fused[0].trace["extra"] == 1
+
+
+def test_the_exact_stage_builds_no_trace_nobody_reads():
+    from clawkb.retrieve.exact import _Covered
+
+    pool = fusion.single("lexical", fusion.Channel(np.array([1, 2]), np.array([3.0, 1.0])))
+    table = _Covered(pool, {1: 0.0, 2: 1.0})
+    lifted = fusion.lazy(2, 5.0, table, 1)
+    assert pool[1].__dict__["_trace"] is None  # the stage itself read no trace
+    assert lifted.trace == {"lexical": {"rank": 2, "raw": 1.0}, "exact": {"coverage": 1.0}}
+    assert pool[0].__dict__["_trace"] is None  # reading one builds only that one's

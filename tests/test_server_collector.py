@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from server_helpers import make_kb, poll, serving
+from server_helpers import make_kb, serving
 
 _PROCESS = """
 import gc, threading, time
@@ -53,12 +53,19 @@ def _frozen_gauge(text: str) -> float:
     return float(m.group(1))
 
 
-def test_a_real_server_freezes_after_its_first_search(tmp_path: Path) -> None:
+def test_a_real_server_freezes_after_its_warm_up_search(tmp_path: Path) -> None:
+    """The server searches once itself before its first request (Runtime.warm) and
+    freezes what that loaded: the first request finds it frozen already."""
     home, docs, _ = make_kb(tmp_path)
     with serving(home, [docs]) as srv:
-        assert _frozen_gauge(srv.get("/metrics").text) == 0
+        before = _frozen_gauge(srv.get("/metrics").text)
+        assert before > 10_000
         assert srv.get("/api/v1/search", params={"q": "uart"}).status_code == 200
-        assert poll(lambda: _frozen_gauge(srv.get("/metrics").text) > 10_000)
+        # once, at start: no second freeze (frozen objects can only be freed since)
+        assert _frozen_gauge(srv.get("/metrics").text) <= before
+    with serving(home, [docs], env={"CLAWKB_GC_FREEZE": "0"}) as srv:
+        assert srv.get("/api/v1/search", params={"q": "uart"}).status_code == 200
+        assert _frozen_gauge(srv.get("/metrics").text) == 0
 
 
 def test_switching_it_off_is_not_an_unknown_setting(tmp_path: Path) -> None:
@@ -66,3 +73,25 @@ def test_switching_it_off_is_not_an_unknown_setting(tmp_path: Path) -> None:
 
     cfg = Config.load(tmp_path, env={"CLAWKB_GC_FREEZE": "0"})  # the CLI would refuse it
     assert cfg.max_tokens == Config().max_tokens
+
+
+_WARM = """
+import sys
+from pathlib import Path
+from clawkb.server.runtime import Runtime
+before = "clawkb.retrieve.pipeline" in sys.modules
+rt = Runtime(Path(sys.argv[1]), writer_process=False)
+rt.warm()
+print(before, "clawkb.retrieve.pipeline" in sys.modules, "clawkb.retrieve.hits" in sys.modules)
+rt.close()
+"""
+
+
+def test_a_runtime_warms_the_search_path_before_its_first_request(tmp_path: Path) -> None:
+    home, _, _ = make_kb(tmp_path)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CLAWKB_")}
+    out = subprocess.run(
+        [sys.executable, "-c", _WARM, str(home)], env=clean, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "True"]

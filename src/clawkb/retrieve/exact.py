@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
-from clawkb.retrieve.fusion import Fused
+from clawkb.retrieve.fusion import Fused, lazy
 from clawkb.retrieve.term_stats import doc_freqs, holding
 from clawkb.text import tokenize
 from clawkb.text.normalize import nfkc
@@ -431,18 +431,30 @@ def keep_on_top(
         key=lambda i: (-level[pool[i].chunk_id], -by_spelling.get(pool[i].chunk_id, 0.0), i),
     )
     rank = {c: n for n, c in enumerate(sorted(set(level.values())))}
-    out = []
-    for i in order:
-        f = pool[i]
-        c = level[f.chunk_id]
-        # the lowest level keeps its scores; each level above is lifted past the one below
-        new = Fused(f.chunk_id, f.score + rank[c] * span, dict(f.trace))
-        new.trace["exact"] = {**new.trace.get("exact", {}), "coverage": c}
-        out.append(new)
+    table = _Covered(pool, level)
+    # the lowest level keeps its scores; each level above is lifted past the one below
+    out = [lazy(pool[i].chunk_id, pool[i].score + rank[level[pool[i].chunk_id]] * span, table, i)
+           for i in order]  # fmt: skip
     trace = {
         "anchors": [a.text for a, _ in weighted],
         **({"broken": [a.text for a in known]} if known else {}),
         "fetched": len(extra),
-        "on_top": sum(1 for f in out if f.trace["exact"]["coverage"] > 0),
+        "on_top": sum(1 for f in pool if level[f.chunk_id] > 0),
     }
     return out, trace
+
+
+class _Covered:
+    """The traces of :func:`keep_on_top`'s list, built when read: each passage's
+    fused trace with its anchor coverage added under ``exact``."""
+
+    __slots__ = ("level", "pool")
+
+    def __init__(self, pool: list[Fused], level: dict[int, float]) -> None:
+        self.pool, self.level = pool, level
+
+    def trace(self, row: int) -> dict[str, Any]:
+        f = self.pool[row]
+        t = dict(f.trace)
+        t["exact"] = {**t.get("exact", {}), "coverage": self.level[f.chunk_id]}
+        return t

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -60,6 +60,40 @@ def _set_trace(self: Fused, value: dict[str, Any]) -> None:
 
 
 Fused.trace = property(_get_trace, _set_trace)  # type: ignore[assignment]
+
+
+class Traces(Protocol):
+    """A table that builds the trace of its ``row``-th candidate when it is read."""
+
+    def trace(self, row: int) -> dict[str, Any]: ...
+
+
+def lazy(chunk_id: int, score: float, table: Traces, row: int) -> Fused:
+    """A :class:`Fused` whose trace ``table.trace(row)`` builds on first read."""
+    f: Fused = object.__new__(Fused)
+    f.__dict__ = {"chunk_id": chunk_id, "score": score, "_trace": None, "_lazy": (table, row)}
+    return f
+
+
+class OneChannel:
+    """The traces of a single channel's list, taken as the fused ranking."""
+
+    __slots__ = ("name", "raws")
+
+    def __init__(self, name: str, raws: list[float]) -> None:
+        self.name, self.raws = name, raws
+
+    def trace(self, row: int) -> dict[str, Any]:
+        return {self.name: {"rank": row + 1, "raw": round(self.raws[row], 6)}}
+
+
+def single(name: str, ch: Channel) -> list[Fused]:
+    """One channel as the fused ranking: its scores, traces built when read."""
+    raws = ch.scores.tolist()
+    table = OneChannel(name, raws)
+    return [
+        lazy(c, v, table, row) for row, (c, v) in enumerate(zip(ch.ids.tolist(), raws, strict=True))
+    ]
 
 
 class _RRFTraces:
@@ -127,15 +161,12 @@ def rrf(channels: Mapping[str, Channel], weights: Mapping[str, float], k: int = 
         table.weights[name], table.ranks[name] = w, rank_of
         table.raws[name] = np.asarray(ch.scores).tolist()
     order = np.lexsort((uniq, -scores))
-    out = []
-    new = object.__new__
-    for cid, sc, row in zip(
-        uniq[order].tolist(), scores[order].tolist(), order.tolist(), strict=True
-    ):
-        f = new(Fused)
-        f.__dict__ = {"chunk_id": cid, "score": sc, "_trace": None, "_lazy": (table, row)}
-        out.append(f)
-    return out
+    return [
+        lazy(cid, sc, table, row)
+        for cid, sc, row in zip(
+            uniq[order].tolist(), scores[order].tolist(), order.tolist(), strict=True
+        )
+    ]
 
 
 def _rrf_loop(

@@ -106,10 +106,7 @@ def fuse(
         return []
     if len(channels) == 1 and not (s.fusion == "linear" and s.w_recency):
         ((name, ch),) = channels.items()
-        return [
-            fusion.Fused(c, v, {name: {"rank": i, "raw": round(v, 6)}})
-            for i, (c, v) in enumerate(zip(ch.ids.tolist(), ch.scores.tolist(), strict=True), 1)
-        ]
+        return fusion.single(name, ch)
     if s.fusion == "rrf":
         return fusion.rrf(channels, weights, s.rrf_k)
     scores = None

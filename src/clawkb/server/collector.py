@@ -45,6 +45,18 @@ def after_search() -> None:
         threading.Thread(target=_freeze, name="clawkb-gc-freeze", daemon=True).start()
 
 
+def freeze_now() -> None:
+    """At a server's start, after its warm-up search: what it holds now is frozen
+    here, on this thread, instead of by a thread of its own during the first
+    request (a full collection holds the GIL for a tenth of a second)."""
+    with _lock:
+        if _state["frozen"]:
+            return
+        _state["frozen"] = True
+    if enabled():
+        _freeze()
+
+
 def _freeze() -> None:
     gc.collect()
     gc.freeze()

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from clawkb.embed.base import Embedder
 from clawkb.kb import KnowledgeBase
-from clawkb.server import heap, switching
+from clawkb.server import collector, heap, switching
 from clawkb.server.views import LexicalShare
 from clawkb.server.writer_process import Remote, WriterProcess, warm_dense
 from clawkb.store import db
@@ -46,7 +46,19 @@ T = TypeVar("T")
 #: and searches are mostly Python under one GIL: more threads than this add renewals
 #: and lock hand-offs, not throughput (requests beyond it wait their turn in order).
 READER_THREADS = max(4, 2 * (os.cpu_count() or 1))
+#: The search a server runs on itself at start (:meth:`Runtime.warm`): a word and a
+#: Chinese one, so both tokenizers load.
+WARM_QUERY = "warm up 预热"
 Job = tuple[Callable[[KnowledgeBase], Any], "concurrent.futures.Future[Any]"]
+
+
+def _warm_search(kb: KnowledgeBase) -> None:
+    """:meth:`Runtime.warm`'s search, on the local store and index only (a remote
+    backend that does not answer must not hold up the server's start)."""
+    from clawkb.retrieve.source import LocalSource
+
+    if isinstance(kb.source, LocalSource):
+        kb.search(WARM_QUERY, limit=1)
 
 
 class Gate:
@@ -423,6 +435,13 @@ class Runtime:
             embedder = self.read_sync(run)
             if embedder is not None and hasattr(embedder, "wait_ready"):
                 embedder.wait_ready(timeout)
+        # one search before the first request: the search path's modules, the
+        # tokenizers' tables, the index and the decision model are loaded now, not
+        # while the first clients wait (a third of a second each), and what they
+        # hold is frozen out of full collections (collector.py)
+        with contextlib.suppress(Exception):  # a damaged index: the first search says why
+            self.read_sync(_warm_search)
+        collector.freeze_now()
 
     def request_repair(self, suspect: str | None = None) -> concurrent.futures.Future[list[str]]:
         """A reader found the index behind or damaged (``suspect``: a damaged segment
