@@ -194,3 +194,30 @@ def test_viewer_does_not_follow_a_hard_link_out(srv: tuple[Server, Path, Path]) 
     view = s.ok("GET", f"/api/v1/source/{anchor}")
     assert "hunter2" not in str(view), view
     assert "hard link" in view["note"]
+
+
+def test_both_parsers_close_a_half_open_connection(tmp_path: Path) -> None:
+    """The header deadline holds with the pure-Python parser too (``CLAWKB_HTTP=h11``),
+    and httptools is the one used when it is installed."""
+    from clawkb.server.protocol import protocol_class
+
+    httptools = pytest.importorskip("httptools")
+    assert any(c.__name__ == "HttpToolsProtocol" for c in protocol_class(1.0).__mro__), httptools
+    home = tmp_path / "kb"
+    home.mkdir()
+    (home / "config.yaml").write_text(CONFIG)
+    from clawkb import KnowledgeBase
+
+    with KnowledgeBase.open(home, create=True):
+        pass
+    with serving(home, args=["--no-mcp"], env={"CLAWKB_HTTP": "h11"}) as s:
+        idle = connect(s)
+        slow = connect(s)
+        slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        try:
+            assert closed_within(idle, 15) == b""
+            assert closed_within(slow, 15) is not None
+        finally:
+            idle.close()
+            slow.close()
+        assert s.get("/healthz").status_code == 200

@@ -59,6 +59,7 @@ NOT_SETTINGS = frozenset(
         "FUZZ_EXAMPLES",
         "GC_FREEZE",
         "GIL_SWITCH_MS",
+        "HTTP",
         "INDEX_WORKERS",
         "MALLOC",
         "MODEL_CACHE",

@@ -7,8 +7,10 @@ word tables, the models' vocabularies, the loaded modules. Walking them took
 90-115 ms per full collection in a `serve` under the soak's load, and a
 collection holds the GIL: every search in flight then waits that long.
 
-Those objects live as long as the process. :func:`after_search` moves everything
-alive after the first search into the collector's permanent generation
+Those objects live as long as the process. :func:`freeze_now` (at a server's
+start, after its warm-up search: ``Runtime.warm``) or else :func:`after_search`
+(after the first search) moves everything alive then into the collector's
+permanent generation
 (``gc.freeze()``, after one last full collection so no garbage is kept), and
 later full collections walk only what was made since: microseconds instead of a
 tenth of a second. Objects made later are collected as always.
