@@ -221,6 +221,31 @@ def test_each_worker_listens_and_keep_alive_clients_are_spread(srv: Server) -> N
     assert len(again) == 4
 
 
+def test_keep_alive_connections_end_evenly_split_over_the_workers(srv: Server) -> None:
+    """8 keep-alive clients: a worker holding more than half answers with Connection:
+    close until the kernel's rehashing of the new connections splits them 4 / 4
+    (balance.py). Three fresh batches: an even hash by chance is about 1 in 4 each."""
+    import http.client
+
+    host, port = srv.url.removeprefix("http://").rsplit(":", 1)
+    for _ in range(3):
+        conns = [http.client.HTTPConnection(host, int(port), timeout=30) for _ in range(8)]
+        try:
+            last: list[str] = []
+            for _round in range(40):
+                last = []
+                for c in conns:  # http.client opens a new connection after a close
+                    c.request("GET", "/healthz")
+                    r = c.getresponse()
+                    r.read()
+                    assert r.status == 200
+                    last.append(r.getheader("x-clawkb-worker") or "")
+            assert sorted(last.count(w) for w in WORKERS) == [4, 4], last
+        finally:
+            for c in conns:
+                c.close()
+
+
 def test_a_setting_saved_on_one_worker_is_used_by_both(srv: Server) -> None:
     put = fresh(srv, "PUT", "/api/v1/settings", json={"settings": {"retrieval": {"rrf_k": 42}}})
     assert put.status_code == 200, put.text

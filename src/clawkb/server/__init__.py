@@ -60,6 +60,7 @@ def run(
 
         def run_worker(index: int) -> None:
             settings.worker = index
+            balance.joined(index)
             app = create_app(
                 settings,
                 watch=factory if index == 0 else None,  # one watcher for all workers
@@ -75,8 +76,10 @@ def run(
         def start_writer() -> int:
             return _start_shared_writer(settings)
 
-        from clawkb.server import collector
+        from clawkb.server import balance, collector
 
+        if spread:  # one listening socket per worker: connections are hashed over them
+            balance.share_over(settings.workers)
         collector.before_fork()
         try:
             code = serve_workers(

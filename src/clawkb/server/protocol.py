@@ -11,7 +11,8 @@ Two parsers, the same deadline: ``httptools`` (C, llhttp) when it is installed
 (a dependency of the server extra), else ``h11`` (pure Python). A search
 request's parsing and response writing cost about a third less server CPU with
 ``httptools`` (bench/results/serve-cpu.md); ``CLAWKB_HTTP=h11`` keeps the pure
-Python one (for measurements).
+Python one (for measurements). The httptools protocol also keeps the
+connections of ``serve --workers`` even over the workers (server/balance.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from clawkb.server import balance
 
 
 class _Deadline:
@@ -82,12 +85,15 @@ def _httptools_class() -> type[Any] | None:
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            balance.opened()
             self._have_headers = False
             self._arm_header_timer()
 
         def on_headers_complete(self) -> None:
             self._have_headers = True
             super().on_headers_complete()
+            if self.cycle is not None and self.cycle.keep_alive and balance.over_share():
+                self.cycle.keep_alive = False  # answered with Connection: close (balance.py)
 
         def on_response_complete(self) -> None:
             pipelined = bool(self.pipeline)  # the next request's headers came in already
@@ -97,6 +103,7 @@ def _httptools_class() -> type[Any] | None:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm_header_timer()
+            balance.closed()
             super().connection_lost(exc)
 
         def _headers_in(self) -> bool:
