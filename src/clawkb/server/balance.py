@@ -19,10 +19,11 @@ no table and never sheds.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
-from typing import Any
 
-_table: Any = None  # multiprocessing.RawArray of ints, one per worker
+#: open connections per worker, in memory the workers share with the parent
+_table: ctypes.Array[ctypes.c_int] | None = None
 _me = -1
 
 
