@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from clawkb.kb import KnowledgeBase
+
+if TYPE_CHECKING:
+    from clawkb.index.dense import DenseIndex
 
 #: One line of board documentation, for tests that only need something indexed.
 UART_DOC = {"uart.md": "# UART\n\nThe debug console is UART2 at 1500000 baud.\n"}
@@ -36,3 +40,15 @@ def build_kb(root: Path, docs: Mapping[str, str], *, embed: bool = False) -> tup
 
             embed_kb(kb)
     return home, folder
+
+
+def dense_copy(kb: KnowledgeBase) -> DenseIndex:
+    """``kb``'s dense copy for its stored vectors' model, brought up to date."""
+    from clawkb.embed import vectors
+    from clawkb.index.dense import DenseIndex
+
+    sig = vectors.stored_signature(kb.conn)
+    assert sig is not None
+    dense = DenseIndex(kb.home / "index" / "dense", kb.conn, sig)
+    dense.refresh()
+    return dense

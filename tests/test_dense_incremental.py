@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clawkb.embed import vectors
 from clawkb.embed.run import embed_kb, embed_new, reembed_kb
 from clawkb.index.dense import DenseIndex, _read_meta
 from clawkb.kb import KnowledgeBase
 from clawkb.store import vectors_repo
+from kb_helpers import dense_copy
 
 pytest.importorskip("static_model")
 
@@ -42,14 +42,6 @@ def kb_home(tmp_path: Path) -> tuple[Path, Path]:
     return home, docs
 
 
-def _copy(kb: KnowledgeBase) -> DenseIndex:
-    sig = vectors.stored_signature(kb.conn)
-    assert sig is not None
-    dense = DenseIndex(kb.home / "index" / "dense", kb.conn, sig)
-    dense.refresh()
-    return dense
-
-
 def _matches_the_store(kb: KnowledgeBase, dense: DenseIndex) -> None:
     rows = vectors_repo.matrix_rows(kb.conn, dense.mkey)
     assert dense.ids.tolist() == [r[0] for r in rows]
@@ -60,7 +52,7 @@ def _matches_the_store(kb: KnowledgeBase, dense: DenseIndex) -> None:
 def test_add_delete_and_reopen_update_the_copy_in_place(kb_home: tuple[Path, Path]) -> None:
     home, docs = kb_home
     with KnowledgeBase.open(home) as kb:
-        dense = _copy(kb)
+        dense = dense_copy(kb)
         assert dense.meta["built"] == "full"
         first = len(dense.ids)
 
@@ -68,14 +60,14 @@ def test_add_delete_and_reopen_update_the_copy_in_place(kb_home: tuple[Path, Pat
             _note(docs, i)
         kb.index([docs])
         embed_new(kb)
-        dense = _copy(kb)
+        dense = dense_copy(kb)
         assert dense.meta["built"] == "incremental" and len(dense.ids) > first
         _matches_the_store(kb, dense)
 
         had = set(dense.ids.tolist())
         (docs / "n02.md").unlink()  # delete: its rows dropped
         kb.index([docs])
-        dense = _copy(kb)
+        dense = dense_copy(kb)
         assert dense.meta["built"] == "incremental"
         _matches_the_store(kb, dense)
         assert set(dense.ids.tolist()) < had
@@ -86,13 +78,13 @@ def test_add_delete_and_reopen_update_the_copy_in_place(kb_home: tuple[Path, Pat
         before = [(f.stat().st_ino, f.stat().st_mtime_ns) for f in files]
         _note(docs, 8)
         kb.index([docs])
-        dense = _copy(kb)
+        dense = dense_copy(kb)
         assert [(f.stat().st_ino, f.stat().st_mtime_ns) for f in files] == before
         assert dense._stamp == dense.stamp() and dense.meta["stamp"] != dense.stamp()
         _matches_the_store(kb, dense)
 
     with KnowledgeBase.open(home) as kb:  # reopen: a fresh reader loads it as it is
-        dense = _copy(kb)
+        dense = dense_copy(kb)
         _matches_the_store(kb, dense)
         res = kb.search("sensor7 volts", mode="dense", limit=3)
         assert res.hits and res.hits[0].anchor.path.endswith("n07.md")
@@ -101,7 +93,7 @@ def test_add_delete_and_reopen_update_the_copy_in_place(kb_home: tuple[Path, Pat
 def test_a_damaged_or_reset_copy_is_rebuilt_in_full(kb_home: tuple[Path, Path]) -> None:
     home, docs = kb_home
     with KnowledgeBase.open(home) as kb:
-        dense = _copy(kb)
+        dense = dense_copy(kb)
         vecs = dense.folder / "vecs.npy"
         raw = bytearray(vecs.read_bytes())
         for k in range(len(raw) - 512, len(raw)):
@@ -110,12 +102,12 @@ def test_a_damaged_or_reset_copy_is_rebuilt_in_full(kb_home: tuple[Path, Path]) 
         _note(docs, 9)
         kb.index([docs])
         embed_new(kb)
-        dense = _copy(kb)
+        dense = dense_copy(kb)
         assert dense.meta["built"] == "full"  # never patched from a damaged copy
         _matches_the_store(kb, dense)
 
         reembed_kb(kb)  # every vector dropped and made again: another epoch
-        dense = _copy(kb)
+        dense = dense_copy(kb)
         assert dense.meta["built"] == "full" and dense.meta["epoch"] == 1
         _matches_the_store(kb, dense)
 
@@ -123,12 +115,12 @@ def test_a_damaged_or_reset_copy_is_rebuilt_in_full(kb_home: tuple[Path, Path]) 
 def test_an_old_copy_without_an_epoch_is_rebuilt(kb_home: tuple[Path, Path]) -> None:
     home, _ = kb_home
     with KnowledgeBase.open(home) as kb:
-        dense = _copy(kb)
+        dense = dense_copy(kb)
         meta = _read_meta(dense.folder / "meta.json")
         del meta["epoch"]  # as written before copies were updated row by row
         meta["stamp"] = [0, 0]
         (dense.folder / "meta.json").write_text(json.dumps(meta))
-        dense = _copy(kb)
+        dense = dense_copy(kb)
         assert dense.meta["built"] == "full"
         _matches_the_store(kb, dense)
 
@@ -158,7 +150,7 @@ def test_a_copy_another_process_is_rebuilding_is_waited_for(kb_home: tuple[Path,
 
     home, docs = kb_home
     with KnowledgeBase.open(home) as kb:
-        dense = _copy(kb)
+        dense = dense_copy(kb)
         folder = dense.folder
         _note(docs, 9)
         kb.index([docs])
@@ -178,6 +170,6 @@ def test_a_copy_another_process_is_rebuilding_is_waited_for(kb_home: tuple[Path,
     out, _ = child.communicate(timeout=120)
     assert child.returncode == 0 and "refreshed" in out
     with KnowledgeBase.open(home) as kb:
-        dense = _copy(kb)
+        dense = dense_copy(kb)
         assert _read_meta(folder / "meta.json")["stamp"] != before
         _matches_the_store(kb, dense)

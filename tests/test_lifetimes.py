@@ -14,7 +14,7 @@ import gc
 import random
 import sys
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -170,7 +170,6 @@ def test_write_generations_do_not_grow_what_the_server_keeps(
     its byte budget filled (memo aging, clawkb.memo.MAX_AGE, made small here so a few
     generations show it) or a view that outlived its generation grows this."""
     pytest.importorskip("anyio")
-    import tracemalloc
 
     from clawkb import memo
     from clawkb.server.runtime import Runtime
@@ -194,19 +193,10 @@ def test_write_generations_do_not_grow_what_the_server_keeps(
             assert hits
         assert hits is not None
 
-    warm, measured, every = 16, 60, 10
-    traced = []
+    every = 10
     try:
-        for g in range(1, warm + 1):
-            generation(g)
-        tracemalloc.start(1)
-        for g in range(warm + 1, warm + measured + 1):
-            generation(g)
-            if g % every == 0:
-                gc.collect()
-                traced.append(tracemalloc.get_traced_memory()[0])
+        traced, _ = _traced_generations(generation, every=every)
     finally:
-        tracemalloc.stop()
         rt.close()
     # (main at the time kept ~15 kB a generation here)
     per_generation = _kept_per_generation(traced, every)
@@ -267,7 +257,6 @@ def test_a_worker_whose_writes_others_make_ages_what_it_keeps(
     writer here is another KnowledgeBase in this process, as another process would
     be: nothing in the runtime hears of its writes but the files."""
     pytest.importorskip("anyio")
-    import tracemalloc
 
     from clawkb import memo
     from clawkb.server import heap
@@ -292,20 +281,10 @@ def test_a_worker_whose_writes_others_make_ages_what_it_keeps(
             hits = rt.read_sync(lambda kb, q=q: kb.search(q, limit=5).hits)
             assert hits
 
-    warm, measured, every = 16, 60, 10
-    traced = []
+    measured, every = 60, 10
     try:
-        for g in range(1, warm + 1):
-            generation(g)
-        seen = memo.generation()
-        tracemalloc.start(1)
-        for g in range(warm + 1, warm + measured + 1):
-            generation(g)
-            if g % every == 0:
-                gc.collect()
-                traced.append(tracemalloc.get_traced_memory()[0])
+        traced, seen = _traced_generations(generation, measured=measured, every=every)
     finally:
-        tracemalloc.stop()
         rt.close()
         other.close()
     per_generation = _kept_per_generation(traced, every)
@@ -314,6 +293,32 @@ def test_a_worker_whose_writes_others_make_ages_what_it_keeps(
     )
     # every write of the other KB was seen as one generation here (not one per view)
     assert measured <= memo.generation() - seen <= 2 * measured
+
+
+def _traced_generations(
+    generation: Callable[[int], object], warm: int = 16, measured: int = 60, every: int = 10
+) -> tuple[list[int], int]:
+    """Run ``warm`` generations, then ``measured`` more under tracemalloc; the traced
+    bytes after a collection every ``every`` generations, and the process's memo
+    generation counter when the measured ones began."""
+    import tracemalloc
+
+    from clawkb import memo
+
+    for g in range(1, warm + 1):
+        generation(g)
+    seen = memo.generation()
+    traced = []
+    tracemalloc.start(1)
+    try:
+        for g in range(warm + 1, warm + measured + 1):
+            generation(g)
+            if g % every == 0:
+                gc.collect()
+                traced.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    return traced, seen
 
 
 def _kept_per_generation(traced: list[int], every: int) -> float:

@@ -17,6 +17,7 @@ from clawkb.kb import KnowledgeBase
 from clawkb.server.runtime import Runtime
 from clawkb.store import db, vectors_repo
 from clawkb.store.locking import FileLock
+from kb_helpers import dense_copy
 
 
 def _note(folder: Path, i: int) -> None:
@@ -117,16 +118,6 @@ def test_a_view_pinned_before_a_write_keeps_its_generation(tmp_path: Path) -> No
         runtime.close()
 
 
-def _dense(kb: KnowledgeBase) -> DenseIndex:
-    from clawkb.embed import vectors
-
-    sig = vectors.stored_signature(kb.conn)
-    assert sig is not None
-    dense = DenseIndex(kb.home / "index" / "dense", kb.conn, sig)
-    dense.refresh()
-    return dense
-
-
 def test_views_share_the_dense_copy_and_a_stamp_only_change_rewrites_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -138,11 +129,11 @@ def test_views_share_the_dense_copy_and_a_stamp_only_change_rewrites_nothing(
         embed_kb(kb)
     a, b, old = (KnowledgeBase.open(home) for _ in range(3))
     try:
-        first = _dense(a)
-        second = _dense(b)
+        first = dense_copy(a)
+        second = dense_copy(b)
         assert second.mat is first.mat and second.ids is first.ids  # loaded once
         db.begin_read(old.conn)  # a view pinned before the next writes
-        pinned = _dense(old)
+        pinned = dense_copy(old)
         before_ids = pinned.ids.tolist()
 
         def no_lock(folder: Path) -> object:
@@ -155,15 +146,15 @@ def test_views_share_the_dense_copy_and_a_stamp_only_change_rewrites_nothing(
             kb.index([docs])
         with monkeypatch.context() as m:
             m.setattr(dense_mod, "_cache_lock", no_lock)
-            now = _dense(a)
+            now = dense_copy(a)
             assert now._stamp == now.stamp() != _read_meta(now.folder / "meta.json")["stamp"]
-            assert _dense(b).mat is now.mat
+            assert dense_copy(b).mat is now.mat
         assert [(f.stat().st_ino, f.stat().st_mtime_ns) for f in files] == stats
 
         with KnowledgeBase.open(home) as kb:  # now new vectors
             embed_new(kb)
             live = vectors_repo.linked_ids(kb.conn, now.mkey)
-        fresh = _dense(b)
+        fresh = dense_copy(b)
         assert fresh.ids.tolist() == live and len(live) > len(before_ids)
         older = DenseIndex(old.home / "index" / "dense", old.conn, pinned.signature)
         older.refresh()  # on the pinned snapshot: the vectors it had, not the new ones

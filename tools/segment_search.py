@@ -29,7 +29,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import bench_path  # noqa: F401  (bench/ on sys.path)
 import soak
@@ -86,17 +88,23 @@ def run(home_dir: Path, reps: int) -> None:
             res.pop("took_ms")
             res["stages"] = [{k: v for k, v in st.items() if k != "ms"} for st in res["stages"]]
             digest.update(repr((q, sorted(res.items(), key=lambda kv: kv[0]))).encode())
-        per: list[float] = []
-        for _ in range(reps):
-            c0 = time.process_time()
-            for q in qs:
-                kb.search(q, limit=5)
-            per.append(1000 * (time.process_time() - c0) / len(qs))
+        per = _cpu_ms_each(lambda q: kb.search(q, limit=5), qs, reps)
     print(
         f"CPU ms/search: min {min(per):.3f} median {statistics.median(per):.3f}"
         f" passes {[round(p, 3) for p in per]} ({len(qs)} queries)"
     )
     print(f"digest {digest.hexdigest()[:16]}")
+
+
+def _cpu_ms_each(call: Callable[[Any], object], items: Sequence[Any], reps: int) -> list[float]:
+    """Process CPU milliseconds per ``call(item)``, one figure per pass over ``items``."""
+    per: list[float] = []
+    for _ in range(reps):
+        c0 = time.process_time()
+        for item in items:
+            call(item)
+        per.append(1000 * (time.process_time() - c0) / len(items))
+    return per
 
 
 def lexical(folder: Path, n: int, count: int, reps: int) -> None:
@@ -120,12 +128,7 @@ def lexical(folder: Path, n: int, count: int, reps: int) -> None:
         for t in qs:
             ids, scores, matched = idx.search(t, k=10)
             digest.update(repr((ids.tolist(), scores.tolist(), matched)).encode())
-        per: list[float] = []
-        for _ in range(reps):
-            c0 = time.process_time()
-            for t in qs:
-                idx.search(t, k=10)
-            per.append(1000 * (time.process_time() - c0) / len(qs))
+        per = _cpu_ms_each(lambda t: idx.search(t, k=10), qs, reps)
         print(
             f"{name}: CPU ms/query min {min(per):.3f} median {statistics.median(per):.3f}"
             f" ({len(qs)} queries) digest {digest.hexdigest()[:16]}"
