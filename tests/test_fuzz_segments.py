@@ -253,3 +253,16 @@ def test_a_merge_refuses_a_damaged_segment(two_segments: Path, tmp_path: Path, w
     finally:
         index.close()
     assert sorted(p.name for p in folder.glob("seg-*")) == sorted(before)
+
+
+def test_a_merge_refuses_terms_out_of_order(two_segments: Path, tmp_path: Path) -> None:
+    """Found by the fuzz test above in the pure-Python merge: a segment whose term
+    hashes are out of order scattered postings onto other terms' slots and the merge
+    crashed (IndexError) on the slots it never wrote. Now one clawkb error."""
+    folder = tmp_path / "lexical"
+    shutil.copytree(two_segments, folder)
+    victim = sorted(folder.glob("seg-*"))[-1] / "terms.npy"
+    terms = np.load(victim)
+    terms[[0, 1]] = terms[[1, 0]]
+    np.save(victim, terms)
+    _merge_or_refuse(folder)

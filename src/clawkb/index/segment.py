@@ -1004,6 +1004,10 @@ def _scatter(
     """Copy the live postings of ``s`` to their places in the merged arrays
     (``fill``: each merged term's next free slot, advanced)."""
     tpos = np.searchsorted(terms, s.terms).astype(np.int32)
+    if len(tpos) > 1 and not bool(np.all(tpos[1:] > tpos[:-1])):
+        # the placement below relies on it: out of order, postings would land on
+        # other terms' slots and leave some of the merged arrays unwritten
+        raise damaged_segment(s.folder, ValueError("term hashes not in ascending order"))
     post_term = np.repeat(tpos, np.diff(s.offsets))
     new_doc = remap[s.docs]
     ok = new_doc >= 0
